@@ -1,0 +1,191 @@
+"""The ``fincrowd`` command line: build banks, evaluate, audit the field extractor, demo."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from fincrowd_ltr.data import load_dataset
+from fincrowd_ltr.data.schema import DataError
+from fincrowd_ltr.evaluation.report import evaluate_bankset, format_table
+from fincrowd_ltr.retrieval.banks import DEFAULT_BANK_SIZE, MODES
+from fincrowd_ltr.retrieval.bm25 import BM25Config
+from fincrowd_ltr.retrieval.build import BankSpec, build_banks
+from fincrowd_ltr.retrieval.rankers import RANKERS
+from fincrowd_ltr.retrieval.windows import POLICIES, WindowPolicy
+
+DEFAULT_CACHE = Path(".cache")
+
+
+def _quiet_libraries() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("WANDB_MODE", "offline")
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    except ImportError:  # pragma: no cover - transformers is a dependency
+        pass
+
+
+def _add_data_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--dataset",
+        default="financebench",
+        help="financebench | tatqa | finqa | beir | beir:SUBDIR",
+    )
+    p.add_argument(
+        "--data-root",
+        default=None,
+        help="data folder (default: $FINCROWD_DATA, else ../shared/data)",
+    )
+    p.add_argument("--split", default="all", help="'all' or a split/file name of the dataset")
+    p.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=DEFAULT_CACHE,
+        help="index, embedding and bank cache (default .cache)",
+    )
+
+
+def _add_bank_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--ranker",
+        default="bm25,dense",
+        help=f"comma-separated base rankers from {RANKERS}, or 'all'",
+    )
+    p.add_argument("--bank-mode", choices=MODES, default="retrieved")
+    p.add_argument("--bank-size", type=int, default=DEFAULT_BANK_SIZE)
+    p.add_argument(
+        "--dense-pooling",
+        choices=POLICIES,
+        default="max",
+        help="long passages: score the first window, or max/mean over windows",
+    )
+    p.add_argument("--dense-window", type=int, default=254, help="word pieces per window")
+    p.add_argument("--stemmer", default=None, help="BM25 stemmer (PyStemmer name), default none")
+    p.add_argument(
+        "--run",
+        type=Path,
+        default=None,
+        help="a TREC run file of your own ranker (reported as base:run)",
+    )
+
+
+def _rankers(text: str) -> list[str]:
+    names = list(RANKERS) if text == "all" else [r.strip() for r in text.split(",") if r.strip()]
+    unknown = [r for r in names if r not in RANKERS]
+    if unknown:
+        raise DataError(f"unknown ranker(s) {unknown}; choose from {RANKERS}")
+    return names
+
+
+def _spec(args: argparse.Namespace) -> BankSpec:
+    return BankSpec(
+        size=args.bank_size,
+        mode=args.bank_mode,
+        bm25=BM25Config(stemmer=args.stemmer),
+        dense_policy=WindowPolicy(pooling=args.dense_pooling, window_tokens=args.dense_window),
+    )
+
+
+def cmd_evaluate(args: argparse.Namespace) -> dict:
+    dataset = load_dataset(args.dataset, args.data_root, args.split)
+    rankers = _rankers(args.ranker)
+    bankset = build_banks(dataset, args.split, rankers, _spec(args), args.cache_dir)
+    if args.run is not None:
+        from fincrowd_ltr.data.beir import read_trec_run
+        from fincrowd_ltr.retrieval.banks import score_banks
+        from fincrowd_ltr.retrieval.rankers import RunRanker
+
+        run = read_trec_run(args.run, dataset)
+        qid_of = {q.text: q.qid for q in dataset.queries.values()}
+        score_banks(bankset, dataset, [RunRanker(run, qid_of)], progress=False)
+        rankers = [*rankers, "run"]
+    report = evaluate_bankset(dataset, bankset, rankers)
+    report["notes"] = dataset.notes
+    print(format_table(report))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=1))
+        print(f"report written to {args.out}")
+    return report
+
+
+def cmd_banks(args: argparse.Namespace) -> None:
+    dataset = load_dataset(args.dataset, args.data_root, args.split)
+    bankset = build_banks(dataset, args.split, _rankers(args.ranker), _spec(args), args.cache_dir)
+    if args.out:
+        bankset.save(args.out)
+        print(f"{len(bankset.banks)} banks written to {args.out}")
+
+
+def cmd_audit(args: argparse.Namespace) -> None:
+    from fincrowd_ltr.fields.audit import run_audit
+
+    run_audit(args.labels, args.data_root)
+
+
+def cmd_demo(args: argparse.Namespace) -> None:
+    """Build banks and print the baseline report for FinanceBench and TAT-QA dev."""
+    out = Path(args.out_dir)
+    for dataset, split in (("financebench", "all"), ("tatqa", "dev")):
+        for mode in ("retrieved", "injected"):
+            ns = argparse.Namespace(**vars(args))
+            ns.dataset, ns.split, ns.bank_mode = dataset, split, mode
+            ns.out = out / f"baseline-{dataset}-{mode}.json"
+            ns.run = None
+            print()
+            cmd_evaluate(ns)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fincrowd", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("evaluate", help="evaluate base rankers on candidate banks")
+    _add_data_args(p)
+    _add_bank_args(p)
+    p.add_argument("--out", type=Path, default=None, help="write the JSON report here")
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("banks", help="build, score and save candidate banks")
+    _add_data_args(p)
+    _add_bank_args(p)
+    p.add_argument("--out", type=Path, default=None, help="also write the banks here (JSONL)")
+    p.set_defaults(func=cmd_banks)
+
+    p = sub.add_parser("audit", help="field extractor precision/recall/F1 on the audit labels")
+    p.add_argument("--labels", type=Path, default=Path("audit/labels.jsonl"))
+    p.add_argument("--data-root", default=None)
+    p.set_defaults(func=cmd_audit)
+
+    p = sub.add_parser("demo", help="banks and baseline report on FinanceBench and TAT-QA dev")
+    _add_data_args(p)
+    _add_bank_args(p)
+    p.set_defaults(ranker="all")
+    p.add_argument("--out-dir", default="runs", help="where the JSON reports go")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``fincrowd`` console script."""
+    _quiet_libraries()
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except DataError as err:
+        print(f"fincrowd: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,139 @@
+"""Generic BEIR-style corpora (``corpus.jsonl``, ``queries.jsonl``, ``qrels.tsv``) and TREC runs.
+
+This is how a user brings their own filings: one JSON object per passage with ``_id`` and
+``text`` (optional ``title`` and ``metadata`` with ``company``, ``period``, ``doc_type``,
+``document``, ``position``, ``is_table``), queries with ``_id`` and ``text`` (optional ``group``),
+and qrels as ``query-id corpus-id score`` lines (a header line is allowed). Their own base
+ranker's scores come as a TREC run file (``qid Q0 docid rank score tag``).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from fincrowd_ltr.data.jsonl import read_jsonl, require_fields, require_file
+from fincrowd_ltr.data.schema import DataError, Dataset, Passage, Query
+
+_META_KEYS = ("company", "period", "doc_type", "document", "position", "is_table")
+
+
+def read_qrels(path: Path) -> dict[str, dict[str, int]]:
+    """Read a qrels TSV (or TREC ``qid 0 docid grade``) file; header line allowed."""
+    require_file(path, "qrels file")
+    qrels: dict[str, dict[str, int]] = {}
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            parts = line.split()
+            if not parts:
+                continue
+            if lineno == 1 and parts[0] in ("query-id", "query_id", "qid"):
+                continue
+            if len(parts) == 4:  # TREC qrels: qid iter docid grade
+                parts = [parts[0], parts[2], parts[3]]
+            if len(parts) != 3:
+                raise DataError(f"{path}:{lineno}: expected 'query-id corpus-id score'")
+            try:
+                grade = int(float(parts[2]))
+            except ValueError:
+                raise DataError(f"{path}:{lineno}: score {parts[2]!r} is not a number") from None
+            qrels.setdefault(parts[0], {})[parts[1]] = grade
+    return qrels
+
+
+def load_beir(root: Path, name: str | None = None) -> Dataset:
+    """Load a BEIR-style folder. Qrels may be absent (queries then count as uncovered)."""
+    corpus_path = root / "corpus.jsonl"
+    passages: dict[str, Passage] = {}
+    for lineno, row in read_jsonl(corpus_path):
+        require_fields(corpus_path, lineno, row, ("_id", "text"))
+        pid = str(row["_id"])
+        if pid in passages:
+            raise DataError(f"{corpus_path}:{lineno}: duplicate passage id {pid!r}")
+        meta = row.get("metadata") or {}
+        if not isinstance(meta, dict):
+            raise DataError(f"{corpus_path}:{lineno}: field 'metadata' must be an object")
+        title = str(row.get("title") or "").strip()
+        text = f"{title}\n{row['text']}" if title else str(row["text"])
+        kwargs = {k: meta.get(k) for k in _META_KEYS}
+        if kwargs["document"] is None and title:
+            kwargs["document"] = title
+        if kwargs["period"] is not None:
+            kwargs["period"] = str(kwargs["period"])
+        passages[pid] = Passage(pid=pid, text=text, **kwargs)
+
+    queries_path = root / "queries.jsonl"
+    queries: dict[str, Query] = {}
+    for lineno, row in read_jsonl(queries_path):
+        require_fields(queries_path, lineno, row, ("_id", "text"))
+        qid = str(row["_id"])
+        if qid in queries:
+            raise DataError(f"{queries_path}:{lineno}: duplicate query id {qid!r}")
+        if not str(row["text"]).strip():
+            raise DataError(f"{queries_path}:{lineno}: query {qid!r} has empty text")
+        group = str(row.get("group") or (row.get("metadata") or {}).get("company") or qid)
+        queries[qid] = Query(qid=qid, text=str(row["text"]), group=group)
+
+    qrels_path = root / "qrels.tsv"
+    raw = read_qrels(qrels_path) if qrels_path.exists() else {}
+    qrels: dict[str, dict[str, int]] = {}
+    missing: dict[str, list[str]] = {}
+    for qid, rels in raw.items():
+        if qid not in queries:
+            raise DataError(f"{qrels_path}: unknown query id {qid!r}")
+        qrels[qid] = {pid: g for pid, g in rels.items() if pid in passages and g > 0}
+        absent = [pid for pid in rels if pid not in passages]
+        if absent:
+            missing[qid] = absent
+    dataset = Dataset(
+        name=name or root.name,
+        queries=queries,
+        passages=passages,
+        qrels=qrels,
+        missing_gold=missing,
+    )
+    dataset.validate()
+    return dataset
+
+
+def read_trec_run(path: Path, dataset: Dataset | None = None) -> dict[str, dict[str, float]]:
+    """Read a TREC run file into ``run[qid][pid] = score``.
+
+    Raises:
+        DataError: naming file and line for malformed lines, non-finite scores, or (when a
+            dataset is given) query or passage ids it does not contain.
+    """
+    require_file(path, "run file")
+    run: dict[str, dict[str, float]] = {}
+    with open(path, encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            parts = line.split()
+            if not parts:
+                continue
+            if len(parts) != 6:
+                raise DataError(f"{path}:{lineno}: expected 'qid Q0 docid rank score tag'")
+            qid, _, pid, _, score_text, _ = parts
+            try:
+                score = float(score_text)
+            except ValueError:
+                raise DataError(f"{path}:{lineno}: score {score_text!r} is not a number") from None
+            if not math.isfinite(score):
+                raise DataError(f"{path}:{lineno}: score is {score_text} (must be finite)")
+            if dataset is not None:
+                if qid not in dataset.queries:
+                    raise DataError(f"{path}:{lineno}: unknown query id {qid!r}")
+                if pid not in dataset.passages:
+                    raise DataError(f"{path}:{lineno}: unknown passage id {pid!r}")
+            if pid in run.setdefault(qid, {}):
+                raise DataError(f"{path}:{lineno}: passage {pid!r} listed twice for query {qid!r}")
+            run[qid][pid] = score
+    return run
+
+
+def write_trec_run(path: Path, run: dict[str, dict[str, float]], tag: str = "fincrowd") -> None:
+    """Write ``run[qid][pid] = score`` as a TREC run file, ranked by score (ties by id)."""
+    with open(path, "w", encoding="utf-8") as fh:
+        for qid, scores in run.items():
+            ranked = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
+            for rank, (pid, score) in enumerate(ranked, start=1):
+                fh.write(f"{qid} Q0 {pid} {rank} {score:.10g} {tag}\n")

@@ -1,0 +1,62 @@
+"""Strict readers for JSON and JSON Lines (plain or gzip); errors name the file and line."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from fincrowd_ltr.data.schema import DataError
+
+
+def require_file(path: Path, what: str = "file") -> Path:
+    """Return ``path`` if it is a file, else raise DataError naming the expected path."""
+    if not path.is_file():
+        raise DataError(f"expected {what} at {path} but it does not exist")
+    return path
+
+
+def _open_text(path: Path):
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
+    """Yield ``(line_number, record)`` for each non-blank line; 1-based line numbers.
+
+    Raises:
+        DataError: if a line is not a JSON object, naming file and line.
+    """
+    require_file(path)
+    with _open_text(path) as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise DataError(f"{path}:{lineno}: malformed JSON ({err.msg})") from None
+            if not isinstance(record, dict):
+                raise DataError(
+                    f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}"
+                )
+            yield lineno, record
+
+
+def read_json(path: Path):
+    """Load a whole JSON file, naming the file and position of a syntax error."""
+    require_file(path)
+    with _open_text(path) as fh:
+        try:
+            return json.load(fh)
+        except json.JSONDecodeError as err:
+            raise DataError(f"{path}:{err.lineno}: malformed JSON ({err.msg})") from None
+
+
+def require_fields(path: Path, lineno: int, record: dict, names: tuple[str, ...]) -> None:
+    """Raise DataError naming file, line and field when a required field is absent."""
+    for name in names:
+        if name not in record:
+            raise DataError(f"{path}:{lineno}: missing required field {name!r}")

@@ -1,0 +1,61 @@
+"""Find a dataset under a data root and load it by name."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from fincrowd_ltr.data.beir import load_beir
+from fincrowd_ltr.data.financebench import load_financebench
+from fincrowd_ltr.data.finqa import load_finqa
+from fincrowd_ltr.data.schema import DataError, Dataset
+from fincrowd_ltr.data.tatqa import load_tatqa
+
+DEFAULT_DATA_ROOT = Path("../shared/data")
+
+# name -> (sub-folder of the data root, loader(folder, split))
+DATASETS: dict[str, tuple[str, Callable[[Path, str], Dataset]]] = {
+    "financebench": ("financebench", load_financebench),
+    "tatqa": ("tatqa", load_tatqa),
+    "finqa": ("finqa_subset", load_finqa),
+}
+
+
+def resolve_data_root(data_root: str | Path | None = None) -> Path:
+    """The data root: the argument, else ``$FINCROWD_DATA``, else ``../shared/data``.
+
+    Raises:
+        DataError: if the chosen folder does not exist (the message names it).
+    """
+    chosen = data_root or os.environ.get("FINCROWD_DATA") or DEFAULT_DATA_ROOT
+    root = Path(chosen).expanduser()
+    if not root.is_dir():
+        raise DataError(
+            f"data root {root.resolve()} does not exist; pass --data-root or set FINCROWD_DATA"
+        )
+    return root
+
+
+def load_dataset(name: str, data_root: str | Path | None = None, split: str = "all") -> Dataset:
+    """Load dataset ``name`` from the data root.
+
+    Args:
+        name: ``financebench``, ``tatqa``, ``finqa``; ``beir`` (the data root itself is a BEIR
+            folder); or ``beir:SUBDIR`` (a BEIR folder below the data root, e.g.
+            ``beir:financerag_public/FinQABench``).
+        data_root: Folder holding the datasets (see :func:`resolve_data_root`).
+        split: ``all`` or a split name/file understood by the dataset's loader.
+    """
+    root = resolve_data_root(data_root)
+    if name == "beir" or name.startswith("beir:"):
+        folder = root / name.partition(":")[2] if ":" in name else root
+        return load_beir(folder, name=name)
+    if name not in DATASETS:
+        raise DataError(f"unknown dataset {name!r}; choose from {sorted(DATASETS)} or beir[:DIR]")
+    sub, loader = DATASETS[name]
+    folder = root / sub
+    if not folder.is_dir():
+        # The data root may itself be the dataset's folder (a user's own copy).
+        folder = root
+    return loader(folder, split)

@@ -1,0 +1,122 @@
+"""One schema for every dataset: queries, passages with filing metadata, and graded qrels."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+class DataError(ValueError):
+    """Bad input data. The message names the file, line or field at fault."""
+
+
+@dataclass(frozen=True)
+class Passage:
+    """A retrievable unit of text (a filing page, a table, a paragraph, a table row).
+
+    Attributes:
+        pid: Unique passage id within its dataset.
+        text: The passage text.
+        company: Company the filing belongs to, when known.
+        document: Filing or report id (e.g. ``3M_2018_10K``), when known.
+        period: Fiscal period of the filing (``"2018"`` or ``"2023Q2"``), when known.
+        doc_type: Filing type (``10k``, ``10q``, ``8k``, ``earnings``, ...), when known.
+        position: Page number or position inside the document, when known.
+        is_table: True for tables or table rows, False for prose, None when unknown.
+    """
+
+    pid: str
+    text: str
+    company: str | None = None
+    document: str | None = None
+    period: str | None = None
+    doc_type: str | None = None
+    position: int | None = None
+    is_table: bool | None = None
+
+    def metadata(self) -> dict:
+        """Return the metadata fields (everything but id and text) as a plain dict."""
+        return {
+            "company": self.company,
+            "document": self.document,
+            "period": self.period,
+            "doc_type": self.doc_type,
+            "position": self.position,
+            "is_table": self.is_table,
+        }
+
+
+@dataclass(frozen=True)
+class Query:
+    """A question with the metadata a grouping or split needs.
+
+    Attributes:
+        qid: Unique query id within its dataset.
+        text: The question text.
+        group: The unit that splits must keep together (company for FinanceBench, context for
+            TAT-QA). Never shown to a retriever.
+        company: The company the question is about, when the dataset says so (evaluation only).
+    """
+
+    qid: str
+    text: str
+    group: str
+    company: str | None = None
+
+
+@dataclass
+class Dataset:
+    """Queries, passages and relevance judgements of one dataset split.
+
+    Attributes:
+        name: Dataset name (``financebench``, ``tatqa``, ...).
+        queries: Queries by id, in file order.
+        passages: Passages by id, in file order.
+        qrels: ``qrels[qid][pid] = grade`` (grade > 0 is relevant).
+        missing_gold: ``missing_gold[qid]`` lists gold references that are not in the corpus
+            (kept and reported as coverage, never dropped).
+        expanded_qrels: qrels with relevance expanded to exact duplicates of gold passages.
+        notes: Human-readable notes about corpus quirks found while loading.
+    """
+
+    name: str
+    queries: dict[str, Query]
+    passages: dict[str, Passage]
+    qrels: dict[str, dict[str, int]]
+    missing_gold: dict[str, list[str]] = field(default_factory=dict)
+    expanded_qrels: dict[str, dict[str, int]] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def covered(self, qid: str) -> bool:
+        """Whether all gold evidence of ``qid`` is in the corpus (the coverage rule)."""
+        return bool(self.qrels.get(qid)) and not self.missing_gold.get(qid)
+
+    def validate(self) -> None:
+        """Check referential integrity; raise DataError naming the offending id."""
+        for qid, rels in self.qrels.items():
+            if qid not in self.queries:
+                raise DataError(f"{self.name}: qrels name unknown query id {qid!r}")
+            for pid in rels:
+                if pid not in self.passages:
+                    raise DataError(
+                        f"{self.name}: qrels of query {qid!r} name unknown passage id {pid!r}"
+                    )
+        for qid, query in self.queries.items():
+            if not query.text.strip():
+                raise DataError(f"{self.name}: query {qid!r} has empty text")
+
+    def subset(self, qids: list[str]) -> Dataset:
+        """The same corpus with only the given queries (splits share the corpus)."""
+        keep = set(qids)
+        return Dataset(
+            name=self.name,
+            queries={q: v for q, v in self.queries.items() if q in keep},
+            passages=self.passages,
+            qrels={q: v for q, v in self.qrels.items() if q in keep},
+            missing_gold={q: v for q, v in self.missing_gold.items() if q in keep},
+            expanded_qrels=(
+                None
+                if self.expanded_qrels is None
+                else {q: v for q, v in self.expanded_qrels.items() if q in keep}
+            ),
+            notes=list(self.notes),
+        )

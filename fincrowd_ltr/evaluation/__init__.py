@@ -1,0 +1,1 @@
+"""Metrics, bootstrap intervals and evaluation reports."""

@@ -1,0 +1,118 @@
+"""The evaluation report: metrics per system with paired-bootstrap intervals.
+
+Shape (later capabilities add systems and fields)::
+
+    {"dataset", "split", "bank_mode", "n_queries", "n_covered", "bank_size",
+     "systems": {"base:<ranker>": {"recall@10", "recall@100", "ndcg@10", "mrr",
+                                   "ci95": {metric: [lo, hi]}, "n": int, ...}},
+     "systems_expanded_relevance": {...same, relevance expanded to exact duplicates...},
+     "top10_off_period_share": {...}, "top10_other_company_share": {...}}
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fincrowd_ltr.data.schema import Dataset
+from fincrowd_ltr.evaluation.metrics import METRICS, bootstrap_ci, per_query
+from fincrowd_ltr.retrieval.banks import BankSet
+
+TOP_K_CONTEXT = 10
+
+
+def system_metrics(
+    rankings: dict[str, list[str]], qrels: dict[str, dict[str, int]], qids: list[str]
+) -> dict:
+    """Mean metrics and 95% bootstrap intervals over ``qids`` for one system."""
+    rows = [per_query(rankings[q], qrels[q]) for q in qids]
+    out: dict = {"n": len(qids)}
+    ci = {}
+    for name in METRICS:
+        values = np.array([r[name] for r in rows], dtype=np.float64)
+        out[name] = float(values.mean()) if len(values) else float("nan")
+        ci[name] = list(bootstrap_ci(values))
+    out["ci95"] = ci
+    out["per_query"] = {q: r for q, r in zip(qids, rows, strict=True)}
+    return out
+
+
+def contamination(
+    dataset: Dataset, rankings: dict[str, list[str]], qids: list[str], k: int = TOP_K_CONTEXT
+) -> dict[str, float]:
+    """Share of the top-``k`` from another fiscal period than the gold filing(s), or another
+    company than the question's. Uses gold metadata: an evaluation diagnostic, not a feature."""
+    off_period, other_company, counted_p, counted_c = 0, 0, 0, 0
+    for qid in qids:
+        gold_periods = {dataset.passages[p].period for p in dataset.qrels[qid]} - {None}
+        company = dataset.queries[qid].company
+        for pid in rankings[qid][:k]:
+            passage = dataset.passages[pid]
+            if gold_periods and passage.period is not None:
+                counted_p += 1
+                off_period += passage.period not in gold_periods
+            if company and passage.company is not None:
+                counted_c += 1
+                other_company += passage.company != company
+    return {
+        "off_period": off_period / counted_p if counted_p else float("nan"),
+        "other_company": other_company / counted_c if counted_c else float("nan"),
+    }
+
+
+def evaluate_bankset(dataset: Dataset, bankset: BankSet, rankers: list[str]) -> dict:
+    """Report every base ranker on the covered queries of ``bankset``."""
+    qids = [q for q in dataset.queries if q in bankset.banks and dataset.covered(q)]
+    report: dict = {
+        "dataset": dataset.name,
+        "split": bankset.split,
+        "bank_mode": bankset.mode,
+        "n_queries": len(dataset.queries),
+        "n_covered": len(qids),
+        "bank_size": bankset.size,
+        "coverage_note": "metrics average over the questions whose gold evidence is all in the "
+        "corpus (n_covered); the others are counted in n_queries",
+        "systems": {},
+        "contamination@10": {},
+    }
+    expanded = dataset.expanded_qrels
+    if expanded is not None:
+        report["systems_expanded_relevance"] = {}
+    for ranker in rankers:
+        rankings = {q: bankset.banks[q].ranking(ranker) for q in qids}
+        system = f"base:{ranker}"
+        report["systems"][system] = system_metrics(rankings, dataset.qrels, qids)
+        if expanded is not None:
+            report["systems_expanded_relevance"][system] = system_metrics(rankings, expanded, qids)
+        if any(dataset.queries[q].company for q in qids) or any(
+            dataset.passages[p].period for q in qids for p in dataset.qrels[q]
+        ):
+            report["contamination@10"][system] = contamination(dataset, rankings, qids)
+    return report
+
+
+def format_table(report: dict) -> str:
+    """A plain-text table of the report's systems."""
+    lines = [
+        f"{report['dataset']} split={report['split']} banks={report['bank_mode']} "
+        f"(size {report['bank_size']}): {report['n_covered']} covered of "
+        f"{report['n_queries']} queries",
+        f"{'system':<22}{'R@10':>22}{'R@100':>22}{'nDCG@10':>22}{'MRR':>8}",
+    ]
+
+    def cell(stats: dict, name: str) -> str:
+        lo, hi = stats["ci95"][name]
+        return f"{stats[name]:.3f} [{lo:.3f},{hi:.3f}]"
+
+    for title, key in (("", "systems"), (" (expanded rel.)", "systems_expanded_relevance")):
+        for system, stats in report.get(key, {}).items():
+            lines.append(
+                f"{system + title:<22}{cell(stats, 'recall@10'):>22}"
+                f"{cell(stats, 'recall@100'):>22}{cell(stats, 'ndcg@10'):>22}"
+                f"{stats['mrr']:>8.3f}"
+            )
+    for system, shares in report.get("contamination@10", {}).items():
+        lines.append(
+            f"{system}: top-10 off-period share {shares['off_period']:.3f}, "
+            f"other-company share {shares['other_company']:.3f}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,13 @@
+"""Typed financial fields: extraction, compatibility and the hand-labelled audit."""
+
+from fincrowd_ltr.fields.compatibility import Compatibility, compatibility, conflicts
+from fincrowd_ltr.fields.extractor import FIELD_NAMES, FieldExtractor, FinancialFields
+
+__all__ = [
+    "FIELD_NAMES",
+    "Compatibility",
+    "FieldExtractor",
+    "FinancialFields",
+    "compatibility",
+    "conflicts",
+]

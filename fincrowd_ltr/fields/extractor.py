@@ -1,0 +1,309 @@
+"""Deterministic extraction of typed financial fields from queries and passages.
+
+Seven fields are extracted: entity, metric, period, segment, table scope (statement type),
+unit and currency. Each is a set of canonical values; an empty set means *unknown* (never a
+conflict). Passage metadata (a filing's company and fiscal period) is used when present, the
+text otherwise. Periods are ``"2018"`` (a fiscal or calendar year) or ``"2018Q2"``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
+
+from fincrowd_ltr.data.schema import Passage
+from fincrowd_ltr.fields import vocabulary as V
+
+FIELD_NAMES = ("entity", "metric", "period", "segment", "table_scope", "unit", "currency")
+MIN_YEAR, MAX_YEAR = 1990, 2039
+MIN_ALIAS_CHARS = 3  # shorter tickers (BA, KO, V) are too ambiguous to match in text
+
+_QUARTER_WORDS = {
+    "first": 1,
+    "second": 2,
+    "third": 3,
+    "fourth": 4,
+    "1st": 1,
+    "2nd": 2,
+    "3rd": 3,
+    "4th": 4,
+}
+_YEAR = r"(?:19[89]\d|20[0-3]\d)"
+_FY = re.compile(r"\bfy\s?'?(\d{4}|\d{2})\b|\bfiscal(?: year)?\s+(\d{4})\b", re.I)
+_QUARTER = re.compile(
+    rf"\bq([1-4])\s*(?:of\s+)?(?:the\s+)?(?:fy|fiscal(?: year)?)?\s*'?({_YEAR}|\d{{2}})\b"
+    rf"|\b({_YEAR})\s*q([1-4])\b"
+    rf"|\b([1-4])q\s?'?(\d{{2}}|{_YEAR})\b"
+    rf"|\b(first|second|third|fourth|1st|2nd|3rd|4th) (?:fiscal )?quarter (?:of |ended \w+ \d+, )?(?:fiscal )?(?:year )?({_YEAR})\b",
+    re.I,
+)
+_YEAR_RANGE = re.compile(
+    rf"(?:fy\s?)?({_YEAR})\s*(?:-|–|to|through)\s*(?:fy\s?)?({_YEAR})\b"
+    rf"|between (?:fy\s?)?({_YEAR}) and (?:fy\s?)?({_YEAR})\b",
+    re.I,
+)
+_BARE_YEAR = re.compile(rf"(?<![\d$.,/-])({_YEAR})(?![\d%])")
+_SEGMENT_NAME = re.compile(
+    r"(?<![\w'])((?:[a-z][a-z&\-]* )?[a-z][a-z&\-]*) (?:segment|business unit|division)s?\b"
+)
+_SEGMENT_STOP = {
+    "the",
+    "each",
+    "our",
+    "all",
+    "other",
+    "this",
+    "that",
+    "its",
+    "reportable",
+    "operating",
+    "business",
+    "a",
+    "one",
+    "which",
+    "by",
+    "per",
+    "and",
+    "of",
+    "for",
+    "in",
+    "from",
+    "every",
+    "two",
+    "three",
+    "four",
+    "five",
+    "same",
+    "any",
+}
+_TABLE_LINE = re.compile(r"^[\s$(€£¥]*-?[\d,.]+\)?%?\s*$")
+
+
+def _field_regex(vocab: dict[str, list[str]]) -> tuple[re.Pattern, list[str]]:
+    names = list(vocab)
+    parts = [f"(?P<g{i}>{'|'.join(vocab[name])})" for i, name in enumerate(names)]
+    return re.compile(r"(?<![\w&])(?:" + "|".join(parts) + r")(?![\w&])"), names
+
+
+def _scan(pattern: re.Pattern, names: list[str], text: str) -> frozenset[str]:
+    found = set()
+    for match in pattern.finditer(text):
+        found.add(names[int(match.lastgroup[1:])])
+    return frozenset(found)
+
+
+def _year(text: str) -> int | None:
+    value = int(text)
+    if value < 100:
+        value += 2000 if value < 50 else 1900
+    return value if MIN_YEAR <= value <= MAX_YEAR else None
+
+
+@dataclass(frozen=True)
+class FinancialFields:
+    """The typed fields of one query or passage; an empty set means unknown."""
+
+    entity: frozenset[str] = frozenset()
+    metric: frozenset[str] = frozenset()
+    period: frozenset[str] = frozenset()
+    segment: frozenset[str] = frozenset()
+    table_scope: frozenset[str] = frozenset()
+    unit: frozenset[str] = frozenset()
+    currency: frozenset[str] = frozenset()
+    is_table: bool | None = None
+
+    def observed(self) -> tuple[str, ...]:
+        """Names of the fields that are observed (non-empty)."""
+        return tuple(name for name in FIELD_NAMES if getattr(self, name))
+
+    def as_dict(self) -> dict:
+        """JSON-friendly form (sorted lists)."""
+        out = {f.name: sorted(getattr(self, f.name)) for f in fields(self) if f.name != "is_table"}
+        out["is_table"] = self.is_table
+        return out
+
+
+def looks_like_table(text: str, min_share: float = 0.3) -> bool:
+    """Layout heuristic for extracted PDF text: many lines that are just numbers."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) < 8:
+        return "|" in text and text.count("|") >= 4
+    numeric = sum(1 for line in lines if _TABLE_LINE.match(line))
+    return numeric / len(lines) >= min_share
+
+
+class FieldExtractor:
+    """Deterministic typed-field extractor.
+
+    Args:
+        companies: canonical company name -> aliases. Defaults to the shipped vocabulary; use
+            :meth:`from_passages` to add the companies a corpus's metadata names.
+
+    Example:
+        >>> fx = FieldExtractor()
+        >>> sorted(fx.extract_query("What is the FY2018 capex of 3M (USD millions)?").period)
+        ['2018']
+    """
+
+    def __init__(self, companies: dict[str, list[str]] | None = None) -> None:
+        self.companies = {k: list(v) for k, v in (companies or V.COMPANIES).items()}
+        self._metric = _field_regex(V.METRICS)
+        self._segment = _field_regex(V.SEGMENTS)
+        self._statement = _field_regex(V.STATEMENTS)
+        self._unit = _field_regex(V.UNITS)
+        self._currency = _field_regex(V.CURRENCIES)
+        self._build_entity_patterns()
+
+    @classmethod
+    def from_passages(
+        cls, passages: Iterable[Passage], companies: dict[str, list[str]] | None = None
+    ) -> FieldExtractor:
+        """An extractor whose entity vocabulary also covers every company in the metadata."""
+        vocab = {k: list(v) for k, v in (companies or V.COMPANIES).items()}
+        lowered = {k.lower(): k for k in vocab}
+        for passage in passages:
+            name = passage.company
+            if name and name.lower() not in lowered:
+                vocab[name] = []
+                lowered[name.lower()] = name
+        return cls(vocab)
+
+    def _build_entity_patterns(self) -> None:
+        insensitive: dict[str, str] = {}
+        sensitive: dict[str, str] = {}
+        for canonical, aliases in self.companies.items():
+            forms = {canonical.lower(), *(a.lower() for a in aliases)}
+            stripped = re.sub(
+                r"\b(corporation|corp|inc|company|co|plc|ltd|group)\.?$", "", canonical.lower()
+            ).strip()
+            if len(stripped) >= MIN_ALIAS_CHARS:
+                forms.add(stripped)
+            for form in forms:
+                if len(form) < MIN_ALIAS_CHARS:
+                    # Short names with a digit (3M) are distinctive in upper case; short
+                    # all-letter tickers (BA, KO, V) are too ambiguous to match at all.
+                    if not form.isalpha():
+                        sensitive[form.upper()] = canonical
+                    continue
+                if form in V.CASE_SENSITIVE_ALIASES:
+                    sensitive[form.upper()] = canonical
+                    sensitive[form[:1].upper() + form[1:]] = canonical
+                else:
+                    insensitive[form] = canonical
+        self._entity_lookup = {**insensitive}
+        self._entity_lookup_cs = sensitive
+
+        def alternation(forms: Iterable[str]) -> str:
+            return "|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True))
+
+        self._entity_ci = re.compile(rf"(?<![\w&])(?:{alternation(insensitive)})(?:'s)?(?![\w&])")
+        self._entity_cs = (
+            re.compile(rf"(?<![\w&])(?:{alternation(sensitive)})(?![\w&])") if sensitive else None
+        )
+
+    # --- single fields ---------------------------------------------------------------------
+    def entities(self, text: str, lowered: str | None = None) -> frozenset[str]:
+        """Companies named in ``text``."""
+        lowered = text.lower() if lowered is None else lowered
+        found = set()
+        for match in self._entity_ci.finditer(lowered):
+            form = match.group(0).removesuffix("'s")
+            found.add(self._entity_lookup[form])
+        if self._entity_cs is not None:
+            for match in self._entity_cs.finditer(text):
+                found.add(self._entity_lookup_cs[match.group(0)])
+        return frozenset(found)
+
+    @staticmethod
+    def periods(text: str, query: bool) -> frozenset[str]:
+        """Fiscal periods: ``YYYY`` or ``YYYYQn``. Year ranges in queries are expanded."""
+        found: set[str] = set()
+        for m in _QUARTER.finditer(text):
+            if m.group(1):
+                year, quarter = _year(m.group(2)), int(m.group(1))
+            elif m.group(3):
+                year, quarter = _year(m.group(3)), int(m.group(4))
+            elif m.group(5):
+                year, quarter = _year(m.group(6)), int(m.group(5))
+            else:
+                year, quarter = _year(m.group(8)), _QUARTER_WORDS[m.group(7).lower()]
+            if year:
+                found.add(f"{year}Q{quarter}")
+        for m in _FY.finditer(text):
+            year = _year(m.group(1) or m.group(2))
+            if year:
+                found.add(str(year))
+        if query:
+            for m in _YEAR_RANGE.finditer(text):
+                lo, hi = (
+                    (int(m.group(1)), int(m.group(2)))
+                    if m.group(1)
+                    else (int(m.group(3)), int(m.group(4)))
+                )
+                if lo < hi <= lo + 10:
+                    found.update(str(y) for y in range(lo, hi + 1))
+        for m in _BARE_YEAR.finditer(text):
+            found.add(m.group(1))
+        # A year already present as a quarter is not also a separate constraint.
+        quarters = {p[:4] for p in found if "Q" in p}
+        return frozenset(p for p in found if "Q" in p or p not in quarters or not query)
+
+    def segments(self, lowered: str) -> frozenset[str]:
+        """Segments from the vocabulary plus any ``<name> segment`` phrase."""
+        found = set(_scan(*self._segment, lowered))
+        for m in _SEGMENT_NAME.finditer(lowered):
+            words = m.group(1).split()
+            if words[-1] in _SEGMENT_STOP:
+                continue  # "by segment", "each segment": no name
+            name = " ".join(w for w in words if w not in _SEGMENT_STOP)
+            known = _scan(*self._segment, name)
+            if not known and not _scan(*self._metric, name):
+                found.add(name)
+        return frozenset(found)
+
+    # --- whole records ---------------------------------------------------------------------
+    def extract_text(self, text: str, query: bool = False) -> FinancialFields:
+        """Fields from text alone."""
+        lowered = text.lower()
+        return FinancialFields(
+            entity=self.entities(text, lowered),
+            metric=_scan(*self._metric, lowered),
+            period=self.periods(text, query=query),
+            segment=self.segments(lowered),
+            table_scope=_scan(*self._statement, lowered),
+            unit=_scan(*self._unit, lowered),
+            currency=_scan(*self._currency, lowered),
+            is_table=None if query else looks_like_table(text),
+        )
+
+    def extract_query(self, text: str) -> FinancialFields:
+        """Fields of a question."""
+        return self.extract_text(text, query=True)
+
+    def extract_passage(self, passage: Passage) -> FinancialFields:
+        """Fields of a passage; metadata company and period win over the text."""
+        fx = self.extract_text(passage.text)
+        entity = fx.entity
+        if passage.company:
+            entity = frozenset({self.canonical_company(passage.company)})
+        period = frozenset({passage.period}) if passage.period else fx.period
+        is_table = passage.is_table if passage.is_table is not None else fx.is_table
+        return FinancialFields(
+            entity=entity,
+            metric=fx.metric,
+            period=period,
+            segment=fx.segment,
+            table_scope=fx.table_scope,
+            unit=fx.unit,
+            currency=fx.currency,
+            is_table=is_table,
+        )
+
+    def canonical_company(self, name: str) -> str:
+        """Map a metadata company name (or alias) to its canonical vocabulary name."""
+        lowered = name.lower()
+        for canonical, aliases in self.companies.items():
+            if lowered == canonical.lower() or lowered in (a.lower() for a in aliases):
+                return canonical
+        return name

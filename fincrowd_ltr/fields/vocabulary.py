@@ -1,0 +1,288 @@
+"""The documented vocabularies of the field extractor.
+
+Each vocabulary maps a canonical value to the surface forms (regular expressions, matched on
+lower-cased text at word boundaries) that express it. Changing a vocabulary changes what the
+extractor sees: bump ``EXTRACTOR_VERSION`` so checkpoints record which vocabulary they used.
+"""
+
+from __future__ import annotations
+
+EXTRACTOR_VERSION = "1.0"
+
+# Financial metrics: canonical name -> surface forms. Forms are specific enough that a
+# passage which mentions them is about that metric (e.g. the cash-flow line item for capex).
+METRICS: dict[str, list[str]] = {
+    "revenue": [
+        r"revenues?",
+        r"net sales",
+        r"total sales",
+        r"net revenues?",
+        r"top[- ]line",
+        r"turnover",
+    ],
+    "cost_of_revenue": [r"cost of (?:goods sold|sales|revenues?|products sold)", r"cogs"],
+    "gross_profit": [r"gross (?:profit|margin)s?"],
+    "operating_income": [
+        r"operating (?:income|profit|loss)",
+        r"income from operations",
+        r"operating earnings",
+        r"ebit(?!da)",
+    ],
+    "operating_margin": [r"operating margins?", r"operating profit margin"],
+    "net_income": [
+        r"net (?:income|earnings|loss|profit)",
+        r"profit attributable",
+        r"net income attributable",
+    ],
+    "eps": [
+        r"earnings per (?:common )?share",
+        r"eps",
+        r"(?:diluted|basic) (?:net )?(?:income|earnings) per share",
+    ],
+    "ebitda": [r"ebitda"],
+    "capital_expenditure": [
+        r"capital expenditures?",
+        r"capex",
+        r"purchases? of property,? plant,? and equipment",
+        r"(?:additions|payments) (?:to|for) property,? plant,? and equipment",
+        r"purchases of pp&e",
+    ],
+    "operating_cash_flow": [
+        r"cash (?:flows? )?(?:provided by|from|generated (?:by|from)) operat\w*",
+        r"operating cash flows?",
+        r"cash flows? from operating activities",
+        r"net cash (?:provided by|from) operating activities",
+    ],
+    "free_cash_flow": [r"free cash ?flows?", r"fcf"],
+    "dividends": [r"dividends?(?: paid| per share| declared)?", r"payout ratio"],
+    "share_repurchase": [
+        r"share repurchases?",
+        r"(?:stock|share) buybacks?",
+        r"repurchases? of (?:common )?(?:stock|shares)",
+        r"treasury stock",
+    ],
+    "total_assets": [r"total assets", r"return on (?:total )?assets", r"asset turnover"],
+    "total_liabilities": [r"total liabilities"],
+    "shareholders_equity": [
+        r"(?:total )?(?:stock|share)holders'? equity",
+        r"total equity",
+        r"return on equity",
+    ],
+    "debt": [
+        r"(?:total |long[- ]term |short[- ]term )?debt",
+        r"borrowings",
+        r"notes payable",
+        r"leverage ratio",
+    ],
+    "cash": [r"cash and cash equivalents", r"cash balance"],
+    "inventory": [r"inventor(?:y|ies)", r"days inventory outstanding"],
+    "accounts_receivable": [
+        r"accounts receivables?",
+        r"trade receivables?",
+        r"days sales outstanding",
+    ],
+    "accounts_payable": [r"accounts payables?", r"days payable outstanding"],
+    "working_capital": [
+        r"working capital",
+        r"current ratio",
+        r"quick ratio",
+        r"total current (?:assets|liabilities)",
+    ],
+    "depreciation_amortization": [r"depreciation(?: and amortization)?", r"amortization"],
+    "interest_expense": [r"interest expense", r"interest coverage"],
+    "income_tax": [
+        r"(?:income )?tax (?:expense|provision|rate)",
+        r"effective tax rate",
+        r"provision for income taxes",
+    ],
+    "research_development": [r"research and development", r"r&d"],
+    "sga": [r"selling,? general,? and administrative", r"sg&a"],
+    "goodwill": [r"goodwill", r"impairment"],
+    "restructuring": [r"restructuring"],
+    "employees": [r"employees", r"headcount"],
+}
+
+# Segment vocabulary: generic geographic and business segment names; company-specific names
+# are caught by the "<name> segment" pattern in the extractor.
+SEGMENTS: dict[str, list[str]] = {
+    "americas": [r"americas"],
+    "north_america": [r"north america(?:n)?"],
+    "latin_america": [r"latin america"],
+    "united_states": [r"united states", r"u\.s\.(?= )", r"domestic"],
+    "international": [r"international"],
+    "europe": [r"europe", r"emea"],
+    "asia_pacific": [r"asia[- ]pacific", r"apac"],
+    "china": [r"greater china", r"china"],
+    "japan": [r"japan"],
+    "consumer": [r"consumer"],
+    "enterprise": [r"enterprise"],
+    "data_center": [r"data center"],
+    "gaming": [r"gaming"],
+    "healthcare": [r"health ?care"],
+    "industrial": [r"industrial"],
+    "services": [r"services segment", r"service revenue"],
+    "products": [r"products? segment", r"product revenue"],
+}
+
+# Table scope: the financial statement (or note) a table belongs to.
+STATEMENTS: dict[str, list[str]] = {
+    "income_statement": [
+        r"income statements?",
+        r"statements? of (?:consolidated )?(?:income|operations|earnings)",
+        r"p&l",
+        r"profit and loss",
+    ],
+    "balance_sheet": [
+        r"balance sheets?",
+        r"statements? of (?:consolidated )?financial (?:position|condition)",
+    ],
+    "cash_flow_statement": [
+        r"cash flows? statements?",
+        r"statements? of (?:consolidated )?cash flows?",
+    ],
+    "equity_statement": [
+        r"statements? of (?:consolidated )?(?:changes in )?(?:share|stock)holders'? equity"
+    ],
+    "segment_note": [
+        r"segment information",
+        r"segment reporting",
+        r"reportable segments?",
+        r"segment results",
+    ],
+}
+
+# Units: magnitudes and kinds of quantity.
+UNITS: dict[str, list[str]] = {
+    "thousands": [
+        r"in thousands",
+        r"\(thousands\)",
+        r"\$ ?'?000s?",
+        r"thousands of (?:u\.s\. )?dollars",
+        r"usd thousands",
+        r"\(in \$?thousands",
+    ],
+    "millions": [
+        r"in millions",
+        r"\(millions\)",
+        r"usd millions",
+        r"\$ ?m\b",
+        r"millions of (?:u\.s\. )?dollars",
+        r"\(in \$?millions",
+        r"dollars in millions",
+        r"\$ in millions",
+    ],
+    "billions": [
+        r"in billions",
+        r"\(billions\)",
+        r"usd billions",
+        r"\$ ?bn?\b",
+        r"billions of (?:u\.s\. )?dollars",
+        r"\(in \$?billions",
+    ],
+    "percent": [r"percent(?:age)?s?", r"%", r"margins?", r"rate"],
+    "per_share": [r"per share", r"per diluted share", r"per common share"],
+}
+
+# Currencies.
+CURRENCIES: dict[str, list[str]] = {
+    "USD": [r"usd", r"us\$", r"u\.s\. dollars?", r"\$"],
+    "EUR": [r"eur", r"euros?", r"€"],
+    "GBP": [r"gbp", r"pounds? sterling", r"£"],
+    "JPY": [r"jpy", r"yen", r"¥"],
+    "CNY": [r"cny", r"rmb", r"renminbi"],
+    "CAD": [r"cad", r"c\$", r"canadian dollars?"],
+    "AUD": [r"aud", r"a\$", r"australian dollars?"],
+    "CHF": [r"chf", r"swiss francs?"],
+    "INR": [r"inr", r"rupees?", r"₹"],
+}
+
+# Companies shipped with the extractor: canonical name -> aliases (tickers, legal names).
+# Corpus metadata adds more at run time (FieldExtractor.from_passages).
+COMPANIES: dict[str, list[str]] = {
+    "3M": ["3m", "mmm", "3m company", "minnesota mining"],
+    "AES Corporation": ["aes", "aes corp", "the aes corporation"],
+    "AMD": ["amd", "advanced micro devices"],
+    "Activision Blizzard": ["activision", "activision blizzard", "atvi", "blizzard"],
+    "Adobe": ["adobe", "adbe"],
+    "Amazon": ["amazon", "amzn", "amazon.com"],
+    "Amcor": ["amcor", "amcr"],
+    "American Express": ["american express", "amex", "axp"],
+    "American Water Works": ["american water works", "american water", "awk"],
+    "Apple": ["apple", "aapl"],
+    "Best Buy": ["best buy", "bby"],
+    "Block": ["block", "block inc", "square", "sq"],
+    "Boeing": ["boeing", "ba"],
+    "CVS Health": ["cvs", "cvs health"],
+    "Coca-Cola": ["coca-cola", "coca cola", "coke", "ko"],
+    "Corning": ["corning", "glw"],
+    "Costco": ["costco", "cost"],
+    "FedEx": ["fedex", "fdx", "federal express"],
+    "Foot Locker": ["foot locker", "footlocker", "fl"],
+    "General Mills": ["general mills", "gis"],
+    "Intel": ["intel", "intc"],
+    "JPMorgan": ["jpmorgan", "jp morgan", "jpmorgan chase", "jpm"],
+    "Johnson & Johnson": ["johnson & johnson", "johnson and johnson", "j&j", "jnj"],
+    "Kraft Heinz": ["kraft heinz", "kraft", "khc"],
+    "Lockheed Martin": ["lockheed martin", "lockheed", "lmt"],
+    "MGM Resorts": ["mgm resorts", "mgm", "mgm resorts international"],
+    "McDonalds": ["mcdonalds", "mcdonald's", "mcd"],
+    "Microsoft": ["microsoft", "msft"],
+    "Netflix": ["netflix", "nflx"],
+    "Nike": ["nike", "nke"],
+    "Oracle": ["oracle", "orcl"],
+    "PG&E Corporation": ["pg&e", "pacific gas and electric", "pcg"],
+    "Paypal": ["paypal", "pypl"],
+    "PepsiCo": ["pepsico", "pepsi", "pep"],
+    "Pfizer": ["pfizer", "pfe"],
+    "Salesforce": ["salesforce", "crm", "salesforce.com"],
+    "Ulta Beauty": ["ulta beauty", "ulta", "ulta salon"],
+    "Verizon": ["verizon", "vz"],
+    "Walmart": ["walmart", "wal-mart", "wmt"],
+    "eBay": ["ebay"],
+    "Alphabet": ["alphabet", "google", "googl"],
+    "Meta": ["meta platforms", "facebook", "meta"],
+    "Tesla": ["tesla", "tsla"],
+    "Nvidia": ["nvidia", "nvda"],
+    "Netapp": ["netapp", "ntap"],
+    "Berkshire Hathaway": ["berkshire hathaway", "berkshire", "brk.a", "brk.b"],
+    "Coupang": ["coupang", "cpng"],
+    "Delta Air Lines": ["delta air lines", "delta", "dal"],
+    "Home Depot": ["home depot", "hd"],
+    "Linde": ["linde", "lin"],
+    "Procter & Gamble": ["procter & gamble", "procter and gamble", "p&g", "pg"],
+    "UnitedHealth": ["unitedhealth", "unitedhealth group", "unh"],
+    "Visa": ["visa", "v"],
+}
+
+# Short or common-word aliases (tickers that are also English words) must match in their
+# original case only; these are checked case-sensitively, in upper case, as whole words.
+CASE_SENSITIVE_ALIASES = {
+    "ba",
+    "ko",
+    "fl",
+    "sq",
+    "v",
+    "pg",
+    "hd",
+    "lin",
+    "dal",
+    "cost",
+    "crm",
+    "mmm",
+    "gis",
+    "pep",
+    "block",
+    "visa",
+    "delta",
+    "meta",
+    "kraft",
+    "square",
+    "coke",
+    "cvs",
+    "aes",
+    "mgm",
+    "amd",
+    "intel",
+    "oracle",
+    "apple",
+}

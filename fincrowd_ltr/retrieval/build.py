@@ -1,0 +1,82 @@
+"""Build (or reload) the scored candidate banks of a dataset split, cached on disk."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from fincrowd_ltr.data.schema import Dataset
+from fincrowd_ltr.retrieval.banks import (
+    DEFAULT_BANK_SIZE,
+    BankSet,
+    retrieve_candidates,
+    score_banks,
+)
+from fincrowd_ltr.retrieval.bm25 import BM25Config, BM25Index
+from fincrowd_ltr.retrieval.rankers import make_ranker
+from fincrowd_ltr.retrieval.windows import WindowPolicy
+
+
+@dataclass(frozen=True)
+class BankSpec:
+    """Everything that determines a bank file's content."""
+
+    size: int = DEFAULT_BANK_SIZE
+    mode: str = "retrieved"
+    bm25: BM25Config = BM25Config()
+    dense_policy: WindowPolicy = WindowPolicy()
+
+    def key(self, dataset: Dataset, split: str) -> str:
+        digest = hashlib.sha1()
+        digest.update(
+            json.dumps(
+                [
+                    self.size,
+                    self.mode,
+                    self.bm25.key(),
+                    self.dense_policy.key(),
+                    self.dense_policy.pooling,
+                ]
+            ).encode()
+        )
+        for qid, query in dataset.queries.items():
+            digest.update(f"{qid}\0{query.text}\1".encode())
+        return (
+            f"{dataset.name.replace(':', '_').replace('/', '_')}-{split}-{self.mode}-"
+            f"{digest.hexdigest()[:12]}"
+        )
+
+
+def build_banks(
+    dataset: Dataset,
+    split: str,
+    rankers: list[str],
+    spec: BankSpec,
+    cache_dir: Path | None,
+    index: BM25Index | None = None,
+    progress: bool = True,
+) -> BankSet:
+    """Banks for every query of ``dataset`` scored by ``rankers``; reuses and extends the cache."""
+    path = (
+        None
+        if cache_dir is None
+        else Path(cache_dir) / "banks" / f"{spec.key(dataset, split)}.jsonl"
+    )
+    bankset = BankSet.load(path, dataset) if path is not None and path.exists() else None
+    missing = [r for r in rankers if bankset is None or r not in bankset.rankers]
+    if bankset is not None and not missing:
+        return bankset
+    index = index or BM25Index.build(dataset.passages, spec.bm25, cache_dir, progress)
+    if bankset is None:
+        bankset = retrieve_candidates(dataset, index, spec.size, spec.mode)
+        bankset.split = split
+    built = [
+        make_ranker(name, dataset.passages, index, cache_dir, spec.dense_policy, progress)
+        for name in missing
+    ]
+    score_banks(bankset, dataset, built, progress)
+    if path is not None:
+        bankset.save(path)
+    return bankset

@@ -1,0 +1,138 @@
+"""Base rankers: each scores the candidates of a bank for a query (higher is better).
+
+A ranker is anything with a ``name`` and ``score(query, pids) -> float64 array``. Built in:
+``bm25`` (the corpus index), ``dense`` (MiniLM), ``splade`` (SPLADE-tiny), ``hybrid`` (RRF of
+BM25 and dense) and ``run`` (scores read from a user's TREC run file).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from fincrowd_ltr.data.schema import DataError, Passage
+from fincrowd_ltr.retrieval.bm25 import BM25Index
+from fincrowd_ltr.retrieval.fusion import reciprocal_rank_fusion
+from fincrowd_ltr.retrieval.windows import WindowPolicy
+
+RANKERS = ("bm25", "dense", "splade", "hybrid")
+
+
+class BaseRanker(Protocol):
+    name: str
+
+    def score(self, query: str, pids: list[str]) -> np.ndarray: ...
+
+
+class BM25Ranker:
+    """BM25 scores from the whole-corpus index (corpus-level IDF)."""
+
+    name = "bm25"
+
+    def __init__(self, index: BM25Index) -> None:
+        self.index = index
+
+    def score(self, query: str, pids: list[str]) -> np.ndarray:
+        return self.index.score_ids(query, pids)
+
+
+class EncoderRanker:
+    """Scores from a dense or sparse encoder over passage texts."""
+
+    def __init__(
+        self, name: str, encoder, passages: dict[str, Passage], progress: bool = False
+    ) -> None:
+        self.name = name
+        self.encoder = encoder
+        self.passages = passages
+        self.progress = progress
+
+    def prepare(self, pids: list[str], queries: list[str] | None = None) -> None:
+        """Encode many passages (and queries) up front: one progress bar, batched queries."""
+        texts = [self.passages[p].text for p in dict.fromkeys(pids)]
+        if queries and hasattr(self.encoder, "encode_queries"):
+            self.encoder.encode_queries(list(queries))
+        if hasattr(self.encoder, "encode_passages"):
+            self.encoder.encode_passages(texts, progress=self.progress)
+        else:
+            self.encoder.encode(texts, progress=self.progress)
+
+    def score(self, query: str, pids: list[str]) -> np.ndarray:
+        return self.encoder.score(query, [self.passages[p].text for p in pids])
+
+
+class HybridRanker:
+    """Reciprocal rank fusion of other rankers' scores over the same candidates."""
+
+    def __init__(self, parts: list[BaseRanker], name: str = "hybrid") -> None:
+        self.parts = parts
+        self.name = name
+
+    def score(self, query: str, pids: list[str]) -> np.ndarray:
+        return reciprocal_rank_fusion([p.score(query, pids) for p in self.parts])
+
+
+class RunRanker:
+    """Scores from a TREC run (a user's own ranker). Candidates absent from the run get the
+    run's minimum score for that query minus one, so they rank last."""
+
+    name = "run"
+
+    def __init__(self, run: dict[str, dict[str, float]], qid_of: dict[str, str]) -> None:
+        self.run = run
+        self.qid_of = qid_of  # query text -> qid
+
+    def score(self, query: str, pids: list[str]) -> np.ndarray:
+        scores = self.run.get(self.qid_of[query], {})
+        floor = (min(scores.values()) - 1.0) if scores else 0.0
+        return np.array([scores.get(p, floor) for p in pids], dtype=np.float64)
+
+
+def check_scores(scores: np.ndarray, where: str) -> np.ndarray:
+    """Reject NaN or infinite scores with an error naming where they came from."""
+    scores = np.asarray(scores, dtype=np.float64)
+    bad = ~np.isfinite(scores)
+    if bad.any():
+        raise DataError(f"{where}: {int(bad.sum())} non-finite score(s) (NaN or inf)")
+    return scores
+
+
+def make_ranker(
+    name: str,
+    passages: dict[str, Passage],
+    index: BM25Index,
+    cache_dir: Path | None,
+    dense_policy: WindowPolicy | None = None,
+    progress: bool = True,
+) -> BaseRanker:
+    """Build a built-in base ranker by name."""
+    if name == "bm25":
+        return BM25Ranker(index)
+    if name == "dense":
+        from fincrowd_ltr.retrieval.dense import DenseEncoder
+
+        return EncoderRanker(
+            "dense", DenseEncoder(policy=dense_policy, cache_dir=cache_dir), passages, progress
+        )
+    if name == "splade":
+        from fincrowd_ltr.retrieval.splade import SpladeEncoder
+
+        return EncoderRanker("splade", SpladeEncoder(cache_dir=cache_dir), passages, progress)
+    if name == "hybrid":
+        dense = make_ranker("dense", passages, index, cache_dir, dense_policy, progress)
+        return HybridRanker([BM25Ranker(index), dense])
+    raise DataError(f"unknown ranker {name!r}; choose from {RANKERS}")
+
+
+__all__ = [
+    "RANKERS",
+    "BM25Ranker",
+    "BaseRanker",
+    "EncoderRanker",
+    "HybridRanker",
+    "RunRanker",
+    "check_scores",
+    "make_ranker",
+]

