@@ -1,0 +1,47 @@
+"""Shared fixtures: the real data root (tests that need it skip when it is absent) and a tiny
+randomly initialised BERT for encoder tests."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+DATA_ROOT = Path(os.environ.get("FINCROWD_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data"))
+
+
+@pytest.fixture(scope="session")
+def data_root() -> Path:
+    if not (DATA_ROOT / "financebench").is_dir():
+        pytest.skip(f"real data not found at {DATA_ROOT}")
+    return DATA_ROOT
+
+
+@pytest.fixture(scope="session")
+def financebench(data_root):
+    from fincrowd_ltr.data import load_dataset
+
+    return load_dataset("financebench", data_root, "all")
+
+
+@pytest.fixture(scope="session")
+def tatqa(data_root):
+    from fincrowd_ltr.data import load_dataset
+
+    return load_dataset("tatqa", data_root, "dev")
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory):
+    """A 2-layer BERT with random weights and the real MiniLM word-piece vocabulary."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from fincrowd_ltr.retrieval.dense import minilm_path
+
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(str(minilm_path()))
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=512)
+    return BertModel(config).eval(), tokenizer

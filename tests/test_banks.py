@@ -1,0 +1,101 @@
+"""Candidate banks: retrieval, injection, scoring, ordering, file round trip and bad files."""
+
+import json
+
+import numpy as np
+import pytest
+
+from fincrowd_ltr.data.schema import DataError, Dataset, Passage, Query
+from fincrowd_ltr.retrieval.banks import BankSet, CandidateBank, retrieve_candidates, score_banks
+from fincrowd_ltr.retrieval.bm25 import BM25Index
+from fincrowd_ltr.retrieval.fusion import ranks, reciprocal_rank_fusion
+from fincrowd_ltr.retrieval.rankers import BM25Ranker, HybridRanker
+
+
+@pytest.fixture
+def toy():
+    texts = {
+        "a": "apple revenue grew in 2021",
+        "b": "apple revenue fell in 2020",
+        "c": "banana imports",
+        "d": "cherry harvest",
+        "e": "apple orchards and apple trees",
+    }
+    passages = {k: Passage(k, v) for k, v in texts.items()}
+    queries = {"q": Query("q", "apple revenue", group="g")}
+    return Dataset("toy", queries, passages, qrels={"q": {"d": 1}})
+
+
+def test_retrieved_and_injected_banks(toy):
+    index = BM25Index.build(toy.passages, progress=False)
+    retrieved = retrieve_candidates(toy, index, size=2, mode="retrieved")
+    assert len(retrieved.banks["q"]) == 2 and "d" not in retrieved.banks["q"].pids
+    injected = retrieve_candidates(toy, index, size=2, mode="injected")
+    bank = injected.banks["q"]
+    assert len(bank) == 2 and "d" in bank.pids and bank.injected == ["d"]
+    assert list(bank.first_stage) == sorted(bank.first_stage, reverse=True)
+
+
+def test_scores_order_ties_and_round_trip(toy, tmp_path):
+    index = BM25Index.build(toy.passages, progress=False)
+    banks = retrieve_candidates(toy, index, size=5)
+    score_banks(banks, toy, [BM25Ranker(index), HybridRanker([BM25Ranker(index)])],
+                progress=False)
+    bank = banks.banks["q"]
+    np.testing.assert_allclose(bank.scores["bm25"], bank.first_stage)
+    bank.scores["flat"] = np.zeros(len(bank))
+    assert bank.ranking("flat") == bank.pids  # all ties: bank order is kept
+    path = tmp_path / "banks.jsonl"
+    banks.save(path)
+    again = BankSet.load(path, toy)
+    assert again.banks["q"].pids == bank.pids
+    np.testing.assert_array_equal(again.banks["q"].scores["bm25"], bank.scores["bm25"])
+    assert set(again.rankers) == {"bm25", "hybrid", "flat"}
+
+
+def write_bank_file(path, row, header=None):
+    header = header or {"format": "fincrowd-banks", "version": 1, "dataset": "toy", "split": "all",
+                        "mode": "retrieved", "size": 2, "rankers": ["x"]}
+    path.write_text(json.dumps(header) + "\n" + row + "\n")
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ('{"qid": "q", "candidates": [], "first_stage": [], "scores": {}}', "is empty"),
+        ('{"qid": "q", "candidates": ["a"], "first_stage": [NaN], "scores": {}}', "non-finite"),
+        ('{"qid": "q", "candidates": ["a"], "first_stage": [1.0], "scores": {"x": [1, 2]}}',
+         "has 2 scores for 1 candidates"),
+        ('{"qid": "zz", "candidates": ["a"], "first_stage": [1.0], "scores": {}}',
+         "unknown query id 'zz'"),
+        ('{"qid": "q", "candidates": ["nope"], "first_stage": [1.0], "scores": {}}',
+         "unknown passage id 'nope'"),
+        ('{"qid": "q", "candidates": ["a"], "scores": {}}', "missing field 'first_stage'"),
+        ('{"qid": "q", "candidates": ["a", "a"], "first_stage": [1, 1], "scores": {}}',
+         "repeats a candidate"),
+    ],
+)
+def test_bad_bank_files(toy, tmp_path, row, message):
+    path = tmp_path / "b.jsonl"
+    write_bank_file(path, row)
+    with pytest.raises(DataError, match=rf"b\.jsonl:2: .*{message}"):
+        BankSet.load(path, toy)
+
+
+def test_bank_file_version_is_checked(tmp_path):
+    path = tmp_path / "b.jsonl"
+    write_bank_file(path, "{}", header={"format": "fincrowd-banks", "version": 99})
+    with pytest.raises(DataError, match="version 99"):
+        BankSet.load(path)
+
+
+def test_missing_ranker_is_a_clear_error():
+    bank = CandidateBank("q", ["a"], np.ones(1))
+    with pytest.raises(DataError, match="no scores for ranker 'dense'"):
+        bank.ranking("dense")
+
+
+def test_rrf_and_ranks():
+    np.testing.assert_array_equal(ranks(np.array([0.1, 0.9, 0.9])), [3, 1, 2])
+    fused = reciprocal_rank_fusion([np.array([3.0, 2.0, 1.0]), np.array([1.0, 2.0, 3.0])], k=60)
+    assert fused[1] == pytest.approx(2 / 62) and fused[0] == pytest.approx(fused[2])

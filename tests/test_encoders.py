@@ -1,0 +1,55 @@
+"""Window policies and the dense/sparse encoders, on a tiny random BERT (fast, offline)."""
+
+import numpy as np
+import pytest
+
+from fincrowd_ltr.retrieval.dense import DenseEncoder
+from fincrowd_ltr.retrieval.windows import WindowPolicy
+
+
+def test_window_split_and_pooling():
+    policy = WindowPolicy(pooling="max", window_tokens=8)
+    assert [len(w) for w in policy.split(list(range(20)))] == [8, 8, 4]
+    assert policy.split([]) == [[]]
+    assert WindowPolicy(pooling="first", window_tokens=8).split(list(range(20))) == [list(range(8))]
+    scores = np.array([0.1, 0.5, 0.3])
+    assert policy.pool(scores) == 0.5
+    assert WindowPolicy(pooling="mean").pool(scores) == pytest.approx(0.3)
+    assert WindowPolicy(pooling="first").pool(scores) == 0.1
+    with pytest.raises(ValueError):
+        WindowPolicy(pooling="median")
+
+
+def test_dense_encoder_windows_cache_and_scores(tiny_bert, tmp_path):
+    model, tokenizer = tiny_bert
+    policy = WindowPolicy(pooling="max", window_tokens=16)
+    enc = DenseEncoder(model=model, tokenizer=tokenizer, policy=policy, cache_dir=tmp_path)
+    long_text = "revenue grew strongly " * 20
+    vectors = enc.encode_passages([long_text, "short text"])
+    assert vectors[0].shape[0] > 1 and vectors[1].shape[0] == 1
+    np.testing.assert_allclose(np.linalg.norm(vectors[0], axis=1), 1.0, rtol=1e-5)
+    scores = enc.score("revenue", [long_text, "short text"])
+    assert scores.dtype == np.float64 and np.all(np.abs(scores) <= 1 + 1e-6)
+    # the cache reloads from disk and gives identical windows
+    again = DenseEncoder(model=model, tokenizer=tokenizer, policy=policy, cache_dir=tmp_path)
+    assert len(again.cache) == 2
+    np.testing.assert_array_equal(again.cache.get(long_text), vectors[0])
+    # padding in a batch does not change an embedding
+    alone = enc._encode_windows([tokenizer("short text", add_special_tokens=False)["input_ids"]])
+    np.testing.assert_allclose(alone[0], vectors[1][0], atol=1e-5)
+
+
+def test_splade_scores_overlap_higher(tiny_bert):
+    from transformers import BertConfig, BertForMaskedLM
+
+    from fincrowd_ltr.retrieval.splade import SpladeEncoder
+
+    _, tokenizer = tiny_bert
+    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64)
+    enc = SpladeEncoder(model=BertForMaskedLM(config), tokenizer=tokenizer,
+                        policy=WindowPolicy(pooling="max", window_tokens=8))
+    vec = enc.encode(["alpha beta gamma delta epsilon zeta eta theta iota kappa"])[0]
+    assert vec.shape[0] == 2 and np.all(vec[1] > 0)
+    scores = enc.score("alpha", ["alpha", "alpha"])
+    assert scores[0] == pytest.approx(scores[1])

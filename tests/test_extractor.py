@@ -1,0 +1,117 @@
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fincrowd_ltr.data.schema import Passage
+from fincrowd_ltr.fields import Compatibility, FieldExtractor, FinancialFields, compatibility
+from fincrowd_ltr.fields.compatibility import compare_period
+from fincrowd_ltr.fields.extractor import FIELD_NAMES, looks_like_table
+
+fx = FieldExtractor()
+
+
+@pytest.mark.parametrize(
+    ("text", "periods"),
+    [
+        ("What is the FY2018 capital expenditure?", {"2018"}),
+        ("revenue in fiscal 2022", {"2022"}),
+        ("EPS for Q2 2023", {"2023Q2"}),
+        ("quick ratio for Q2 of FY2023", {"2023Q2"}),
+        ("second quarter of 2023 sales", {"2023Q2"}),
+        ("2Q23 margin", {"2023Q2"}),
+        ("net income for the year ended December 31, 2019", {"2019"}),
+        ("FY2017 - FY2019 3 year average of capex", {"2017", "2018", "2019"}),
+        ("between 2015 and 2017", {"2015", "2016", "2017"}),
+        ("FY18 revenue", {"2018"}),
+        ("What drove revenue?", set()),
+        ("It paid $2019 million in 2,020 units", set()),
+    ],
+)
+def test_query_periods(text, periods):
+    assert set(fx.extract_query(text).period) == periods
+
+
+def test_query_fields_of_a_typical_financebench_question():
+    f = fx.extract_query(
+        "What is the FY2018 capital expenditure amount (in USD millions) for 3M? Give a response "
+        "by relying on the details shown in the cash flow statement."
+    )
+    assert f.entity == {"3M"}
+    assert f.metric == {"capital_expenditure"}
+    assert f.table_scope == {"cash_flow_statement"}
+    assert f.unit == {"millions"}
+    assert f.currency == {"USD"}
+
+
+def test_metric_synonyms_map_to_one_canonical_name():
+    a = fx.extract_text("Purchases of property, plant and equipment")
+    b = fx.extract_query("capex")
+    assert a.metric == b.metric == {"capital_expenditure"}
+
+
+def test_entities_aliases_and_ambiguous_short_tickers():
+    assert fx.extract_query("How did JPMorgan Chase grow?").entity == {"JPMorgan"}
+    assert fx.extract_query("Johnson & Johnson sales").entity == {"Johnson & Johnson"}
+    # lower-case common words are not companies; upper-case tickers are
+    assert "Block" not in fx.extract_query("a block of shares").entity
+    assert fx.extract_query("AMD revenue").entity == {"AMD"}
+    assert fx.extract_query("the ko and ba tickers").entity == frozenset()
+
+
+def test_corpus_companies_extend_the_vocabulary():
+    extractor = FieldExtractor.from_passages([Passage("p", "x", company="Zebra Widgets Inc")])
+    assert extractor.extract_query("Zebra Widgets revenue 2021").entity == {"Zebra Widgets Inc"}
+
+
+def test_segments_named_and_from_vocabulary():
+    f = fx.extract_query("What was the revenue of the Safety and Industrial segment?")
+    assert "industrial" in f.segment
+    assert fx.extract_query("Net sales by segment were").segment == frozenset()
+    assert "data_center" in fx.extract_query("Data Center revenue grew").segment
+
+
+def test_passage_metadata_wins_over_text():
+    passage = Passage("p", "In 2017 and 2016 revenue rose.", company="3M", period="2018")
+    f = fx.extract_passage(passage)
+    assert f.entity == {"3M"} and f.period == {"2018"}
+    f_text = fx.extract_passage(Passage("q", "In 2017 and 2016 revenue rose."))
+    assert f_text.period == {"2016", "2017"} and f_text.entity == frozenset()
+
+
+def test_table_detection():
+    table = "\n".join(["Revenue", "1,234", "1,100", "Cost", "(300)", "(250)", "Total", "934", "850"])
+    assert looks_like_table(table)
+    assert not looks_like_table("This is prose.\nIt has sentences.\n" * 5)
+    assert looks_like_table(" | 2019 | 2018\nRevenue | 5 | 4")
+
+
+def test_compatibility_rules():
+    q = FinancialFields(period=frozenset({"2018"}), metric=frozenset({"revenue"}))
+    c = FinancialFields(period=frozenset({"2017"}), metric=frozenset({"revenue", "eps"}))
+    result = compatibility(q, c)
+    assert result["period"] is Compatibility.CONFLICT
+    assert result["metric"] is Compatibility.MATCH
+    assert result["segment"] is Compatibility.UNKNOWN
+    assert compare_period(frozenset({"2023"}), frozenset({"2023Q2"})) is Compatibility.MATCH
+    assert compare_period(frozenset({"2023Q1"}), frozenset({"2023Q2"})) is Compatibility.CONFLICT
+
+
+values = st.frozensets(st.sampled_from(["2018", "2019", "2019Q1", "revenue", "eps", "x"]), max_size=3)
+
+
+@given(q=values, c=values, name=st.sampled_from(FIELD_NAMES))
+def test_unknown_is_never_a_conflict(q, c, name):
+    query = FinancialFields(**{name: q})
+    cand = FinancialFields(**{name: c})
+    outcome = compatibility(query, cand)[name]
+    if not q or not c:
+        assert outcome is Compatibility.UNKNOWN
+    else:
+        assert outcome is not Compatibility.UNKNOWN
+
+
+@given(st.text(max_size=300))
+def test_extraction_is_deterministic_and_total(text):
+    a = fx.extract_text(text)
+    assert a == fx.extract_text(text)
+    assert all(isinstance(getattr(a, n), frozenset) for n in FIELD_NAMES)

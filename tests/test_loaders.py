@@ -1,0 +1,167 @@
+"""Loaders on hand-written files of each format, bad input, and the real data."""
+
+import gzip
+import json
+
+import pytest
+
+from fincrowd_ltr.data import load_dataset
+from fincrowd_ltr.data.beir import load_beir, read_trec_run, write_trec_run
+from fincrowd_ltr.data.financebench import load_financebench
+from fincrowd_ltr.data.registry import resolve_data_root
+from fincrowd_ltr.data.schema import DataError
+from fincrowd_ltr.data.tatqa import load_tatqa
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def make_financebench(root, questions=None):
+    root.mkdir(parents=True, exist_ok=True)
+    write_jsonl(root / "financebench_document_information.jsonl", [
+        {"doc_name": "ACME_2020_10K", "company": "Acme", "doc_type": "10k", "doc_period": 2020},
+        {"doc_name": "ACME_2021_10K", "company": "Acme", "doc_type": "10k", "doc_period": 2021},
+    ])
+    pages = [
+        {"doc_name": "ACME_2020_10K", "page_num": 0, "text": "Acme revenue 2020 was 10 million dollars"},
+        {"doc_name": "ACME_2020_10K", "page_num": 1, "text": "Boilerplate risk factors repeated every year here"},
+        {"doc_name": "ACME_2021_10K", "page_num": 0, "text": "Acme revenue 2021 was 12 million dollars"},
+        {"doc_name": "ACME_2021_10K", "page_num": 1, "text": "Boilerplate risk factors repeated every year here"},
+        {"doc_name": "ACME_2022Q1_10Q", "page_num": 0, "text": "Acme first quarter 2022 revenue"},
+    ]
+    with gzip.open(root / "financebench_pages_pymupdf.jsonl.gz", "wt") as fh:
+        fh.writelines(json.dumps(p) + "\n" for p in pages)
+    write_jsonl(root / "financebench_open_source.jsonl", questions or [
+        {"financebench_id": "q1", "company": "Acme", "question": "Acme FY2021 revenue?",
+         "evidence": [{"doc_name": "ACME_2021_10K", "evidence_page_num": 0}]},
+        {"financebench_id": "q2", "company": "Acme", "question": "Acme risk factors in 2020?",
+         "evidence": [{"doc_name": "ACME_2020_10K", "evidence_page_num": 1},
+                      {"doc_name": "ACME_2019_10K", "evidence_page_num": 3}]},
+    ])
+
+
+def test_financebench_format_quirks_and_coverage(tmp_path):
+    make_financebench(tmp_path / "financebench")
+    ds = load_dataset("financebench", tmp_path, "all")
+    assert ds.qrels["q1"] == {"ACME_2021_10K:0": 1}
+    assert ds.covered("q1") and not ds.covered("q2")  # q2 keeps its question, gold partly absent
+    assert ds.missing_gold["q2"] == ["ACME_2019_10K:3"]
+    # identical boilerplate pages expand relevance
+    assert ds.expanded_qrels["q2"] == {"ACME_2020_10K:1": 1, "ACME_2021_10K:1": 1}
+    # a filing missing from document information: metadata from its name
+    p = ds.passages["ACME_2022Q1_10Q:0"]
+    assert (p.company, p.period, p.doc_type) == ("Acme", "2022Q1", "10q")
+    assert any("missing from document information" in n and "ACME_2022Q1_10Q" in n for n in ds.notes)
+
+
+def test_financebench_other_question_file_runs_unchanged(tmp_path):
+    make_financebench(tmp_path)
+    write_jsonl(tmp_path / "financebench_heldout.jsonl", [
+        {"financebench_id": "h1", "company": "NewCo", "question": "NewCo revenue?",
+         "evidence": [{"doc_name": "ACME_2020_10K", "evidence_page_num": 0}]}])
+    ds = load_financebench(tmp_path, "heldout")
+    assert list(ds.queries) == ["h1"] and ds.queries["h1"].group == "NewCo"
+    assert len(load_financebench(tmp_path, "all").queries) == 3
+
+
+def test_malformed_jsonl_names_file_and_line(tmp_path):
+    make_financebench(tmp_path)
+    path = tmp_path / "financebench_open_source.jsonl"
+    path.write_text(path.read_text() + "{not json\n")
+    with pytest.raises(DataError, match=r"financebench_open_source\.jsonl:3: malformed JSON"):
+        load_financebench(tmp_path)
+
+
+def test_missing_field_and_duplicate_id(tmp_path):
+    make_financebench(tmp_path, [{"financebench_id": "q1", "company": "Acme", "evidence": []}])
+    with pytest.raises(DataError, match=r":1: missing required field 'question'"):
+        load_financebench(tmp_path)
+    row = {"financebench_id": "q1", "company": "A", "question": "x?", "evidence": []}
+    make_financebench(tmp_path, [row, row])
+    with pytest.raises(DataError, match=r":2: duplicate question id 'q1'"):
+        load_financebench(tmp_path)
+
+
+def test_missing_file_names_expected_path(tmp_path):
+    with pytest.raises(DataError, match="financebench_document_information.jsonl"):
+        load_financebench(tmp_path)
+    with pytest.raises(DataError, match="does not exist"):
+        resolve_data_root(tmp_path / "nowhere")
+
+
+def make_beir(root):
+    root.mkdir(parents=True, exist_ok=True)
+    write_jsonl(root / "corpus.jsonl", [
+        {"_id": "d1", "title": "ACME 10-K", "text": "revenue 2021",
+         "metadata": {"company": "Acme", "period": 2021}},
+        {"_id": "d2", "text": "revenue 2020"},
+    ])
+    write_jsonl(root / "queries.jsonl", [{"_id": "q1", "text": "Acme revenue 2021"}])
+    (root / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+
+
+def test_beir_and_trec_run(tmp_path):
+    make_beir(tmp_path / "mine")
+    ds = load_dataset("beir:mine", tmp_path)
+    assert ds.passages["d1"].company == "Acme" and ds.passages["d1"].period == "2021"
+    assert ds.passages["d1"].text.startswith("ACME 10-K")
+    run_path = tmp_path / "run.trec"
+    write_trec_run(run_path, {"q1": {"d2": 2.0, "d1": 1.5}})
+    assert read_trec_run(run_path, ds) == {"q1": {"d2": 2.0, "d1": 1.5}}
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("q1 Q0 d1 1 nan x", "must be finite"),
+        ("q1 Q0 d1 1 inf x", "must be finite"),
+        ("q9 Q0 d1 1 1.0 x", "unknown query id 'q9'"),
+        ("q1 Q0 d9 1 1.0 x", "unknown passage id 'd9'"),
+        ("q1 d1 1.0", "expected 'qid Q0 docid rank score tag'"),
+    ],
+)
+def test_bad_run_lines(tmp_path, line, message):
+    make_beir(tmp_path)
+    ds = load_beir(tmp_path)
+    (tmp_path / "run.trec").write_text("q1 Q0 d2 1 2.0 x\n" + line + "\n")
+    with pytest.raises(DataError, match=rf"run\.trec:2: .*{message}"):
+        read_trec_run(tmp_path / "run.trec", ds)
+
+
+def test_beir_unknown_qrels_id_and_empty_query(tmp_path):
+    make_beir(tmp_path)
+    (tmp_path / "qrels.tsv").write_text("q7\td1\t1\n")
+    with pytest.raises(DataError, match="unknown query id 'q7'"):
+        load_beir(tmp_path)
+    make_beir(tmp_path)
+    write_jsonl(tmp_path / "queries.jsonl", [{"_id": "q1", "text": "  "}])
+    with pytest.raises(DataError, match=r"queries\.jsonl:1: query 'q1' has empty text"):
+        load_beir(tmp_path)
+
+
+def test_tatqa_format(tmp_path):
+    contexts = [{
+        "table": {"uid": "t1", "table": [["", "2019"], ["Revenue", "5"]]},
+        "paragraphs": [{"uid": "p1", "order": 1, "text": "Revenue rose."},
+                       {"uid": "p2", "order": 2, "text": "Costs fell."}],
+        "questions": [
+            {"uid": "a", "question": "What was revenue?", "answer_from": "table-text",
+             "rel_paragraphs": ["1"]},
+            {"uid": "b", "question": "Unlabelled?"},
+        ],
+    }]
+    (tmp_path / "tatqa_dataset_test_gold.json").write_text(json.dumps(contexts))
+    ds = load_tatqa(tmp_path, "test_gold")
+    assert ds.qrels["a"] == {"t1": 1, "p1": 1}
+    assert ds.qrels["b"] == {} and not ds.covered("b")
+    assert ds.passages["t1"].is_table and ds.passages["t1"].text == " | 2019\nRevenue | 5"
+
+
+def test_real_data_counts(financebench, tatqa, data_root):
+    assert len(financebench.passages) == 49942
+    assert len(financebench.queries) == 108
+    assert sum(financebench.covered(q) for q in financebench.queries) == 88
+    assert len(tatqa.queries) == 1668 and len(tatqa.passages) == 1634
+    finqa = load_dataset("finqa", data_root)
+    assert len(finqa.queries) == 300 and all(finqa.qrels[q] for q in finqa.queries)

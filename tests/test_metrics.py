@@ -1,0 +1,62 @@
+import math
+
+import numpy as np
+import pytest
+
+from fincrowd_ltr.evaluation.metrics import (
+    bootstrap_ci,
+    first_relevant_rank,
+    ndcg_at_k,
+    recall_at_k,
+    reciprocal_rank,
+)
+
+
+def test_hand_computed_values():
+    ranked = ["a", "b", "c", "d"]
+    qrels = {"b": 1, "d": 1, "z": 1}  # z is relevant but not ranked
+    assert recall_at_k(ranked, qrels, 2) == pytest.approx(1 / 3)
+    assert recall_at_k(ranked, qrels, 10) == pytest.approx(2 / 3)
+    dcg = 1 / math.log2(3) + 1 / math.log2(5)
+    ideal = 1 + 1 / math.log2(3) + 1 / math.log2(4)
+    assert ndcg_at_k(ranked, qrels, 10) == pytest.approx(dcg / ideal)
+    assert reciprocal_rank(ranked, qrels) == pytest.approx(0.5)
+    assert first_relevant_rank(ranked, qrels) == 2
+    assert reciprocal_rank(["x"], qrels) == 0.0
+
+
+def test_zero_grade_is_not_relevant_and_empty_qrels_raise():
+    assert recall_at_k(["a"], {"a": 0, "b": 1}, 1) == 0.0
+    with pytest.raises(ValueError):
+        ndcg_at_k(["a"], {"a": 0}, 10)
+
+
+def test_bootstrap_interval_contains_mean_and_is_deterministic():
+    values = np.random.default_rng(1).random(200)
+    lo, hi = bootstrap_ci(values)
+    assert lo < values.mean() < hi
+    assert (lo, hi) == bootstrap_ci(values)
+    assert bootstrap_ci(np.ones(10)) == (1.0, 1.0)
+
+
+def test_metrics_agree_with_ir_measures_on_a_real_run(tatqa):
+    """Our metrics against ir_measures on a BM25 run over the real TAT-QA dev corpus."""
+    ir_measures = pytest.importorskip("ir_measures")
+    from fincrowd_ltr.retrieval.bm25 import BM25Index
+
+    index = BM25Index.build(tatqa.passages, progress=False)
+    qids = list(tatqa.queries)[:200]
+    run, ours = {}, {"R@10": [], "nDCG@10": [], "RR": []}
+    for qid in qids:
+        pids, _ = index.search(tatqa.queries[qid].text, 100)
+        # strictly decreasing scores so both tools see exactly our tie-broken order
+        run[qid] = {pid: float(100 - i) for i, pid in enumerate(pids)}
+        ours["R@10"].append(recall_at_k(pids, tatqa.qrels[qid], 10))
+        ours["nDCG@10"].append(ndcg_at_k(pids, tatqa.qrels[qid], 10))
+        ours["RR"].append(reciprocal_rank(pids, tatqa.qrels[qid]))
+    qrels = {q: tatqa.qrels[q] for q in qids}
+    measures = [ir_measures.R @ 10, ir_measures.nDCG @ 10, ir_measures.RR]
+    theirs = ir_measures.calc_aggregate(measures, qrels, run)
+    assert theirs[ir_measures.R @ 10] == pytest.approx(np.mean(ours["R@10"]), abs=1e-9)
+    assert theirs[ir_measures.nDCG @ 10] == pytest.approx(np.mean(ours["nDCG@10"]), abs=1e-9)
+    assert theirs[ir_measures.RR] == pytest.approx(np.mean(ours["RR"]), abs=1e-9)
