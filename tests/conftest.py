@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-DATA_ROOT = Path(os.environ.get("FINCROWD_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data"))
+DATA_ROOT = Path(
+    os.environ.get("FINCROWD_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data")
+)
 
 
 @pytest.fixture(scope="session")
@@ -42,6 +44,12 @@ def tiny_bert(tmp_path_factory):
 
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(str(minilm_path()))
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
-                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=512)
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=512,
+    )
     return BertModel(config).eval(), tokenizer

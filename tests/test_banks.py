@@ -39,8 +39,7 @@ def test_retrieved_and_injected_banks(toy):
 def test_scores_order_ties_and_round_trip(toy, tmp_path):
     index = BM25Index.build(toy.passages, progress=False)
     banks = retrieve_candidates(toy, index, size=5)
-    score_banks(banks, toy, [BM25Ranker(index), HybridRanker([BM25Ranker(index)])],
-                progress=False)
+    score_banks(banks, toy, [BM25Ranker(index), HybridRanker([BM25Ranker(index)])], progress=False)
     bank = banks.banks["q"]
     np.testing.assert_allclose(bank.scores["bm25"], bank.first_stage)
     bank.scores["flat"] = np.zeros(len(bank))
@@ -54,8 +53,15 @@ def test_scores_order_ties_and_round_trip(toy, tmp_path):
 
 
 def write_bank_file(path, row, header=None):
-    header = header or {"format": "fincrowd-banks", "version": 1, "dataset": "toy", "split": "all",
-                        "mode": "retrieved", "size": 2, "rankers": ["x"]}
+    header = header or {
+        "format": "fincrowd-banks",
+        "version": 1,
+        "dataset": "toy",
+        "split": "all",
+        "mode": "retrieved",
+        "size": 2,
+        "rankers": ["x"],
+    }
     path.write_text(json.dumps(header) + "\n" + row + "\n")
 
 
@@ -64,15 +70,23 @@ def write_bank_file(path, row, header=None):
     [
         ('{"qid": "q", "candidates": [], "first_stage": [], "scores": {}}', "is empty"),
         ('{"qid": "q", "candidates": ["a"], "first_stage": [NaN], "scores": {}}', "non-finite"),
-        ('{"qid": "q", "candidates": ["a"], "first_stage": [1.0], "scores": {"x": [1, 2]}}',
-         "has 2 scores for 1 candidates"),
-        ('{"qid": "zz", "candidates": ["a"], "first_stage": [1.0], "scores": {}}',
-         "unknown query id 'zz'"),
-        ('{"qid": "q", "candidates": ["nope"], "first_stage": [1.0], "scores": {}}',
-         "unknown passage id 'nope'"),
+        (
+            '{"qid": "q", "candidates": ["a"], "first_stage": [1.0], "scores": {"x": [1, 2]}}',
+            "has 2 scores for 1 candidates",
+        ),
+        (
+            '{"qid": "zz", "candidates": ["a"], "first_stage": [1.0], "scores": {}}',
+            "unknown query id 'zz'",
+        ),
+        (
+            '{"qid": "q", "candidates": ["nope"], "first_stage": [1.0], "scores": {}}',
+            "unknown passage id 'nope'",
+        ),
         ('{"qid": "q", "candidates": ["a"], "scores": {}}', "missing field 'first_stage'"),
-        ('{"qid": "q", "candidates": ["a", "a"], "first_stage": [1, 1], "scores": {}}',
-         "repeats a candidate"),
+        (
+            '{"qid": "q", "candidates": ["a", "a"], "first_stage": [1, 1], "scores": {}}',
+            "repeats a candidate",
+        ),
     ],
 )
 def test_bad_bank_files(toy, tmp_path, row, message):

@@ -45,10 +45,18 @@ def test_splade_scores_overlap_higher(tiny_bert):
     from fincrowd_ltr.retrieval.splade import SpladeEncoder
 
     _, tokenizer = tiny_bert
-    config = BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=1,
-                        num_attention_heads=2, intermediate_size=64)
-    enc = SpladeEncoder(model=BertForMaskedLM(config), tokenizer=tokenizer,
-                        policy=WindowPolicy(pooling="max", window_tokens=8))
+    config = BertConfig(
+        vocab_size=tokenizer.vocab_size,
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+    )
+    enc = SpladeEncoder(
+        model=BertForMaskedLM(config),
+        tokenizer=tokenizer,
+        policy=WindowPolicy(pooling="max", window_tokens=8),
+    )
     vec = enc.encode(["alpha beta gamma delta epsilon zeta eta theta iota kappa"])[0]
     assert vec.shape[0] == 2 and np.all(vec[1] > 0)
     scores = enc.score("alpha", ["alpha", "alpha"])

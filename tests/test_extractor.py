@@ -79,7 +79,9 @@ def test_passage_metadata_wins_over_text():
 
 
 def test_table_detection():
-    table = "\n".join(["Revenue", "1,234", "1,100", "Cost", "(300)", "(250)", "Total", "934", "850"])
+    table = "\n".join(
+        ["Revenue", "1,234", "1,100", "Cost", "(300)", "(250)", "Total", "934", "850"]
+    )
     assert looks_like_table(table)
     assert not looks_like_table("This is prose.\nIt has sentences.\n" * 5)
     assert looks_like_table(" | 2019 | 2018\nRevenue | 5 | 4")
@@ -96,7 +98,9 @@ def test_compatibility_rules():
     assert compare_period(frozenset({"2023Q1"}), frozenset({"2023Q2"})) is Compatibility.CONFLICT
 
 
-values = st.frozensets(st.sampled_from(["2018", "2019", "2019Q1", "revenue", "eps", "x"]), max_size=3)
+values = st.frozensets(
+    st.sampled_from(["2018", "2019", "2019Q1", "revenue", "eps", "x"]), max_size=3
+)
 
 
 @given(q=values, c=values, name=st.sampled_from(FIELD_NAMES))

@@ -15,8 +15,9 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="session")
 def fb_index(financebench, tmp_path_factory):
-    return BM25Index.build(financebench.passages, cache_dir=tmp_path_factory.mktemp("cache"),
-                           progress=False)
+    return BM25Index.build(
+        financebench.passages, cache_dir=tmp_path_factory.mktemp("cache"), progress=False
+    )
 
 
 def test_bm25_over_whole_corpus_reproduces_the_reference_run(financebench, fb_index):
@@ -46,10 +47,27 @@ def test_cli_end_to_end_on_a_question_slice(data_root, tmp_path, capsys):
     (root / "financebench_slice.jsonl").write_text("\n".join(lines) + "\n")
     for mode in ("retrieved", "injected"):
         out = tmp_path / f"report-{mode}.json"
-        code = main(["evaluate", "--dataset", "financebench", "--data-root", str(tmp_path),
-                     "--split", "slice", "--ranker", "bm25,dense,hybrid", "--bank-size", "10",
-                     "--bank-mode", mode, "--cache-dir", str(tmp_path / "cache"),
-                     "--out", str(out)])
+        code = main(
+            [
+                "evaluate",
+                "--dataset",
+                "financebench",
+                "--data-root",
+                str(tmp_path),
+                "--split",
+                "slice",
+                "--ranker",
+                "bm25,dense,hybrid",
+                "--bank-size",
+                "10",
+                "--bank-mode",
+                mode,
+                "--cache-dir",
+                str(tmp_path / "cache"),
+                "--out",
+                str(out),
+            ]
+        )
         assert code == 0
         report = json.loads(out.read_text())
         assert report["n_queries"] == 3 and report["bank_size"] == 10
@@ -66,7 +84,18 @@ def test_cli_end_to_end_on_a_question_slice(data_root, tmp_path, capsys):
 def test_cli_reports_bad_input_without_a_traceback(tmp_path, capsys):
     (tmp_path / "corpus.jsonl").write_text('{"_id": "d1", "text": "x"}\n{broken\n')
     (tmp_path / "queries.jsonl").write_text('{"_id": "q1", "text": "x"}\n')
-    code = main(["evaluate", "--dataset", "beir", "--data-root", str(tmp_path), "--ranker", "bm25",
-                 "--cache-dir", str(tmp_path / "c")])
+    code = main(
+        [
+            "evaluate",
+            "--dataset",
+            "beir",
+            "--data-root",
+            str(tmp_path),
+            "--ranker",
+            "bm25",
+            "--cache-dir",
+            str(tmp_path / "c"),
+        ]
+    )
     assert code == 2
     assert "corpus.jsonl:2: malformed JSON" in capsys.readouterr().err

@@ -19,26 +19,59 @@ def write_jsonl(path, rows):
 
 def make_financebench(root, questions=None):
     root.mkdir(parents=True, exist_ok=True)
-    write_jsonl(root / "financebench_document_information.jsonl", [
-        {"doc_name": "ACME_2020_10K", "company": "Acme", "doc_type": "10k", "doc_period": 2020},
-        {"doc_name": "ACME_2021_10K", "company": "Acme", "doc_type": "10k", "doc_period": 2021},
-    ])
+    write_jsonl(
+        root / "financebench_document_information.jsonl",
+        [
+            {"doc_name": "ACME_2020_10K", "company": "Acme", "doc_type": "10k", "doc_period": 2020},
+            {"doc_name": "ACME_2021_10K", "company": "Acme", "doc_type": "10k", "doc_period": 2021},
+        ],
+    )
     pages = [
-        {"doc_name": "ACME_2020_10K", "page_num": 0, "text": "Acme revenue 2020 was 10 million dollars"},
-        {"doc_name": "ACME_2020_10K", "page_num": 1, "text": "Boilerplate risk factors repeated every year here"},
-        {"doc_name": "ACME_2021_10K", "page_num": 0, "text": "Acme revenue 2021 was 12 million dollars"},
-        {"doc_name": "ACME_2021_10K", "page_num": 1, "text": "Boilerplate risk factors repeated every year here"},
+        {
+            "doc_name": "ACME_2020_10K",
+            "page_num": 0,
+            "text": "Acme revenue 2020 was 10 million dollars",
+        },
+        {
+            "doc_name": "ACME_2020_10K",
+            "page_num": 1,
+            "text": "Boilerplate risk factors repeated every year here",
+        },
+        {
+            "doc_name": "ACME_2021_10K",
+            "page_num": 0,
+            "text": "Acme revenue 2021 was 12 million dollars",
+        },
+        {
+            "doc_name": "ACME_2021_10K",
+            "page_num": 1,
+            "text": "Boilerplate risk factors repeated every year here",
+        },
         {"doc_name": "ACME_2022Q1_10Q", "page_num": 0, "text": "Acme first quarter 2022 revenue"},
     ]
     with gzip.open(root / "financebench_pages_pymupdf.jsonl.gz", "wt") as fh:
         fh.writelines(json.dumps(p) + "\n" for p in pages)
-    write_jsonl(root / "financebench_open_source.jsonl", questions or [
-        {"financebench_id": "q1", "company": "Acme", "question": "Acme FY2021 revenue?",
-         "evidence": [{"doc_name": "ACME_2021_10K", "evidence_page_num": 0}]},
-        {"financebench_id": "q2", "company": "Acme", "question": "Acme risk factors in 2020?",
-         "evidence": [{"doc_name": "ACME_2020_10K", "evidence_page_num": 1},
-                      {"doc_name": "ACME_2019_10K", "evidence_page_num": 3}]},
-    ])
+    write_jsonl(
+        root / "financebench_open_source.jsonl",
+        questions
+        or [
+            {
+                "financebench_id": "q1",
+                "company": "Acme",
+                "question": "Acme FY2021 revenue?",
+                "evidence": [{"doc_name": "ACME_2021_10K", "evidence_page_num": 0}],
+            },
+            {
+                "financebench_id": "q2",
+                "company": "Acme",
+                "question": "Acme risk factors in 2020?",
+                "evidence": [
+                    {"doc_name": "ACME_2020_10K", "evidence_page_num": 1},
+                    {"doc_name": "ACME_2019_10K", "evidence_page_num": 3},
+                ],
+            },
+        ],
+    )
 
 
 def test_financebench_format_quirks_and_coverage(tmp_path):
@@ -52,14 +85,24 @@ def test_financebench_format_quirks_and_coverage(tmp_path):
     # a filing missing from document information: metadata from its name
     p = ds.passages["ACME_2022Q1_10Q:0"]
     assert (p.company, p.period, p.doc_type) == ("Acme", "2022Q1", "10q")
-    assert any("missing from document information" in n and "ACME_2022Q1_10Q" in n for n in ds.notes)
+    assert any(
+        "missing from document information" in n and "ACME_2022Q1_10Q" in n for n in ds.notes
+    )
 
 
 def test_financebench_other_question_file_runs_unchanged(tmp_path):
     make_financebench(tmp_path)
-    write_jsonl(tmp_path / "financebench_heldout.jsonl", [
-        {"financebench_id": "h1", "company": "NewCo", "question": "NewCo revenue?",
-         "evidence": [{"doc_name": "ACME_2020_10K", "evidence_page_num": 0}]}])
+    write_jsonl(
+        tmp_path / "financebench_heldout.jsonl",
+        [
+            {
+                "financebench_id": "h1",
+                "company": "NewCo",
+                "question": "NewCo revenue?",
+                "evidence": [{"doc_name": "ACME_2020_10K", "evidence_page_num": 0}],
+            }
+        ],
+    )
     ds = load_financebench(tmp_path, "heldout")
     assert list(ds.queries) == ["h1"] and ds.queries["h1"].group == "NewCo"
     assert len(load_financebench(tmp_path, "all").queries) == 3
@@ -92,11 +135,18 @@ def test_missing_file_names_expected_path(tmp_path):
 
 def make_beir(root):
     root.mkdir(parents=True, exist_ok=True)
-    write_jsonl(root / "corpus.jsonl", [
-        {"_id": "d1", "title": "ACME 10-K", "text": "revenue 2021",
-         "metadata": {"company": "Acme", "period": 2021}},
-        {"_id": "d2", "text": "revenue 2020"},
-    ])
+    write_jsonl(
+        root / "corpus.jsonl",
+        [
+            {
+                "_id": "d1",
+                "title": "ACME 10-K",
+                "text": "revenue 2021",
+                "metadata": {"company": "Acme", "period": 2021},
+            },
+            {"_id": "d2", "text": "revenue 2020"},
+        ],
+    )
     write_jsonl(root / "queries.jsonl", [{"_id": "q1", "text": "Acme revenue 2021"}])
     (root / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
 
@@ -141,16 +191,24 @@ def test_beir_unknown_qrels_id_and_empty_query(tmp_path):
 
 
 def test_tatqa_format(tmp_path):
-    contexts = [{
-        "table": {"uid": "t1", "table": [["", "2019"], ["Revenue", "5"]]},
-        "paragraphs": [{"uid": "p1", "order": 1, "text": "Revenue rose."},
-                       {"uid": "p2", "order": 2, "text": "Costs fell."}],
-        "questions": [
-            {"uid": "a", "question": "What was revenue?", "answer_from": "table-text",
-             "rel_paragraphs": ["1"]},
-            {"uid": "b", "question": "Unlabelled?"},
-        ],
-    }]
+    contexts = [
+        {
+            "table": {"uid": "t1", "table": [["", "2019"], ["Revenue", "5"]]},
+            "paragraphs": [
+                {"uid": "p1", "order": 1, "text": "Revenue rose."},
+                {"uid": "p2", "order": 2, "text": "Costs fell."},
+            ],
+            "questions": [
+                {
+                    "uid": "a",
+                    "question": "What was revenue?",
+                    "answer_from": "table-text",
+                    "rel_paragraphs": ["1"],
+                },
+                {"uid": "b", "question": "Unlabelled?"},
+            ],
+        }
+    ]
     (tmp_path / "tatqa_dataset_test_gold.json").write_text(json.dumps(contexts))
     ds = load_tatqa(tmp_path, "test_gold")
     assert ds.qrels["a"] == {"t1": 1, "p1": 1}
