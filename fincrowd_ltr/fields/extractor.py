@@ -33,7 +33,7 @@ _YEAR = r"(?:19[89]\d|20[0-3]\d)"
 _FY = re.compile(r"\bfy\s?'?(\d{4}|\d{2})\b|\bfiscal(?: year)?\s+(\d{4})\b", re.I)
 _QUARTER = re.compile(
     rf"\bq([1-4])\s*(?:of\s+)?(?:the\s+)?(?:fy|fiscal(?: year)?)?\s*'?({_YEAR}|\d{{2}})\b"
-    rf"|\b({_YEAR})\s*q([1-4])\b"
+    rf"|\b(?:fy\s?)?({_YEAR})\s*q([1-4])\b"
     rf"|\b([1-4])q\s?'?(\d{{2}}|{_YEAR})\b"
     rf"|\b(first|second|third|fourth|1st|2nd|3rd|4th) (?:fiscal )?quarter (?:of |ended \w+ \d+, )?(?:fiscal )?(?:year )?({_YEAR})\b",
     re.I,
@@ -44,9 +44,7 @@ _YEAR_RANGE = re.compile(
     re.I,
 )
 _BARE_YEAR = re.compile(rf"(?<![\d$.,/-])({_YEAR})(?![\d%])")
-_SEGMENT_NAME = re.compile(
-    r"(?<![\w'])((?:[a-z][a-z&\-]* )?[a-z][a-z&\-]*) (?:segment|business unit|division)s?\b"
-)
+_SEGMENT_NAME = re.compile(r"(?<![\w'])((?:[a-z][\w&\-]* ){0,3}[a-z][\w&\-]*) segments?\b")
 _SEGMENT_STOP = {
     "the",
     "each",
@@ -56,15 +54,11 @@ _SEGMENT_STOP = {
     "this",
     "that",
     "its",
-    "reportable",
-    "operating",
-    "business",
     "a",
     "one",
     "which",
     "by",
     "per",
-    "and",
     "of",
     "for",
     "in",
@@ -76,6 +70,30 @@ _SEGMENT_STOP = {
     "five",
     "same",
     "any",
+    "to",
+    "at",
+    "on",
+    "as",
+    "with",
+    "increase",
+    "decrease",
+    "change",
+    "total",
+    "single",
+    "their",
+    "these",
+    "those",
+    "my",
+}
+_SEGMENT_QUALIFIERS = {
+    "reportable",
+    "reporting",
+    "operating",
+    "business",
+    "geographic",
+    "geographical",
+    "segment",
+    "s",
 }
 _TABLE_LINE = re.compile(r"^[\s$(€£¥]*-?[\d,.]+\)?%?\s*$")
 
@@ -152,6 +170,9 @@ class FieldExtractor:
         self._segment = _field_regex(V.SEGMENTS)
         self._statement = _field_regex(V.STATEMENTS)
         self._unit = _field_regex(V.UNITS)
+        self._amount = [
+            (name, re.compile("|".join(forms))) for name, forms in V.MAGNITUDE_AMOUNTS.items()
+        ]
         self._currency = _field_regex(V.CURRENCIES)
         self._build_entity_patterns()
 
@@ -192,12 +213,15 @@ class FieldExtractor:
                 else:
                     insensitive[form] = canonical
         self._entity_lookup = {**insensitive}
+        self._alias_names = set(insensitive) | {form.lower() for form in sensitive}
         self._entity_lookup_cs = sensitive
 
         def alternation(forms: Iterable[str]) -> str:
             return "|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True))
 
-        self._entity_ci = re.compile(rf"(?<![\w&])(?:{alternation(insensitive)})(?:'s)?(?![\w&])")
+        self._entity_ci = re.compile(
+            rf"(?<![\w&])(?P<form>{alternation(insensitive)})(?:['’]s)?(?![\w&])"
+        )
         self._entity_cs = (
             re.compile(rf"(?<![\w&])(?:{alternation(sensitive)})(?![\w&])") if sensitive else None
         )
@@ -208,8 +232,7 @@ class FieldExtractor:
         lowered = text.lower() if lowered is None else lowered
         found = set()
         for match in self._entity_ci.finditer(lowered):
-            form = match.group(0).removesuffix("'s")
-            found.add(self._entity_lookup[form])
+            found.add(self._entity_lookup[match.group("form")])
         if self._entity_cs is not None:
             for match in self._entity_cs.finditer(text):
                 found.add(self._entity_lookup_cs[match.group(0)])
@@ -219,7 +242,9 @@ class FieldExtractor:
     def periods(text: str, query: bool) -> frozenset[str]:
         """Fiscal periods: ``YYYY`` or ``YYYYQn``. Year ranges in queries are expanded."""
         found: set[str] = set()
+        spans = []
         for m in _QUARTER.finditer(text):
+            spans.append(m.span())
             if m.group(1):
                 year, quarter = _year(m.group(2)), int(m.group(1))
             elif m.group(3):
@@ -232,7 +257,7 @@ class FieldExtractor:
                 found.add(f"{year}Q{quarter}")
         for m in _FY.finditer(text):
             year = _year(m.group(1) or m.group(2))
-            if year:
+            if year and not any(start <= m.start() < end for start, end in spans):
                 found.add(str(year))
         if query:
             for m in _YEAR_RANGE.finditer(text):
@@ -244,22 +269,44 @@ class FieldExtractor:
                 if lo < hi <= lo + 10:
                     found.update(str(y) for y in range(lo, hi + 1))
         for m in _BARE_YEAR.finditer(text):
-            found.add(m.group(1))
-        # A year already present as a quarter is not also a separate constraint.
-        quarters = {p[:4] for p in found if "Q" in p}
-        return frozenset(p for p in found if "Q" in p or p not in quarters or not query)
+            # the year of "Q4 2019" belongs to the quarter, not to a separate period
+            if not any(start <= m.start() < end for start, end in spans):
+                found.add(m.group(1))
+        return frozenset(found)
 
     def segments(self, lowered: str) -> frozenset[str]:
         """Segments from the vocabulary plus any ``<name> segment`` phrase."""
         found = set(_scan(*self._segment, lowered))
         for m in _SEGMENT_NAME.finditer(lowered):
             words = m.group(1).split()
-            if words[-1] in _SEGMENT_STOP:
+            while words and words[-1] in _SEGMENT_QUALIFIERS:
+                words.pop()  # "AMD reporting segment": the qualifier is not the name
+            if not words or words[-1] in _SEGMENT_STOP:
                 continue  # "by segment", "each segment": no name
-            name = " ".join(w for w in words if w not in _SEGMENT_STOP)
-            known = _scan(*self._segment, name)
-            if not known and not _scan(*self._metric, name):
-                found.add(name)
+            # the name is the run of words after the last stop word ("increase in X and Y")
+            cut = max((i + 1 for i, w in enumerate(words) if w in _SEGMENT_STOP), default=0)
+            name = " ".join(words[cut:])
+            if (
+                not name
+                or _scan(*self._segment, name)
+                or _scan(*self._metric, name)
+                or name in self._alias_names
+            ):
+                continue
+            found.add(name)
+        return frozenset(found)
+
+    def units(self, lowered: str) -> frozenset[str]:
+        """Magnitudes and kinds stated in words, plus amounts written with a magnitude word."""
+        found = set(_scan(*self._unit, lowered))
+        found.update(name for name, pattern in self._amount if pattern.search(lowered))
+        return frozenset(found)
+
+    def currencies(self, lowered: str) -> frozenset[str]:
+        """Currency codes and names, plus currency symbols (a bare ``$`` is USD)."""
+        found = set(_scan(*self._currency, lowered))
+        stripped = re.sub(r"(?:us|a|c)\$", "", lowered)  # prefixed dollars are named above
+        found.update(code for symbol, code in V.CURRENCY_SYMBOLS.items() if symbol in stripped)
         return frozenset(found)
 
     # --- whole records ---------------------------------------------------------------------
@@ -272,8 +319,8 @@ class FieldExtractor:
             period=self.periods(text, query=query),
             segment=self.segments(lowered),
             table_scope=_scan(*self._statement, lowered),
-            unit=_scan(*self._unit, lowered),
-            currency=_scan(*self._currency, lowered),
+            unit=self.units(lowered),
+            currency=self.currencies(lowered),
             is_table=None if query else looks_like_table(text),
         )
 

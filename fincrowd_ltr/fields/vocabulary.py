@@ -7,99 +7,60 @@ extractor sees: bump ``EXTRACTOR_VERSION`` so checkpoints record which vocabular
 
 from __future__ import annotations
 
-EXTRACTOR_VERSION = "1.0"
+EXTRACTOR_VERSION = "1.1"
 
 # Financial metrics: canonical name -> surface forms. Forms are specific enough that a
 # passage which mentions them is about that metric (e.g. the cash-flow line item for capex).
+# fmt: off
 METRICS: dict[str, list[str]] = {
-    "revenue": [
-        r"revenues?",
-        r"net sales",
-        r"total sales",
-        r"net revenues?",
-        r"top[- ]line",
-        r"turnover",
-    ],
-    "cost_of_revenue": [r"cost of (?:goods sold|sales|revenues?|products sold)", r"cogs"],
+    "revenue": [r"(?<!deferred )(?<!unearned )revenues?", r"net sales", r"total sales",
+                r"net revenues?", r"top[- ]line"],
+    "cost_of_revenue": [r"costs? of (?:goods sold|sales|(?:\w+ )?revenues?|products sold)", r"cogs"],
     "gross_profit": [r"gross (?:profit|margin)s?"],
-    "operating_income": [
-        r"operating (?:income|profit|loss)",
-        r"income from operations",
-        r"operating earnings",
-        r"ebit(?!da)",
-    ],
-    "operating_margin": [r"operating margins?", r"operating profit margin"],
-    "net_income": [
-        r"net (?:income|earnings|loss|profit)",
-        r"profit attributable",
-        r"net income attributable",
-    ],
-    "eps": [
-        r"earnings per (?:common )?share",
-        r"eps",
-        r"(?:diluted|basic) (?:net )?(?:income|earnings) per share",
-    ],
+    "operating_income": [r"(?<!net )operating (?:income|profits?|loss)", r"income from operations",
+                         r"operating earnings", r"ebit(?!da)"],
+    "operating_margin": [r"operating margins?", r"operating (?:income|profit) (?:% |percent )?margins?"],
+    "net_income": [r"net (?:income|earnings|loss|profit)", r"profit attributable",
+                   r"net income attributable"],
+    "eps": [r"earnings per (?:common )?share", r"eps",
+            r"(?:diluted|basic) (?:net )?(?:income|earnings) per share", r"net income per share"],
     "ebitda": [r"ebitda"],
-    "capital_expenditure": [
-        r"capital expenditures?",
-        r"capex",
-        r"purchases? of property,? plant,? and equipment",
-        r"(?:additions|payments) (?:to|for) property,? plant,? and equipment",
-        r"purchases of pp&e",
-    ],
-    "operating_cash_flow": [
-        r"cash (?:flows? )?(?:provided by|from|generated (?:by|from)) operat\w*",
-        r"operating cash flows?",
-        r"cash flows? from operating activities",
-        r"net cash (?:provided by|from) operating activities",
-    ],
+    "capital_expenditure": [r"capital expenditures?", r"capex",
+                            r"purchases? of property,? (?:plant,? )?(?:and )?equipment",
+                            r"(?:additions|payments) (?:to|for) property,? plant,? and equipment",
+                            r"purchases of pp&e"],
+    "operating_cash_flow": [r"cash (?:flows? )?(?:provided by|from|generated (?:by|from)) operat\w*",
+                            r"operations, investing,? and financing",
+                            r"operating cash flows?", r"cash flows? from operating activities",
+                            r"net cash (?:provided by|from) operating activities"],
     "free_cash_flow": [r"free cash ?flows?", r"fcf"],
     "dividends": [r"dividends?(?: paid| per share| declared)?", r"payout ratio"],
-    "share_repurchase": [
-        r"share repurchases?",
-        r"(?:stock|share) buybacks?",
-        r"repurchases? of (?:common )?(?:stock|shares)",
-        r"treasury stock",
-    ],
-    "total_assets": [r"total assets", r"return on (?:total )?assets", r"asset turnover"],
+    "share_repurchase": [r"(?:stock|share) repurchases?", r"(?:stock|share) buybacks?",
+                         r"repurchases? of (?:our )?(?:common )?(?:stock|shares)", r"treasury stock"],
+    "total_assets": [r"total assets", r"return on (?:total )?assets", r"(?<!fixed )asset turnover"],
     "total_liabilities": [r"total liabilities"],
-    "shareholders_equity": [
-        r"(?:total )?(?:stock|share)holders'? equity",
-        r"total equity",
-        r"return on equity",
-    ],
-    "debt": [
-        r"(?:total |long[- ]term |short[- ]term )?debt",
-        r"borrowings",
-        r"notes payable",
-        r"leverage ratio",
-    ],
-    "cash": [r"cash and cash equivalents", r"cash balance"],
+    "shareholders_equity": [r"(?:total )?(?:common )?(?:stock|share)holders['’]? equity", r"total equity",
+                            r"return on equity"],
+    "debt": [r"(?:total |long[- ]term |short[- ]term )?debt", r"borrowings?", r"notes payable",
+             r"leverage ratio", r"credit (?:agreements?|facilit(?:y|ies))", r"loans? payable",
+             r"\(loan\)"],
+    "cash": [r"cash (?:and|&) cash equivalents", r"cash balance"],
     "inventory": [r"inventor(?:y|ies)", r"days inventory outstanding"],
-    "accounts_receivable": [
-        r"accounts receivables?",
-        r"trade receivables?",
-        r"days sales outstanding",
-    ],
+    "accounts_receivable": [r"accounts receivables?", r"trade receivables?", r"receivables balance",
+                            r"current receivables", r"days sales outstanding"],
     "accounts_payable": [r"accounts payables?", r"days payable outstanding"],
-    "working_capital": [
-        r"working capital",
-        r"current ratio",
-        r"quick ratio",
-        r"total current (?:assets|liabilities)",
-    ],
-    "depreciation_amortization": [r"depreciation(?: and amortization)?", r"amortization"],
-    "interest_expense": [r"interest expense", r"interest coverage"],
-    "income_tax": [
-        r"(?:income )?tax (?:expense|provision|rate)",
-        r"effective tax rate",
-        r"provision for income taxes",
-    ],
-    "research_development": [r"research and development", r"r&d"],
+    "working_capital": [r"working capital", r"current ratio", r"quick ratio",
+                        r"total current (?:assets|liabilities)"],
+    "depreciation_amortization": [r"depreciation(?: and amortization)?", r"amortization", r"d&a"],
+    "interest_expense": [r"interest expense", r"interest costs?", r"finance costs?",
+                         r"interest coverage"],
+    "income_tax": [r"(?:income )?tax (?:expense|provision|rate)", r"effective tax rate",
+                   r"provision for(?:/\(benefit from\))? income taxes", r"income tax benefits?"],
+    "research_development": [r"research(?:,| and) development", r"r&d"],
     "sga": [r"selling,? general,? and administrative", r"sg&a"],
-    "goodwill": [r"goodwill", r"impairment"],
+    "goodwill": [r"goodwill", r"impairment (?:charges?|loss(?:es)?)"],
     "restructuring": [r"restructuring"],
-    "employees": [r"employees", r"headcount"],
+    "employees": [r"number of employees", r"headcount", r"employee count"],
 }
 
 # Segment vocabulary: generic geographic and business segment names; company-specific names
@@ -108,10 +69,11 @@ SEGMENTS: dict[str, list[str]] = {
     "americas": [r"americas"],
     "north_america": [r"north america(?:n)?"],
     "latin_america": [r"latin america"],
-    "united_states": [r"united states", r"u\.s\.(?= )", r"domestic"],
-    "international": [r"international"],
+    "united_states": [r"(?<!of the )united states(?! (?:district|government|code|securities))",
+                      r"domestic(?: segment| market)?"],
+    "international": [r"international (?:segment|operations|markets?|sales|revenues?)"],
     "europe": [r"europe", r"emea"],
-    "asia_pacific": [r"asia[- ]pacific", r"apac"],
+    "asia_pacific": [r"asia[- ]pacific", r"apac", r"apj"],
     "china": [r"greater china", r"china"],
     "japan": [r"japan"],
     "consumer": [r"consumer"],
@@ -133,7 +95,7 @@ STATEMENTS: dict[str, list[str]] = {
         r"profit and loss",
     ],
     "balance_sheet": [
-        r"balance sheets?",
+        r"(?<!off-)(?<!off )(?<!on-)balance sheets?",
         r"statements? of (?:consolidated )?financial (?:position|condition)",
     ],
     "cash_flow_statement": [
@@ -141,62 +103,55 @@ STATEMENTS: dict[str, list[str]] = {
         r"statements? of (?:consolidated )?cash flows?",
     ],
     "equity_statement": [
-        r"statements? of (?:consolidated )?(?:changes in )?(?:share|stock)holders'? equity"
+        r"statements? of (?:consolidated )?(?:changes in )?(?:share|stock)holders['’]? (?:\(deficit\) )?equity",
+        r"statements? of (?:consolidated )?(?:changes in )?(?:total )?equity",
     ],
     "segment_note": [
         r"segment information",
         r"segment reporting",
         r"reportable segments?",
+        r"reporting segments?",
         r"segment results",
     ],
 }
 
-# Units: magnitudes and kinds of quantity.
+# Units: magnitudes and kinds of quantity, as stated in headers and questions.
 UNITS: dict[str, list[str]] = {
-    "thousands": [
-        r"in thousands",
-        r"\(thousands\)",
-        r"\$ ?'?000s?",
-        r"thousands of (?:u\.s\. )?dollars",
-        r"usd thousands",
-        r"\(in \$?thousands",
-    ],
-    "millions": [
-        r"in millions",
-        r"\(millions\)",
-        r"usd millions",
-        r"\$ ?m\b",
-        r"millions of (?:u\.s\. )?dollars",
-        r"\(in \$?millions",
-        r"dollars in millions",
-        r"\$ in millions",
-    ],
-    "billions": [
-        r"in billions",
-        r"\(billions\)",
-        r"usd billions",
-        r"\$ ?bn?\b",
-        r"billions of (?:u\.s\. )?dollars",
-        r"\(in \$?billions",
-    ],
-    "percent": [r"percent(?:age)?s?", r"%", r"margins?", r"rate"],
-    "per_share": [r"per share", r"per diluted share", r"per common share"],
+    "thousands": [r"in thousands", r"\(thousands\)", r"thousands of (?:u\.s\. )?dollars",
+                  r"usd thousands", r"\(in \$?thousands"],
+    "millions": [r"in millions", r"\(millions\)", r"usd millions", r"millions of (?:u\.s\. )?dollars",
+                 r"\(in \$?millions", r"dollars in millions", r"usdm"],
+    "billions": [r"in billions", r"\(billions\)", r"usd billions", r"billions of (?:u\.s\. )?dollars",
+                 r"\(in \$?billions"],
+    "percent": [r"percent(?:age)?s?", r"per cent", r"margins?", r"(?:tax|growth|discount) rates?"],
+    "per_share": [r"per (?:diluted |common |basic )?share"],
 }
 
-# Currencies.
+# Amounts written with a magnitude word ("$72.3 million") and symbols that touch digits; these
+# are matched without word boundaries.
+MAGNITUDE_AMOUNTS: dict[str, list[str]] = {
+    "thousands": [r"\d thousand\b", r"\$ ?'000"],
+    "millions": [r"\d ?(?:million|mn)\b", r"\$ ?m\b"],
+    "billions": [r"\d ?(?:billion|bn)\b", r"\$ ?bn?\b"],
+    "percent": [r"%"],
+}
+
+# Currencies. Symbols are matched without word boundaries (they touch the amount: "$2.7");
+# a bare "$" means USD.
 CURRENCIES: dict[str, list[str]] = {
-    "USD": [r"usd", r"us\$", r"u\.s\. dollars?", r"\$"],
-    "EUR": [r"eur", r"euros?", r"€"],
-    "GBP": [r"gbp", r"pounds? sterling", r"£"],
-    "JPY": [r"jpy", r"yen", r"¥"],
+    "USD": [r"usd(?:m|bn)?", r"us\$", r"u\.s\. dollars?"],
+    "EUR": [r"eur", r"euros?"],
+    "GBP": [r"gbp", r"pounds? sterling"],
+    "JPY": [r"jpy", r"yen"],
     "CNY": [r"cny", r"rmb", r"renminbi"],
     "CAD": [r"cad", r"c\$", r"canadian dollars?"],
     "AUD": [r"aud", r"a\$", r"australian dollars?"],
     "CHF": [r"chf", r"swiss francs?"],
-    "INR": [r"inr", r"rupees?", r"₹"],
+    "INR": [r"inr", r"rupees?"],
+    "DKK": [r"dkk", r"danish kroner"],
 }
+CURRENCY_SYMBOLS: dict[str, str] = {"$": "USD", "€": "EUR", "£": "GBP", "¥": "JPY", "₹": "INR"}
 
-# Companies shipped with the extractor: canonical name -> aliases (tickers, legal names).
 # Corpus metadata adds more at run time (FieldExtractor.from_passages).
 COMPANIES: dict[str, list[str]] = {
     "3M": ["3m", "mmm", "3m company", "minnesota mining"],
@@ -215,7 +170,7 @@ COMPANIES: dict[str, list[str]] = {
     "CVS Health": ["cvs", "cvs health"],
     "Coca-Cola": ["coca-cola", "coca cola", "coke", "ko"],
     "Corning": ["corning", "glw"],
-    "Costco": ["costco", "cost"],
+    "Costco": ["costco"],
     "FedEx": ["fedex", "fdx", "federal express"],
     "Foot Locker": ["foot locker", "footlocker", "fl"],
     "General Mills": ["general mills", "gis"],
@@ -266,7 +221,6 @@ CASE_SENSITIVE_ALIASES = {
     "hd",
     "lin",
     "dal",
-    "cost",
     "crm",
     "mmm",
     "gis",
