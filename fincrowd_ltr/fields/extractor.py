@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 
 from fincrowd_ltr.data.schema import Passage
 from fincrowd_ltr.fields import vocabulary as V
+from fincrowd_ltr.fields.matcher import TextIndex, TriggerMatcher
 
 FIELD_NAMES = ("entity", "metric", "period", "segment", "table_scope", "unit", "currency")
 MIN_YEAR, MAX_YEAR = 1990, 2039
@@ -98,19 +99,6 @@ _SEGMENT_QUALIFIERS = {
 _TABLE_LINE = re.compile(r"^[\s$(€£¥]*-?[\d,.]+\)?%?\s*$")
 
 
-def _field_regex(vocab: dict[str, list[str]]) -> tuple[re.Pattern, list[str]]:
-    names = list(vocab)
-    parts = [f"(?P<g{i}>{'|'.join(vocab[name])})" for i, name in enumerate(names)]
-    return re.compile(r"(?<![\w&])(?:" + "|".join(parts) + r")(?![\w&])"), names
-
-
-def _scan(pattern: re.Pattern, names: list[str], text: str) -> frozenset[str]:
-    found = set()
-    for match in pattern.finditer(text):
-        found.add(names[int(match.lastgroup[1:])])
-    return frozenset(found)
-
-
 def _year(text: str) -> int | None:
     value = int(text)
     if value < 100:
@@ -166,14 +154,14 @@ class FieldExtractor:
 
     def __init__(self, companies: dict[str, list[str]] | None = None) -> None:
         self.companies = {k: list(v) for k, v in (companies or V.COMPANIES).items()}
-        self._metric = _field_regex(V.METRICS)
-        self._segment = _field_regex(V.SEGMENTS)
-        self._statement = _field_regex(V.STATEMENTS)
-        self._unit = _field_regex(V.UNITS)
+        self._metric = TriggerMatcher(V.METRICS)
+        self._segment = TriggerMatcher(V.SEGMENTS)
+        self._statement = TriggerMatcher(V.STATEMENTS)
+        self._unit = TriggerMatcher(V.UNITS)
         self._amount = [
             (name, re.compile("|".join(forms))) for name, forms in V.MAGNITUDE_AMOUNTS.items()
         ]
-        self._currency = _field_regex(V.CURRENCIES)
+        self._currency = TriggerMatcher(V.CURRENCIES)
         self._build_entity_patterns()
 
     @classmethod
@@ -212,30 +200,27 @@ class FieldExtractor:
                     sensitive[form[:1].upper() + form[1:]] = canonical
                 else:
                     insensitive[form] = canonical
-        self._entity_lookup = {**insensitive}
         self._alias_names = set(insensitive) | {form.lower() for form in sensitive}
-        self._entity_lookup_cs = sensitive
 
-        def alternation(forms: Iterable[str]) -> str:
-            return "|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True))
+        def by_canonical(forms: dict[str, str], suffix: str = "") -> dict[str, list[str]]:
+            vocab: dict[str, list[str]] = {}
+            for form, canonical in forms.items():
+                vocab.setdefault(canonical, []).append(re.escape(form) + suffix)
+            return vocab
 
-        self._entity_ci = re.compile(
-            rf"(?<![\w&])(?P<form>{alternation(insensitive)})(?:['’]s)?(?![\w&])"
-        )
-        self._entity_cs = (
-            re.compile(rf"(?<![\w&])(?:{alternation(sensitive)})(?![\w&])") if sensitive else None
-        )
+        self._entity_ci = TriggerMatcher(by_canonical(insensitive, r"(?:['’]s)?"))
+        self._entity_cs = TriggerMatcher(by_canonical(sensitive), case_sensitive=True)
 
     # --- single fields ---------------------------------------------------------------------
-    def entities(self, text: str, lowered: str | None = None) -> frozenset[str]:
-        """Companies named in ``text``."""
+    def entities(
+        self, text: str, lowered: str | None = None, words: TextIndex | None = None
+    ) -> frozenset[str]:
+        """Companies named in ``text`` (short or common-word tickers only in upper case)."""
         lowered = text.lower() if lowered is None else lowered
-        found = set()
-        for match in self._entity_ci.finditer(lowered):
-            found.add(self._entity_lookup[match.group("form")])
-        if self._entity_cs is not None:
-            for match in self._entity_cs.finditer(text):
-                found.add(self._entity_lookup_cs[match.group(0)])
+        words = TextIndex(lowered) if words is None else words
+        found = set(self._entity_ci.find(lowered, words))
+        if len(lowered) == len(text):  # offsets agree (lower() kept the length)
+            found |= self._entity_cs.find(text, words, lowered=lowered)
         return frozenset(found)
 
     @staticmethod
@@ -274,53 +259,59 @@ class FieldExtractor:
                 found.add(m.group(1))
         return frozenset(found)
 
-    def segments(self, lowered: str) -> frozenset[str]:
+    def segments(self, lowered: str, words: TextIndex | None = None) -> frozenset[str]:
         """Segments from the vocabulary plus any ``<name> segment`` phrase."""
-        found = set(_scan(*self._segment, lowered))
+        found = set(self._segment.find(lowered, words))
+        if "segment" not in lowered:
+            return frozenset(found)
         for m in _SEGMENT_NAME.finditer(lowered):
-            words = m.group(1).split()
-            while words and words[-1] in _SEGMENT_QUALIFIERS:
-                words.pop()  # "AMD reporting segment": the qualifier is not the name
-            if not words or words[-1] in _SEGMENT_STOP:
+            names = m.group(1).split()
+            while names and names[-1] in _SEGMENT_QUALIFIERS:
+                names.pop()  # "AMD reporting segment": the qualifier is not the name
+            if not names or names[-1] in _SEGMENT_STOP:
                 continue  # "by segment", "each segment": no name
             # the name is the run of words after the last stop word ("increase in X and Y")
-            cut = max((i + 1 for i, w in enumerate(words) if w in _SEGMENT_STOP), default=0)
-            name = " ".join(words[cut:])
+            cut = max((i + 1 for i, w in enumerate(names) if w in _SEGMENT_STOP), default=0)
+            name = " ".join(names[cut:])
             if (
                 not name
-                or _scan(*self._segment, name)
-                or _scan(*self._metric, name)
+                or self._segment.find(name)
+                or self._metric.find(name)
                 or name in self._alias_names
             ):
                 continue
             found.add(name)
         return frozenset(found)
 
-    def units(self, lowered: str) -> frozenset[str]:
+    def units(self, lowered: str, words: TextIndex | None = None) -> frozenset[str]:
         """Magnitudes and kinds stated in words, plus amounts written with a magnitude word."""
-        found = set(_scan(*self._unit, lowered))
+        found = set(self._unit.find(lowered, words))
         found.update(name for name, pattern in self._amount if pattern.search(lowered))
         return frozenset(found)
 
-    def currencies(self, lowered: str) -> frozenset[str]:
+    def currencies(self, lowered: str, words: TextIndex | None = None) -> frozenset[str]:
         """Currency codes and names, plus currency symbols (a bare ``$`` is USD)."""
-        found = set(_scan(*self._currency, lowered))
-        stripped = re.sub(r"(?:us|a|c)\$", "", lowered)  # prefixed dollars are named above
+        found = set(self._currency.find(lowered, words))
+        # prefixed dollars (US$, A$, C$) are named by the vocabulary, not the bare symbol
+        stripped = re.sub(r"(?:us|a|c)\$", "", lowered) if "$" in lowered else lowered
         found.update(code for symbol, code in V.CURRENCY_SYMBOLS.items() if symbol in stripped)
         return frozenset(found)
 
     # --- whole records ---------------------------------------------------------------------
-    def extract_text(self, text: str, query: bool = False) -> FinancialFields:
-        """Fields from text alone."""
+    def extract_text(
+        self, text: str, query: bool = False, entity: bool = True, period: bool = True
+    ) -> FinancialFields:
+        """Fields from text alone (``entity``/``period`` False skips fields given elsewhere)."""
         lowered = text.lower()
+        words = TextIndex(lowered)
         return FinancialFields(
-            entity=self.entities(text, lowered),
-            metric=_scan(*self._metric, lowered),
-            period=self.periods(text, query=query),
-            segment=self.segments(lowered),
-            table_scope=_scan(*self._statement, lowered),
-            unit=self.units(lowered),
-            currency=self.currencies(lowered),
+            entity=self.entities(text, lowered, words) if entity else frozenset(),
+            metric=self._metric.find(lowered, words),
+            period=self.periods(text, query=query) if period else frozenset(),
+            segment=self.segments(lowered, words),
+            table_scope=self._statement.find(lowered, words),
+            unit=self.units(lowered, words),
+            currency=self.currencies(lowered, words),
             is_table=None if query else looks_like_table(text),
         )
 
@@ -330,7 +321,7 @@ class FieldExtractor:
 
     def extract_passage(self, passage: Passage) -> FinancialFields:
         """Fields of a passage; metadata company and period win over the text."""
-        fx = self.extract_text(passage.text)
+        fx = self.extract_text(passage.text, entity=not passage.company, period=not passage.period)
         entity = fx.entity
         if passage.company:
             entity = frozenset({self.canonical_company(passage.company)})
