@@ -73,18 +73,18 @@ class SpladeEncoder:
                 {"input_ids": [[cls_id, *windows[i], sep_id] for i in idx]}, return_tensors="pt"
             )
             hidden = self.model.base_model(**batch).last_hidden_state
-            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-            # The MLM head is applied one sequence at a time: a whole batch of
-            # (tokens x 30k vocabulary) logits would not fit in cache and dominates the cost.
+            lengths = batch["attention_mask"].sum(dim=1).tolist()
             head = self.model.get_output_embeddings()
-            transform = self.model.cls.predictions.transform if hasattr(self.model, "cls") else None
+            transform = getattr(getattr(self.model, "cls", None), "predictions", None)
             for row, i in enumerate(idx):
-                states = hidden[row]
+                # One sequence at a time, padding dropped. log(1 + relu(x)) is monotone, so
+                # max-pooling the logits first gives the same vector with one log per
+                # vocabulary entry instead of one per (token, entry).
+                states = hidden[row, : int(lengths[row])]
                 if transform is not None:
-                    states = transform(states)
-                logits = head(states)
-                weights = torch.log1p(torch.relu(logits)) * mask[row]
-                result[i] = weights.max(dim=0).values.numpy()
+                    states = transform.transform(states)
+                pooled = head(states).amax(dim=0)
+                result[i] = torch.log1p(torch.relu(pooled)).numpy()
         return result
 
     @staticmethod
