@@ -81,7 +81,7 @@ def test_financebench_format_quirks_and_coverage(tmp_path):
     assert ds.covered("q1") and not ds.covered("q2")  # q2 keeps its question, gold partly absent
     assert ds.missing_gold["q2"] == ["ACME_2019_10K:3"]
     # identical boilerplate pages expand relevance
-    assert ds.expanded_qrels["q2"] == {"ACME_2020_10K:1": 1, "ACME_2021_10K:1": 1}
+    assert ds.gold_equivalents["q2"] == {"ACME_2021_10K:1": "ACME_2020_10K:1"}
     # a filing missing from document information: metadata from its name
     p = ds.passages["ACME_2022Q1_10Q:0"]
     assert (p.company, p.period, p.doc_type) == ("Acme", "2022Q1", "10q")

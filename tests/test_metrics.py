@@ -60,3 +60,13 @@ def test_metrics_agree_with_ir_measures_on_a_real_run(tatqa):
     assert theirs[ir_measures.R @ 10] == pytest.approx(np.mean(ours["R@10"]), abs=1e-9)
     assert theirs[ir_measures.nDCG @ 10] == pytest.approx(np.mean(ours["nDCG@10"]), abs=1e-9)
     assert theirs[ir_measures.RR] == pytest.approx(np.mean(ours["RR"]), abs=1e-9)
+
+
+def test_duplicates_of_gold_count_once_without_moving_ranks():
+    from fincrowd_ltr.data.quirks import collapse_duplicates
+
+    ranked = ["x", "dup_of_g", "g", "y"]
+    collapsed = collapse_duplicates(ranked, {"dup_of_g": "g"})
+    assert collapsed[:2] == ["x", "g"] and collapsed[2] != "g" and collapsed[3] == "y"
+    assert recall_at_k(collapsed, {"g": 1}, 2) == 1.0
+    assert ndcg_at_k(collapsed, {"g": 1}, 10) == pytest.approx(1 / math.log2(3))

@@ -13,7 +13,12 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from fincrowd_ltr.data.jsonl import read_jsonl, require_fields
-from fincrowd_ltr.data.quirks import alias_documents, duplicate_groups, expand_qrels, text_keys
+from fincrowd_ltr.data.quirks import (
+    alias_documents,
+    duplicate_groups,
+    gold_equivalents,
+    text_keys,
+)
 from fincrowd_ltr.data.schema import DataError, Dataset, Passage, Query
 
 QUESTION_FIELDS = ("financebench_id", "company", "question", "evidence")
@@ -157,7 +162,7 @@ def load_financebench(root: Path, split: str = "all", progress: bool = True) -> 
         passages=passages,
         qrels=qrels,
         missing_gold=missing,
-        expanded_qrels=expand_qrels(qrels, groups),
+        gold_equivalents=gold_equivalents(qrels, groups),
         notes=notes,
     )
     dataset.validate()

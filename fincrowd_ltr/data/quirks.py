@@ -55,16 +55,35 @@ def alias_documents(
     return pairs
 
 
-def expand_qrels(
+def gold_equivalents(
     qrels: dict[str, dict[str, int]], groups: list[list[str]]
-) -> dict[str, dict[str, int]]:
-    """Relevance expanded to every exact duplicate of a gold passage (same grade)."""
+) -> dict[str, dict[str, str]]:
+    """Per query, every exact duplicate of a gold passage mapped to that gold passage."""
     group_of = {pid: ids for ids in groups for pid in ids}
-    expanded: dict[str, dict[str, int]] = {}
+    out: dict[str, dict[str, str]] = {}
     for qid, rels in qrels.items():
-        out = dict(rels)
+        mapping = {}
         for pid, grade in rels.items():
-            for dup in group_of.get(pid, ()):
-                out[dup] = max(out.get(dup, 0), grade)
-        expanded[qid] = out
-    return expanded
+            if grade > 0:
+                for dup in group_of.get(pid, ()):
+                    if dup not in rels:
+                        mapping[dup] = pid
+        out[qid] = mapping
+    return out
+
+
+def collapse_duplicates(ranked: list[str], equivalents: dict[str, str]) -> list[str]:
+    """A ranking where a duplicate of a gold passage counts as that gold passage, once.
+
+    Each duplicate is replaced by its gold passage's id; a gold passage already seen earlier in the
+    ranking is replaced by a placeholder, so ranks do not move and nothing counts twice.
+    """
+    seen: set[str] = set()
+    out = []
+    for i, pid in enumerate(ranked):
+        pid = equivalents.get(pid, pid)
+        if pid in seen:
+            pid = f"\0duplicate-{i}"
+        seen.add(pid)
+        out.append(pid)
+    return out

@@ -74,7 +74,8 @@ class Dataset:
         qrels: ``qrels[qid][pid] = grade`` (grade > 0 is relevant).
         missing_gold: ``missing_gold[qid]`` lists gold references that are not in the corpus
             (kept and reported as coverage, never dropped).
-        expanded_qrels: qrels with relevance expanded to exact duplicates of gold passages.
+        gold_equivalents: ``gold_equivalents[qid][pid] = gold_pid`` for passages whose text is an
+            exact duplicate of a gold passage (relevance can be expanded to them).
         notes: Human-readable notes about corpus quirks found while loading.
     """
 
@@ -83,7 +84,7 @@ class Dataset:
     passages: dict[str, Passage]
     qrels: dict[str, dict[str, int]]
     missing_gold: dict[str, list[str]] = field(default_factory=dict)
-    expanded_qrels: dict[str, dict[str, int]] | None = None
+    gold_equivalents: dict[str, dict[str, str]] | None = None
     notes: list[str] = field(default_factory=list)
 
     def covered(self, qid: str) -> bool:
@@ -113,10 +114,10 @@ class Dataset:
             passages=self.passages,
             qrels={q: v for q, v in self.qrels.items() if q in keep},
             missing_gold={q: v for q, v in self.missing_gold.items() if q in keep},
-            expanded_qrels=(
+            gold_equivalents=(
                 None
-                if self.expanded_qrels is None
-                else {q: v for q, v in self.expanded_qrels.items() if q in keep}
+                if self.gold_equivalents is None
+                else {q: v for q, v in self.gold_equivalents.items() if q in keep}
             ),
             notes=list(self.notes),
         )

@@ -5,7 +5,8 @@ Shape (later capabilities add systems and fields)::
     {"dataset", "split", "bank_mode", "n_queries", "n_covered", "bank_size",
      "systems": {"base:<ranker>": {"recall@10", "recall@100", "ndcg@10", "mrr",
                                    "ci95": {metric: [lo, hi]}, "n": int, ...}},
-     "systems_expanded_relevance": {...same, relevance expanded to exact duplicates...},
+     "systems_expanded_relevance": {...same, a passage whose text duplicates a gold passage
+                                    counts as that gold passage (once)...},
      "top10_off_period_share": {...}, "top10_other_company_share": {...}}
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fincrowd_ltr.data.quirks import collapse_duplicates
 from fincrowd_ltr.data.schema import Dataset
 from fincrowd_ltr.evaluation.metrics import METRICS, bootstrap_ci, per_query
 from fincrowd_ltr.retrieval.banks import BankSet
@@ -74,15 +76,18 @@ def evaluate_bankset(dataset: Dataset, bankset: BankSet, rankers: list[str]) -> 
         "systems": {},
         "contamination@10": {},
     }
-    expanded = dataset.expanded_qrels
-    if expanded is not None:
+    equivalents = dataset.gold_equivalents
+    if equivalents is not None:
         report["systems_expanded_relevance"] = {}
     for ranker in rankers:
         rankings = {q: bankset.banks[q].ranking(ranker) for q in qids}
         system = f"base:{ranker}"
         report["systems"][system] = system_metrics(rankings, dataset.qrels, qids)
-        if expanded is not None:
-            report["systems_expanded_relevance"][system] = system_metrics(rankings, expanded, qids)
+        if equivalents is not None:
+            collapsed = {q: collapse_duplicates(rankings[q], equivalents[q]) for q in qids}
+            report["systems_expanded_relevance"][system] = system_metrics(
+                collapsed, dataset.qrels, qids
+            )
         if any(dataset.queries[q].company for q in qids) or any(
             dataset.passages[p].period for q in qids for p in dataset.qrels[q]
         ):
