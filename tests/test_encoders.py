@@ -39,7 +39,7 @@ def test_dense_encoder_windows_cache_and_scores(tiny_bert, tmp_path):
     np.testing.assert_allclose(alone[0], vectors[1][0], atol=1e-5)
 
 
-def test_splade_scores_overlap_higher(tiny_bert):
+def test_splade_scores_overlap_higher(tiny_bert, tmp_path):
     from transformers import BertConfig, BertForMaskedLM
 
     from fincrowd_ltr.retrieval.splade import SpladeEncoder
@@ -52,12 +52,15 @@ def test_splade_scores_overlap_higher(tiny_bert):
         num_attention_heads=2,
         intermediate_size=64,
     )
-    enc = SpladeEncoder(
-        model=BertForMaskedLM(config),
-        tokenizer=tokenizer,
-        policy=WindowPolicy(pooling="max", window_tokens=8),
-    )
-    vec = enc.encode(["alpha beta gamma delta epsilon zeta eta theta iota kappa"])[0]
-    assert vec.shape[0] == 2 and np.all(vec[1] > 0)
+    model = BertForMaskedLM(config).eval()
+    policy = WindowPolicy(pooling="max", window_tokens=8)
+    enc = SpladeEncoder(model=model, tokenizer=tokenizer, policy=policy, cache_dir=tmp_path)
+    texts = ["alpha beta gamma delta epsilon zeta eta theta iota kappa", "alpha", "beta gamma"]
+    vectors = enc.encode(texts)
+    assert all(v.shape[0] == 2 and np.all(v[1] > 0) for v in vectors)
     scores = enc.score("alpha", ["alpha", "alpha"])
     assert scores[0] == pytest.approx(scores[1])
+    # vectors of different sizes survive a save and reload
+    again = SpladeEncoder(model=model, tokenizer=tokenizer, policy=policy, cache_dir=tmp_path)
+    for text, vector in zip(texts, vectors, strict=True):
+        np.testing.assert_array_equal(again.encode([text])[0], vector)

