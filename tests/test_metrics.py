@@ -70,3 +70,14 @@ def test_duplicates_of_gold_count_once_without_moving_ranks():
     assert collapsed[:2] == ["x", "g"] and collapsed[2] != "g" and collapsed[3] == "y"
     assert recall_at_k(collapsed, {"g": 1}, 2) == 1.0
     assert ndcg_at_k(collapsed, {"g": 1}, 10) == pytest.approx(1 / math.log2(3))
+
+
+def test_cluster_bootstrap_is_wider_when_groups_are_correlated():
+    values = np.repeat([0.0, 1.0, 0.0, 1.0, 1.0, 0.0, 1.0, 0.0], 10)  # 8 groups of 10 equal values
+    groups = [str(i // 10) for i in range(80)]
+    lo_q, hi_q = bootstrap_ci(values)
+    lo_g, hi_g = bootstrap_ci(values, groups=groups)
+    assert hi_g - lo_g > 1.5 * (hi_q - lo_q)
+    assert lo_g < values.mean() < hi_g
+    with pytest.raises(ValueError):
+        bootstrap_ci(values, groups=groups[:5])

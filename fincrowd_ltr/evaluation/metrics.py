@@ -65,17 +65,34 @@ def per_query(ranked: Sequence[str], qrels: dict[str, int]) -> dict[str, float]:
 
 
 def bootstrap_ci(
-    values: np.ndarray, n_resamples: int = 2000, level: float = 0.95, seed: int = 0
+    values: np.ndarray,
+    n_resamples: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+    groups: list[str] | None = None,
 ) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean over queries.
 
-    For paired comparisons pass per-query differences (the paired bootstrap).
+    For paired comparisons pass per-query differences (the paired bootstrap). With ``groups``
+    (company, context), whole groups are resampled (cluster bootstrap), because questions about
+    one company or one table are not independent.
     """
     values = np.asarray(values, dtype=np.float64)
     if len(values) == 0:
         return (float("nan"), float("nan"))
     rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(values), size=(n_resamples, len(values)))
-    means = values[idx].mean(axis=1)
+    if groups is None:
+        idx = rng.integers(0, len(values), size=(n_resamples, len(values)))
+        means = values[idx].mean(axis=1)
+    else:
+        if len(groups) != len(values):
+            raise ValueError("groups must have one entry per value")
+        names = sorted(set(groups))
+        code = {g: i for i, g in enumerate(names)}
+        member = np.array([code[g] for g in groups])
+        sums = np.bincount(member, weights=values, minlength=len(names))
+        counts = np.bincount(member, minlength=len(names)).astype(np.float64)
+        draws = rng.integers(0, len(names), size=(n_resamples, len(names)))
+        means = sums[draws].sum(axis=1) / counts[draws].sum(axis=1)
     alpha = (1.0 - level) / 2.0
     return (float(np.quantile(means, alpha)), float(np.quantile(means, 1.0 - alpha)))

@@ -23,16 +23,20 @@ TOP_K_CONTEXT = 10
 
 
 def system_metrics(
-    rankings: dict[str, list[str]], qrels: dict[str, dict[str, int]], qids: list[str]
+    rankings: dict[str, list[str]],
+    qrels: dict[str, dict[str, int]],
+    qids: list[str],
+    groups: list[str] | None = None,
 ) -> dict:
-    """Mean metrics and 95% bootstrap intervals over ``qids`` for one system."""
+    """Mean metrics and 95% bootstrap intervals over ``qids`` for one system (resampling whole
+    ``groups``, one entry per query, when given)."""
     rows = [per_query(rankings[q], qrels[q]) for q in qids]
     out: dict = {"n": len(qids)}
     ci = {}
     for name in METRICS:
         values = np.array([r[name] for r in rows], dtype=np.float64)
         out[name] = float(values.mean()) if len(values) else float("nan")
-        ci[name] = list(bootstrap_ci(values))
+        ci[name] = list(bootstrap_ci(values, groups=groups))
     out["ci95"] = ci
     out["per_query"] = {q: r for q, r in zip(qids, rows, strict=True)}
     return out
@@ -73,20 +77,24 @@ def evaluate_bankset(dataset: Dataset, bankset: BankSet, rankers: list[str]) -> 
         "bank_size": bankset.size,
         "coverage_note": "metrics average over the questions whose gold evidence is all in the "
         "corpus (n_covered); the others are counted in n_queries",
+        "interval_note": "95% percentile bootstrap over query groups (companies, contexts), "
+        "2,000 resamples of whole groups",
+        "n_groups": len({dataset.queries[q].group for q in qids}),
         "systems": {},
         "contamination@10": {},
     }
     equivalents = dataset.gold_equivalents
     if equivalents is not None:
         report["systems_expanded_relevance"] = {}
+    groups = [dataset.queries[q].group for q in qids]
     for ranker in rankers:
         rankings = {q: bankset.banks[q].ranking(ranker) for q in qids}
         system = f"base:{ranker}"
-        report["systems"][system] = system_metrics(rankings, dataset.qrels, qids)
+        report["systems"][system] = system_metrics(rankings, dataset.qrels, qids, groups)
         if equivalents is not None:
             collapsed = {q: collapse_duplicates(rankings[q], equivalents[q]) for q in qids}
             report["systems_expanded_relevance"][system] = system_metrics(
-                collapsed, dataset.qrels, qids
+                collapsed, dataset.qrels, qids, groups
             )
         if any(dataset.queries[q].company for q in qids) or any(
             dataset.passages[p].period for q in qids for p in dataset.qrels[q]
@@ -100,7 +108,7 @@ def format_table(report: dict) -> str:
     lines = [
         f"{report['dataset']} split={report['split']} banks={report['bank_mode']} "
         f"(size {report['bank_size']}): {report['n_covered']} covered of "
-        f"{report['n_queries']} queries",
+        f"{report['n_queries']} queries ({report['n_groups']} groups; 95% cluster-bootstrap CIs)",
         f"{'system':<22}{'R@10':>22}{'R@100':>22}{'nDCG@10':>22}{'MRR':>8}",
     ]
 
