@@ -132,20 +132,42 @@ def cmd_audit(args: argparse.Namespace) -> None:
     run_audit(args.labels, args.data_root)
 
 
-# SPLADE-tiny reads every token of a page through a 30k-word head: about 8 FinanceBench pages per
-# second on 2 cores, so the demo runs it only where it fits (TAT-QA's short passages).
-DEMO_RANKERS = {"financebench": "bm25,dense,hybrid", "tatqa": "bm25,dense,splade,hybrid"}
+DEFAULT_DEMO_CONFIG = Path("configs/demo.yaml")
+
+
+def load_demo_config(path: Path) -> dict:
+    """Read and check the demo's YAML config (datasets, splits, rankers, bank modes)."""
+    import yaml
+
+    if not path.is_file():
+        raise DataError(f"expected the demo config at {path} but it does not exist")
+    config = yaml.safe_load(path.read_text()) or {}
+    runs = config.get("runs")
+    if not isinstance(runs, list) or not runs:
+        raise DataError(f"{path}: field 'runs' must be a non-empty list")
+    for i, run in enumerate(runs):
+        for key in ("dataset", "split", "rankers", "modes"):
+            if key not in run:
+                raise DataError(f"{path}: runs[{i}] lacks field {key!r}")
+        _rankers(",".join(run["rankers"]))
+        bad = [m for m in run["modes"] if m not in MODES]
+        if bad:
+            raise DataError(f"{path}: runs[{i}].modes has unknown mode(s) {bad}")
+    return config
 
 
 def cmd_demo(args: argparse.Namespace) -> None:
-    """Build banks and print the baseline report for FinanceBench and TAT-QA dev."""
-    out = Path(args.out_dir)
-    for dataset, split in (("financebench", "all"), ("tatqa", "dev")):
-        for mode in ("retrieved", "injected"):
+    """Build banks and print the baseline report of every run in the demo config."""
+    config = load_demo_config(args.config)
+    out = Path(config.get("out_dir", "runs"))
+    for run in config["runs"]:
+        for mode in run["modes"]:
             ns = argparse.Namespace(**vars(args))
-            ns.dataset, ns.split, ns.bank_mode, ns.run = dataset, split, mode, None
-            ns.ranker = args.ranker or DEMO_RANKERS[dataset]
-            ns.out = out / f"baseline-{dataset}-{mode}.json"
+            ns.dataset, ns.split, ns.bank_mode, ns.run = run["dataset"], run["split"], mode, None
+            ns.ranker = ",".join(run["rankers"])
+            ns.bank_size = int(config.get("bank_size", DEFAULT_BANK_SIZE))
+            ns.dense_pooling = config.get("dense_pooling", "max")
+            ns.out = out / f"baseline-{run['dataset']}-{mode}.json"
             print()
             cmd_evaluate(ns)
     print(f"\nreports in {out}/")
@@ -175,8 +197,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="banks and baseline report on FinanceBench and TAT-QA dev")
     _add_data_args(p)
     _add_bank_args(p)
-    p.set_defaults(ranker=None)
-    p.add_argument("--out-dir", default="runs", help="where the JSON reports go")
+    p.add_argument(
+        "--config",
+        type=Path,
+        default=DEFAULT_DEMO_CONFIG,
+        help="YAML listing the runs (default configs/demo.yaml)",
+    )
     p.set_defaults(func=cmd_demo)
     return parser
 

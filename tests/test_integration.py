@@ -99,3 +99,17 @@ def test_cli_reports_bad_input_without_a_traceback(tmp_path, capsys):
     )
     assert code == 2
     assert "corpus.jsonl:2: malformed JSON" in capsys.readouterr().err
+
+
+def test_demo_config_is_checked(tmp_path):
+    from fincrowd_ltr.cli import DEFAULT_DEMO_CONFIG, load_demo_config
+    from fincrowd_ltr.data.schema import DataError
+
+    config = load_demo_config(DEFAULT_DEMO_CONFIG)
+    assert {r["dataset"] for r in config["runs"]} == {"financebench", "tatqa"}
+    bad = tmp_path / "demo.yaml"
+    bad.write_text(
+        "runs:\n  - dataset: tatqa\n    split: dev\n    rankers: [bm25]\n    modes: [x]\n"
+    )
+    with pytest.raises(DataError, match="unknown mode"):
+        load_demo_config(bad)
