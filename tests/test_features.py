@@ -1,0 +1,75 @@
+"""Bank features on hand-made banks."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import sparse
+
+from fincrowd_ltr.data.schema import Passage
+from fincrowd_ltr.features import FEATURE_NAMES, BankFeaturizer
+from fincrowd_ltr.features.bank_features import schema_coverage, zscore
+from fincrowd_ltr.features.lexical import bank_bm25, local_concentration
+from fincrowd_ltr.fields import FieldExtractor, FinancialFields
+
+
+def col(name):
+    return FEATURE_NAMES.index(name)
+
+
+@pytest.fixture
+def bank():
+    passages = {
+        "gold": Passage(
+            "gold", "Acme capital expenditure 2018 was 10", company="Acme", period="2018"
+        ),
+        "wrong_year": Passage(
+            "wrong_year", "Acme capital expenditure 2017 was 9", company="Acme", period="2017"
+        ),
+        "other": Passage("other", "unrelated text about weather"),
+    }
+    return BankFeaturizer(FieldExtractor.from_passages(passages.values()), passages)
+
+
+def test_typed_compatibility_features(bank):
+    x = bank.features(
+        "What was Acme's FY2018 capital expenditure?", ["gold", "wrong_year", "other"]
+    )
+    assert x.shape == (3, len(FEATURE_NAMES))
+    assert x[0, col("period_match")] == 1 and x[0, col("period_conflict")] == 0
+    assert x[1, col("period_conflict")] == 1 and x[1, col("period_match")] == 0
+    # the unrelated passage observes no period: unknown is neither match nor conflict
+    assert x[2, col("period_match")] == 0 and x[2, col("period_conflict")] == 0
+    assert x[0, col("entity_match")] == 1 and x[0, col("metric_match")] == 1
+    # coverage: query observes entity, metric, period; gold observes all three
+    assert x[0, col("coverage")] == pytest.approx(1.0)
+    assert x[2, col("coverage")] == pytest.approx(0.0)
+
+
+def test_permuting_the_bank_permutes_the_rows(bank):
+    q = "What was Acme's FY2018 capital expenditure?"
+    a = bank.features(q, ["gold", "wrong_year", "other"])
+    b = bank.features(q, ["other", "gold", "wrong_year"])
+    np.testing.assert_allclose(a[[2, 0, 1]], b)
+
+
+def test_bank_bm25_by_hand():
+    # two docs, query term 0 appears once in doc 0 (length 2) and never in doc 1 (length 2)
+    docs = sparse.csr_matrix(np.array([[1.0, 1.0], [0.0, 2.0]]))
+    scores = bank_bm25(docs, np.array([0]))
+    idf = math.log(1 + (2 - 1 + 0.5) / (1 + 0.5))
+    expected = idf * (1 * 2.5) / (1 + 1.5 * (1 - 0.75 + 0.75 * 2 / 2))
+    assert scores[0] == pytest.approx(expected) and scores[1] == 0.0
+
+
+def test_local_concentration_and_degenerate_banks():
+    docs = sparse.csr_matrix(np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]]))
+    conc = local_concentration(docs, neighbours=1)
+    assert conc[0] == pytest.approx(1.0) and conc[1] == pytest.approx(1.0)
+    assert conc[2] == pytest.approx(0.0)
+    assert local_concentration(docs[:1]).tolist() == [0.0]
+    assert zscore(np.array([3.0, 3.0])).tolist() == [0.0, 0.0]
+
+
+def test_schema_coverage_without_query_fields():
+    assert schema_coverage(FinancialFields(), FinancialFields(period=frozenset({"2018"}))) == 0.0
