@@ -1,0 +1,85 @@
+"""The FinDeCrowd-RAG residual correction, a plain ``torch.nn.Module`` (the math, no Lightning).
+
+For one bank with frozen base scores ``s`` and candidate features ``x`` (rows in bank order)::
+
+    s_hat = (s - mean(s)) / std(s)              # base normalised within the bank (0 if degenerate)
+    z     = (x - mu) / sigma                    # features standardised with training statistics
+    r     = z @ w                               # the linear residual (no bias: order-free)
+    final = s_hat + alpha * tanh(gamma * r)     # the corrected score
+
+``alpha`` is the correction scale: no candidate moves by more than ``alpha`` standard deviations of
+the bank's base scores. ``gamma`` controls activation: small ``gamma`` keeps ``tanh`` linear
+(``alpha * gamma * r``), large ``gamma`` turns the correction into a near-constant push of
+``+/- alpha`` once ``|r|`` exceeds about ``1/gamma``. Candidate membership never changes, only
+order; everything is float64.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+DEFAULT_ALPHA = 1.0
+DEFAULT_GAMMA = 1.0
+
+
+def normalise_base(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Z-score of base scores within each bank (last dimension); degenerate banks (one
+    candidate, all ties) give zeros. ``mask`` marks real candidates in padded batches."""
+    scores = scores.to(torch.float64)
+    if mask is None:
+        mask = torch.ones_like(scores, dtype=torch.bool)
+    weight = mask.to(torch.float64)
+    count = weight.sum(-1, keepdim=True).clamp(min=1.0)
+    mean = (scores * weight).sum(-1, keepdim=True) / count
+    var = (((scores - mean) * weight) ** 2).sum(-1, keepdim=True) / count
+    std = var.sqrt()
+    safe = torch.where(std > 0, std, torch.ones_like(std))
+    out = torch.where(std > 0, (scores - mean) / safe, torch.zeros_like(scores))
+    return out * weight
+
+
+class ResidualScorer(nn.Module):
+    """Standardised linear residual over bank features, added to the normalised base score.
+
+    Args:
+        n_features: Number of features per candidate.
+        alpha: Correction scale (see module docstring).
+        gamma: Activation sharpness (see module docstring).
+    """
+
+    def __init__(
+        self, n_features: int, alpha: float = DEFAULT_ALPHA, gamma: float = DEFAULT_GAMMA
+    ) -> None:
+        super().__init__()
+        self.alpha = float(alpha)
+        self.gamma = float(gamma)
+        self.weight = nn.Parameter(torch.zeros(n_features, dtype=torch.float64))
+        self.register_buffer("feature_mean", torch.zeros(n_features, dtype=torch.float64))
+        self.register_buffer("feature_std", torch.ones(n_features, dtype=torch.float64))
+
+    @torch.no_grad()
+    def fit_standardisation(self, features: torch.Tensor) -> None:
+        """Fit ``mu`` and ``sigma`` on the training candidates (rows of ``features``);
+        constant features get ``sigma = 1``."""
+        features = features.to(torch.float64).reshape(-1, self.weight.numel())
+        self.feature_mean.copy_(features.mean(0))
+        std = features.std(0, unbiased=False)
+        self.feature_std.copy_(torch.where(std > 0, std, torch.ones_like(std)))
+
+    def standardise(self, features: torch.Tensor) -> torch.Tensor:
+        return (features.to(torch.float64) - self.feature_mean) / self.feature_std
+
+    def residual(self, features: torch.Tensor) -> torch.Tensor:
+        """``r = z @ w`` per candidate."""
+        return self.standardise(features) @ self.weight
+
+    def forward(
+        self, features: torch.Tensor, base_scores: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Corrected scores, shape of ``base_scores`` (``(n,)`` or padded ``(banks, n)``)."""
+        correction = self.alpha * torch.tanh(self.gamma * self.residual(features))
+        final = normalise_base(base_scores, mask) + correction
+        if mask is not None:
+            final = torch.where(mask, final, torch.full_like(final, float("-inf")))
+        return final

@@ -1,0 +1,89 @@
+"""The residual correction and its pairwise objective on tiny hand-made banks."""
+
+import math
+
+import torch
+
+from fincrowd_ltr.model import ResidualScorer, normalise_base, pair_weights, pairwise_loss
+
+
+def softplus(x):
+    return math.log1p(math.exp(x))
+
+
+def test_normalise_base_handles_degenerate_banks():
+    assert normalise_base(torch.tensor([5.0])).tolist() == [0.0]
+    assert normalise_base(torch.tensor([2.0, 2.0, 2.0])).tolist() == [0.0, 0.0, 0.0]
+    z = normalise_base(torch.tensor([1.0, 3.0]))
+    assert z.dtype == torch.float64 and z.tolist() == [-1.0, 1.0]
+    # padding does not change the real candidates' values
+    padded = normalise_base(torch.tensor([[1.0, 3.0, 99.0]]), torch.tensor([[True, True, False]]))
+    assert padded[0, :2].tolist() == [-1.0, 1.0] and padded[0, 2] == 0
+
+
+def test_final_score_formula_by_hand():
+    scorer = ResidualScorer(2, alpha=0.5, gamma=2.0)
+    scorer.fit_standardisation(torch.tensor([[0.0, 1.0], [2.0, 1.0]]))  # mu (1, 1), sigma (1, 1*)
+    assert scorer.feature_std.tolist() == [1.0, 1.0]  # constant feature -> sigma 1
+    with torch.no_grad():
+        scorer.weight.copy_(torch.tensor([0.3, -1.0], dtype=torch.float64))
+    x = torch.tensor([[0.0, 1.0], [2.0, 3.0]], dtype=torch.float64)
+    final = scorer(x, torch.tensor([1.0, 3.0]))
+    r = [0.3 * -1 + -1.0 * 0.0, 0.3 * 1 + -1.0 * 2.0]
+    expected = [-1 + 0.5 * math.tanh(2 * r[0]), 1 + 0.5 * math.tanh(2 * r[1])]
+    assert torch.allclose(final, torch.tensor(expected, dtype=torch.float64))
+
+
+def test_standardisation_round_trip():
+    scorer = ResidualScorer(3)
+    data = torch.randn(50, 3, dtype=torch.float64) * torch.tensor([1.0, 5.0, 0.1]) + 2.0
+    scorer.fit_standardisation(data)
+    z = scorer.standardise(data)
+    assert torch.allclose(z.mean(0), torch.zeros(3, dtype=torch.float64), atol=1e-12)
+    assert torch.allclose(z.std(0, unbiased=False), torch.ones(3, dtype=torch.float64))
+    back = z * scorer.feature_std + scorer.feature_mean
+    assert torch.allclose(back, data)
+
+
+def test_permutation_invariance_and_membership():
+    torch.manual_seed(0)
+    scorer = ResidualScorer(4, alpha=0.7, gamma=1.5)
+    with torch.no_grad():
+        scorer.weight.normal_()
+    x, base = torch.randn(10, 4, dtype=torch.float64), torch.randn(10, dtype=torch.float64)
+    perm = torch.randperm(10)
+    a, b = scorer(x, base), scorer(x[perm], base[perm])
+    assert torch.allclose(a[perm], b)
+    order = torch.argsort(a, descending=True)
+    assert sorted(order.tolist()) == list(range(10))  # same candidates, only reordered
+
+
+def test_pair_loss_by_hand_with_unit_bank_weight():
+    # bank 1: one support (index 0) and two distractors -> 2 pairs of weight 1/2
+    # bank 2: two supports, one distractor -> 2 pairs of weight 1/2; bank 3: no support (skipped)
+    final = torch.tensor([[2.0, 1.0, 0.0], [0.5, 0.0, 1.0], [1.0, 2.0, 3.0]], dtype=torch.float64)
+    labels = torch.tensor([[1, 0, 0], [1, 0, 1], [0, 0, 0]])
+    mask = torch.ones(3, 3, dtype=torch.bool)
+    loss = pairwise_loss(final, labels, final, mask)
+    bank1 = 0.5 * softplus(-(2 - 1)) + 0.5 * softplus(-(2 - 0))
+    bank2 = 0.5 * softplus(-(0.5 - 0)) + 0.5 * softplus(-(1 - 0))
+    assert math.isclose(loss.item(), (bank1 + bank2) / 2, rel_tol=1e-12)
+    weights = pair_weights(labels, final, mask)
+    assert weights[0].sum() == 1 and weights[1].sum() == 1 and weights[2].sum() == 0
+
+
+def test_distractor_cap_keeps_the_highest_ranked():
+    base = torch.arange(40, dtype=torch.float64).flip(0).unsqueeze(0)  # index 0 ranks first
+    labels = torch.zeros(1, 40, dtype=torch.long)
+    labels[0, 39] = 1  # the support is ranked last
+    weights = pair_weights(labels, base, torch.ones(1, 40, dtype=torch.bool), max_distractors=30)
+    paired = weights[0, 39].nonzero().flatten().tolist()
+    assert paired == list(range(30))  # the 30 highest-ranked distractors, weight 1/30 each
+    assert torch.allclose(weights[0, 39, :30], torch.full((30,), 1 / 30, dtype=torch.float64))
+
+
+def test_padding_is_ignored_by_the_loss():
+    final = torch.tensor([[2.0, 1.0, 50.0]], dtype=torch.float64)
+    labels = torch.tensor([[1, 0, 0]])
+    mask = torch.tensor([[True, True, False]])
+    assert math.isclose(pairwise_loss(final, labels, final, mask).item(), softplus(-1.0))
