@@ -1,0 +1,1 @@
+"""Lightning wrappers that train the correction (the math lives in ``fincrowd_ltr.model``)."""

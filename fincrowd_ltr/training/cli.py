@@ -1,0 +1,44 @@
+"""``LightningCLI`` for the residual: offline W&B + CSV logging, early stopping, checkpoints."""
+
+from __future__ import annotations
+
+import os
+
+from lightning.pytorch.cli import LightningCLI
+
+from fincrowd_ltr.training.data import BankDataModule
+from fincrowd_ltr.training.module import ResidualModule
+
+
+class ResidualCLI(LightningCLI):
+    def before_fit(self) -> None:
+        dm = self.datamodule
+        dm.setup("fit")
+        print(
+            f"banks: train {len(dm.examples['train'])} (skipped without support: "
+            f"{dm.skipped_without_support['train']}), validation {len(dm.examples['val'])}, "
+            f"test {len(dm.examples['test'])}"
+        )
+
+    def after_fit(self) -> None:
+        trainer = self.trainer
+        callback = trainer.checkpoint_callback
+        where = callback.best_model_path if callback is not None else "(no checkpoint)"
+        logs = [
+            getattr(lg, "log_dir", None) or getattr(lg, "save_dir", None) for lg in trainer.loggers
+        ]
+        print(f"best checkpoint: {where}")
+        print(f"logs: {', '.join(str(x) for x in logs if x)}")
+
+
+def run_cli(args: list[str] | None = None) -> ResidualCLI:
+    """Run ``LightningCLI`` for the residual (W&B runs offline unless the user configured it)."""
+    os.environ.setdefault("WANDB_MODE", "offline")
+    os.environ.setdefault("WANDB_SILENT", "true")
+    return ResidualCLI(
+        ResidualModule,
+        BankDataModule,
+        seed_everything_default=0,
+        args=args,
+        save_config_kwargs={"overwrite": True},
+    )

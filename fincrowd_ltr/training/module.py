@@ -1,0 +1,88 @@
+"""The Lightning module that trains the residual correction (``ResidualScorer``)."""
+
+from __future__ import annotations
+
+import lightning as L
+import torch
+
+from fincrowd_ltr.features import FEATURE_NAMES
+from fincrowd_ltr.model import MAX_DISTRACTORS, ResidualScorer, pairwise_loss
+
+NDCG_K = 10
+
+
+def batch_ndcg(
+    scores: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor, k: int = NDCG_K
+) -> torch.Tensor:
+    """nDCG@k per bank (binary gain, log2 discount, ties by bank position); banks without a
+    supporting candidate score 0. Relevance outside the bank is not visible here, so this is the
+    within-bank nDCG used for validation, not the reported metric."""
+    scores = torch.where(mask, scores, torch.full_like(scores, float("-inf")))
+    # stable descending sort keeps bank order among ties
+    order = torch.sort(scores, dim=-1, descending=True, stable=True).indices
+    gains = torch.gather(labels.to(torch.float64) * mask, -1, order)[..., :k]
+    discounts = 1.0 / torch.log2(torch.arange(2, gains.shape[-1] + 2, dtype=torch.float64))
+    dcg = (gains * discounts).sum(-1)
+    n_rel = (labels.bool() & mask).sum(-1)
+    ideal = torch.stack([discounts[: min(int(r), k)].sum() for r in n_rel])
+    return torch.where(n_rel > 0, dcg / ideal.clamp(min=1e-12), torch.zeros_like(dcg))
+
+
+class ResidualModule(L.LightningModule):
+    """Trains ``ResidualScorer`` on supporting-versus-distracting pairs.
+
+    Args:
+        alpha: Correction scale.
+        gamma: Activation sharpness.
+        lr: Adam learning rate.
+        weight_decay: L2 penalty on the residual weights.
+        max_distractors: Distractors per bank in the objective.
+    """
+
+    def __init__(
+        self,
+        alpha: float = 1.0,
+        gamma: float = 1.0,
+        lr: float = 0.05,
+        weight_decay: float = 0.0,
+        max_distractors: int = MAX_DISTRACTORS,
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.feature_names = list(FEATURE_NAMES)
+        self.scorer = ResidualScorer(len(FEATURE_NAMES), alpha=alpha, gamma=gamma)
+
+    def on_fit_start(self) -> None:
+        datamodule = self.trainer.datamodule
+        if datamodule is not None and hasattr(datamodule, "train_features"):
+            self.scorer.fit_standardisation(datamodule.train_features())
+
+    def forward(self, batch: dict) -> torch.Tensor:
+        return self.scorer(batch["features"], batch["base"], batch["mask"])
+
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        final = self(batch)
+        loss = pairwise_loss(
+            final, batch["labels"], batch["base"], batch["mask"], self.hparams.max_distractors
+        )
+        self.log("train_loss", loss, batch_size=len(batch["qids"]), prog_bar=True)
+        return loss
+
+    def _evaluate(self, batch: dict, prefix: str) -> None:
+        final = self(batch)
+        ndcg = batch_ndcg(final, batch["labels"], batch["mask"])
+        base = batch_ndcg(batch["base"], batch["labels"], batch["mask"])
+        size = len(batch["qids"])
+        self.log(f"{prefix}_ndcg10", ndcg.mean(), batch_size=size, prog_bar=True, sync_dist=True)
+        self.log(f"{prefix}_base_ndcg10", base.mean(), batch_size=size, sync_dist=True)
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        self._evaluate(batch, "val")
+
+    def test_step(self, batch: dict, batch_idx: int) -> None:
+        self._evaluate(batch, "test")
+
+    def configure_optimizers(self):
+        return torch.optim.Adam(
+            self.parameters(), lr=self.hparams.lr, weight_decay=self.hparams.weight_decay
+        )

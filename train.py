@@ -1,0 +1,10 @@
+"""Train the residual correction with Lightning: ``python train.py fit --config configs/X.yaml``.
+
+A thin entry point: the model, data and trainer are configured by YAML (see ``configs/``) through
+``LightningCLI``; ``fincrowd train`` runs the same thing.
+"""
+
+from fincrowd_ltr.training.cli import run_cli
+
+if __name__ == "__main__":
+    run_cli()
