@@ -109,6 +109,8 @@ def cmd_evaluate(args: argparse.Namespace) -> dict:
         score_banks(bankset, dataset, [RunRanker(run, qid_of)], progress=False)
         rankers = [*rankers, "run"]
     report = evaluate_bankset(dataset, bankset, rankers)
+    if getattr(args, "checkpoint", None) is not None:
+        add_residual_system(report, dataset, bankset, args.checkpoint, rankers)
     report["notes"] = dataset.notes
     print(format_table(report))
     if args.out:
@@ -116,6 +118,75 @@ def cmd_evaluate(args: argparse.Namespace) -> dict:
         args.out.write_text(json.dumps(report, indent=1))
         print(f"report written to {args.out}")
     return report
+
+
+def add_residual_system(
+    report: dict, dataset, bankset, checkpoint: Path, rankers: list[str]
+) -> None:
+    """Add ``residual:<ranker>`` (the always-on correction) to a report, with paired deltas."""
+    from fincrowd_ltr.evaluation.correction import base_rankings, compare, corrected_rankings
+    from fincrowd_ltr.features import BankFeaturizer
+    from fincrowd_ltr.fields import FieldExtractor
+    from fincrowd_ltr.model.checkpoint import load_residual
+    from fincrowd_ltr.training.data import make_examples
+
+    scorer, config = load_residual(checkpoint)
+    ranker = config["base_ranker"]
+    if ranker not in rankers:
+        raise DataError(
+            f"{checkpoint}: residual was fitted for base ranker {ranker!r}; add it to --ranker"
+        )
+    featurizer = BankFeaturizer(
+        FieldExtractor.from_passages(dataset.passages.values()), dataset.passages
+    )
+    qids = [q for q in dataset.queries if q in bankset.banks and dataset.covered(q)]
+    examples = make_examples(dataset, bankset, ranker, featurizer, qids)
+    system = compare(dataset, corrected_rankings(scorer, examples), base_rankings(examples), qids)
+    report["systems"][f"residual:{ranker}"] = system
+
+
+def cmd_fit_residual(args: argparse.Namespace) -> None:
+    """Cross-validate the residual over group folds, then train it on every group and save it."""
+    from fincrowd_ltr.model.checkpoint import save_residual
+    from fincrowd_ltr.training.crossval import crossvalidate, train_fold
+
+    common = {
+        "dataset": args.dataset,
+        "data_root": args.data_root,
+        "split": args.split,
+        "ranker": args.ranker,
+        "cache_dir": str(args.cache_dir),
+        "folds": args.folds,
+        "seed": args.seed,
+    }
+    report = crossvalidate(**{k: v for k, v in common.items()}, train_mode=args.train_mode)
+    for mode, res in report["modes"].items():
+        print(
+            f"\n{args.dataset} {args.ranker}: company/context-held-out folds, {mode} banks "
+            f"({res['n_queries']} questions, {res['n_groups']} groups)"
+        )
+        for name, s in res.items():
+            if isinstance(s, dict):
+                lo, hi = s["delta_ci95"]["recall@10"]
+                print(
+                    f"  {name:<18} R@10 {s['recall@10']:.3f}  delta {s['delta']['recall@10']:+.3f}"
+                    f" [{lo:+.3f},{hi:+.3f}]  nDCG@10 {s['ndcg@10']:.3f}  regression "
+                    f"{s['regression_rate']:.3f}  improvement {s['improvement_rate']:.3f}"
+                )
+    if args.report:
+        args.report.parent.mkdir(parents=True, exist_ok=True)
+        args.report.write_text(json.dumps(report, indent=1))
+        print(f"cross-validation report written to {args.report}")
+    model, dm = train_fold({**common, "bank_mode": args.train_mode}, -1, {}, 60, args.seed)
+    summary = {
+        "dataset": args.dataset,
+        "split": args.split,
+        "bank_mode": args.train_mode,
+        "train_banks": len(dm.examples["train"]),
+        "skipped_without_support": dm.skipped_without_support["train"],
+    }
+    save_residual(args.out, model.scorer, args.ranker, summary)
+    print(f"residual trained on every group ({summary['train_banks']} banks) saved to {args.out}")
 
 
 def cmd_banks(args: argparse.Namespace) -> None:
@@ -170,6 +241,15 @@ def cmd_demo(args: argparse.Namespace) -> None:
             ns.out = out / f"baseline-{run['dataset']}-{mode}.json"
             print()
             cmd_evaluate(ns)
+    correction = config.get("correction")
+    if correction:
+        ns = argparse.Namespace(**vars(args))
+        ns.dataset, ns.split = correction["dataset"], correction.get("split", "all")
+        ns.ranker, ns.train_mode = correction["ranker"], correction.get("train_mode", "injected")
+        ns.folds, ns.seed = int(correction.get("folds", 5)), int(correction.get("seed", 0))
+        ns.out = Path(correction.get("out", "checkpoints/default"))
+        ns.report = out / f"crossval-{ns.dataset}-{ns.ranker}.json"
+        cmd_fit_residual(ns)
     print(f"\nreports in {out}/")
 
 
@@ -181,7 +261,28 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_args(p)
     _add_bank_args(p)
     p.add_argument("--out", type=Path, default=None, help="write the JSON report here")
+    p.add_argument(
+        "--checkpoint",
+        type=Path,
+        default=None,
+        help="a residual checkpoint: adds residual:<ranker> (always-on correction)",
+    )
     p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("fit-residual", help="cross-validate, train and save the residual")
+    _add_data_args(p)
+    p.add_argument("--ranker", default="dense", help="the base ranker to correct")
+    p.add_argument(
+        "--train-mode",
+        choices=MODES,
+        default="injected",
+        help="bank mode of the training banks (evaluation reports both)",
+    )
+    p.add_argument("--folds", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=Path("checkpoints/default"))
+    p.add_argument("--report", type=Path, default=None, help="write the cross-validation JSON")
+    p.set_defaults(func=cmd_fit_residual)
 
     p = sub.add_parser("banks", help="build, score and save candidate banks")
     _add_data_args(p)
