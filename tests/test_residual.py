@@ -87,3 +87,22 @@ def test_padding_is_ignored_by_the_loss():
     labels = torch.tensor([[1, 0, 0]])
     mask = torch.tensor([[True, True, False]])
     assert math.isclose(pairwise_loss(final, labels, final, mask).item(), softplus(-1.0))
+
+
+def test_dropped_features_keep_zero_weight_and_no_effect():
+    from fincrowd_ltr.features import FEATURE_NAMES
+    from fincrowd_ltr.training.module import ResidualModule
+
+    module = ResidualModule(drop_features=["period", "concentration"])
+    active = dict(zip(FEATURE_NAMES, module.scorer.active.tolist(), strict=True))
+    assert active["period_match"] == active["period_conflict"] == active["concentration"] == 0
+    assert active["entity_match"] == 1 and active["lexical"] == 1
+    with torch.no_grad():
+        module.scorer.weight.fill_(1.0)
+    x = torch.zeros(3, len(FEATURE_NAMES), dtype=torch.float64)
+    y = x.clone()
+    y[:, FEATURE_NAMES.index("period_conflict")] = 5.0
+    base = torch.tensor([1.0, 2.0, 3.0])
+    assert torch.equal(module.scorer(x, base), module.scorer(y, base))
+    everything_typed = ResidualModule(drop_features=["compatibility"]).scorer.active
+    assert everything_typed[3:].sum() == 0 and everything_typed[:3].sum() == 3

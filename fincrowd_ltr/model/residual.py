@@ -49,12 +49,19 @@ class ResidualScorer(nn.Module):
     """
 
     def __init__(
-        self, n_features: int, alpha: float = DEFAULT_ALPHA, gamma: float = DEFAULT_GAMMA
+        self,
+        n_features: int,
+        alpha: float = DEFAULT_ALPHA,
+        gamma: float = DEFAULT_GAMMA,
+        active: list[bool] | None = None,
     ) -> None:
         super().__init__()
         self.alpha = float(alpha)
         self.gamma = float(gamma)
         self.weight = nn.Parameter(torch.zeros(n_features, dtype=torch.float64))
+        # features switched off (ablations) contribute nothing whatever their weight
+        flags = [True] * n_features if active is None else [bool(a) for a in active]
+        self.register_buffer("active", torch.tensor(flags, dtype=torch.float64))
         self.register_buffer("feature_mean", torch.zeros(n_features, dtype=torch.float64))
         self.register_buffer("feature_std", torch.ones(n_features, dtype=torch.float64))
 
@@ -72,7 +79,7 @@ class ResidualScorer(nn.Module):
 
     def residual(self, features: torch.Tensor) -> torch.Tensor:
         """``r = z @ w`` per candidate."""
-        return self.standardise(features) @ self.weight
+        return self.standardise(features) @ (self.weight * self.active)
 
     def forward(
         self, features: torch.Tensor, base_scores: torch.Tensor, mask: torch.Tensor | None = None

@@ -28,6 +28,12 @@ def batch_ndcg(
     return torch.where(n_rel > 0, dcg / ideal.clamp(min=1e-12), torch.zeros_like(dcg))
 
 
+def _dropped(name: str, dropped: set[str]) -> bool:
+    typed = name.endswith(("_match", "_conflict"))
+    field = name.rsplit("_", 1)[0] if typed else name
+    return name in dropped or field in dropped or (typed and "compatibility" in dropped)
+
+
 class ResidualModule(L.LightningModule):
     """Trains ``ResidualScorer`` on supporting-versus-distracting pairs.
 
@@ -37,6 +43,8 @@ class ResidualModule(L.LightningModule):
         lr: Adam learning rate.
         weight_decay: L2 penalty on the residual weights.
         max_distractors: Distractors per bank in the objective.
+        drop_features: Feature names or families (``lexical``, ``coverage``, ``concentration``,
+            ``compatibility``, or a field name such as ``period``) to switch off (ablations).
     """
 
     def __init__(
@@ -46,11 +54,14 @@ class ResidualModule(L.LightningModule):
         lr: float = 0.05,
         weight_decay: float = 0.0,
         max_distractors: int = MAX_DISTRACTORS,
+        drop_features: list[str] | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.feature_names = list(FEATURE_NAMES)
-        self.scorer = ResidualScorer(len(FEATURE_NAMES), alpha=alpha, gamma=gamma)
+        dropped = set(drop_features or [])
+        active = [not _dropped(name, dropped) for name in FEATURE_NAMES]
+        self.scorer = ResidualScorer(len(FEATURE_NAMES), alpha=alpha, gamma=gamma, active=active)
 
     def on_fit_start(self) -> None:
         datamodule = self.trainer.datamodule
