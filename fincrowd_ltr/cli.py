@@ -173,6 +173,8 @@ def cmd_fit_residual(args: argparse.Namespace) -> None:
                     f" [{lo:+.3f},{hi:+.3f}]  nDCG@10 {s['ndcg@10']:.3f}  regression "
                     f"{s['regression_rate']:.3f}  improvement {s['improvement_rate']:.3f}"
                 )
+    if getattr(args, "ablation", False):
+        report["ablation"] = run_ablation(common, args.train_mode, report)
     if args.report:
         args.report.parent.mkdir(parents=True, exist_ok=True)
         args.report.write_text(json.dumps(report, indent=1))
@@ -187,6 +189,53 @@ def cmd_fit_residual(args: argparse.Namespace) -> None:
     }
     save_residual(args.out, model.scorer, args.ranker, summary)
     print(f"residual trained on every group ({summary['train_banks']} banks) saved to {args.out}")
+
+
+ABLATION_FAMILIES = (
+    "lexical",
+    "coverage",
+    "concentration",
+    "compatibility",
+    "entity",
+    "metric",
+    "period",
+    "segment",
+    "table_scope",
+    "unit",
+    "currency",
+)
+
+
+def run_ablation(common: dict, train_mode: str, full: dict) -> dict:
+    """Cross-validated Recall@10 / nDCG@10 deltas with each feature family removed."""
+    from fincrowd_ltr.training.crossval import crossvalidate
+
+    out = {}
+    print("\nfeature ablation (cross-validated delta over base, each family removed):")
+    for family in ("none", *ABLATION_FAMILIES):
+        if family == "none":
+            result = full
+        else:
+            result = crossvalidate(
+                **common, train_mode=train_mode, model_kwargs={"drop_features": [family]}
+            )
+        row = {}
+        for mode, res in result["modes"].items():
+            system = res[f"residual:{common['ranker']}"]
+            row[mode] = {
+                "recall@10_delta": system["delta"]["recall@10"],
+                "ndcg@10_delta": system["delta"]["ndcg@10"],
+                "regression_rate": system["regression_rate"],
+            }
+        out[family] = row
+        print(
+            f"  without {family:<14}"
+            + "".join(
+                f"  {m}: dR@10 {v['recall@10_delta']:+.3f} dnDCG {v['ndcg@10_delta']:+.3f}"
+                for m, v in row.items()
+            )
+        )
+    return out
 
 
 def cmd_banks(args: argparse.Namespace) -> None:
@@ -282,6 +331,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=Path("checkpoints/default"))
     p.add_argument("--report", type=Path, default=None, help="write the cross-validation JSON")
+    p.add_argument(
+        "--ablation",
+        action="store_true",
+        help="also cross-validate with each feature family removed",
+    )
     p.set_defaults(func=cmd_fit_residual)
 
     p = sub.add_parser("banks", help="build, score and save candidate banks")

@@ -6,6 +6,7 @@ relevance labels. Features are computed once per bank file and cached next to it
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from fincrowd_ltr.data import load_dataset
+from fincrowd_ltr.data import load_dataset as _load_dataset
 from fincrowd_ltr.data.schema import Dataset
 from fincrowd_ltr.data.splits import fold_split
 from fincrowd_ltr.features import FEATURE_NAMES, BankFeaturizer
@@ -23,6 +24,19 @@ from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.fields.vocabulary import EXTRACTOR_VERSION
 from fincrowd_ltr.retrieval.banks import DEFAULT_BANK_SIZE, BankSet
 from fincrowd_ltr.retrieval.build import BankSpec, build_banks
+
+
+@functools.lru_cache(maxsize=4)
+def load_dataset(name: str, data_root: str | None, split: str) -> Dataset:
+    """Datasets are loaded once per process: cross-validation builds many data modules over the
+    same corpus (datasets are never modified after loading)."""
+    return _load_dataset(name, data_root, split)
+
+
+@functools.lru_cache(maxsize=4)
+def _featurizer(name: str, data_root: str | None, split: str) -> BankFeaturizer:
+    data = load_dataset(name, data_root, split)
+    return BankFeaturizer(FieldExtractor.from_passages(data.passages.values()), data.passages)
 
 
 @dataclass
@@ -140,9 +154,7 @@ class BankDataModule(L.LightningDataModule):
                 "val": parts["test"],
                 "test": [],
             }
-        featurizer = BankFeaturizer(
-            FieldExtractor.from_passages(data.passages.values()), data.passages
-        )
+        featurizer = _featurizer(hp.dataset, hp.data_root, hp.split)
         cache = self._feature_cache(spec.key(data, hp.split))
         all_examples = {e.qid: e for e in self._load_or_make(cache, data, bankset, featurizer)}
         for part, qids in parts.items():
