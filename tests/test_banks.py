@@ -113,3 +113,12 @@ def test_rrf_and_ranks():
     np.testing.assert_array_equal(ranks(np.array([0.1, 0.9, 0.9])), [3, 1, 2])
     fused = reciprocal_rank_fusion([np.array([3.0, 2.0, 1.0]), np.array([1.0, 2.0, 3.0])], k=60)
     assert fused[1] == pytest.approx(2 / 62) and fused[0] == pytest.approx(fused[2])
+
+
+def test_hybrid_shares_the_dense_ranker(toy, tmp_path):
+    """One dense encoder per run: the hybrid must not embed the corpus a second time."""
+    from fincrowd_ltr.retrieval.rankers import EncoderRanker, make_rankers
+
+    index = BM25Index.build(toy.passages, progress=False)
+    dense, hybrid = make_rankers(["dense", "hybrid"], toy.passages, index, tmp_path, progress=False)
+    assert isinstance(dense, EncoderRanker) and hybrid.parts[1] is dense

@@ -15,7 +15,7 @@ from fincrowd_ltr.retrieval.banks import (
     score_banks,
 )
 from fincrowd_ltr.retrieval.bm25 import BM25Config, BM25Index
-from fincrowd_ltr.retrieval.rankers import make_ranker
+from fincrowd_ltr.retrieval.rankers import make_rankers
 from fincrowd_ltr.retrieval.windows import WindowPolicy
 
 
@@ -72,10 +72,7 @@ def build_banks(
     if bankset is None:
         bankset = retrieve_candidates(dataset, index, spec.size, spec.mode)
         bankset.split = split
-    built = [
-        make_ranker(name, dataset.passages, index, cache_dir, spec.dense_policy, progress)
-        for name in missing
-    ]
+    built = make_rankers(missing, dataset.passages, index, cache_dir, spec.dense_policy, progress)
     score_banks(bankset, dataset, built, progress)
     if path is not None:
         bankset.save(path)

@@ -99,31 +99,40 @@ def check_scores(scores: np.ndarray, where: str) -> np.ndarray:
     return scores
 
 
-def make_ranker(
-    name: str,
+def make_rankers(
+    names: list[str],
     passages: dict[str, Passage],
     index: BM25Index,
     cache_dir: Path | None,
     dense_policy: WindowPolicy | None = None,
     progress: bool = True,
-) -> BaseRanker:
-    """Build a built-in base ranker by name."""
-    if name == "bm25":
-        return BM25Ranker(index)
-    if name == "dense":
-        from fincrowd_ltr.retrieval.dense import DenseEncoder
+) -> list[BaseRanker]:
+    """Build built-in base rankers by name. Rankers that need the same model share one instance
+    (the hybrid reuses the dense ranker), so every passage is embedded once per run."""
+    built: dict[str, BaseRanker] = {}
 
-        return EncoderRanker(
-            "dense", DenseEncoder(policy=dense_policy, cache_dir=cache_dir), passages, progress
-        )
-    if name == "splade":
-        from fincrowd_ltr.retrieval.splade import SpladeEncoder
+    def get(name: str) -> BaseRanker:
+        if name in built:
+            return built[name]
+        if name == "bm25":
+            ranker: BaseRanker = BM25Ranker(index)
+        elif name == "dense":
+            from fincrowd_ltr.retrieval.dense import DenseEncoder
 
-        return EncoderRanker("splade", SpladeEncoder(cache_dir=cache_dir), passages, progress)
-    if name == "hybrid":
-        dense = make_ranker("dense", passages, index, cache_dir, dense_policy, progress)
-        return HybridRanker([BM25Ranker(index), dense])
-    raise DataError(f"unknown ranker {name!r}; choose from {RANKERS}")
+            encoder = DenseEncoder(policy=dense_policy, cache_dir=cache_dir)
+            ranker = EncoderRanker("dense", encoder, passages, progress)
+        elif name == "splade":
+            from fincrowd_ltr.retrieval.splade import SpladeEncoder
+
+            ranker = EncoderRanker("splade", SpladeEncoder(cache_dir=cache_dir), passages, progress)
+        elif name == "hybrid":
+            ranker = HybridRanker([get("bm25"), get("dense")])
+        else:
+            raise DataError(f"unknown ranker {name!r}; choose from {RANKERS}")
+        built[name] = ranker
+        return ranker
+
+    return [get(name) for name in names]
 
 
 __all__ = [
@@ -134,5 +143,5 @@ __all__ = [
     "HybridRanker",
     "RunRanker",
     "check_scores",
-    "make_ranker",
+    "make_rankers",
 ]
