@@ -1,0 +1,57 @@
+"""Data-parallel training (two CPU processes, gloo) reaches the single-process result.
+
+The training fold has 8 banks: one process with batches of 8 and two processes with batches of 4
+each see every bank once per step, and the mean of the two processes' mean losses is the mean loss
+of the 8 banks, so averaged gradients, weights and validation nDCG@10 agree to rounding.
+"""
+
+import lightning as L
+import pytest
+import torch
+
+from fincrowd_ltr.training.data import BankDataModule
+from fincrowd_ltr.training.module import ResidualModule, batch_ndcg
+from tests.test_training import write_corpus
+
+
+def fit(root, cache, strategy, devices, batch_size):
+    L.seed_everything(0)
+    dm = BankDataModule(
+        dataset="beir",
+        data_root=str(root),
+        ranker="bm25",
+        bank_size=6,
+        cache_dir=str(cache),
+        folds=3,
+        test_fold=0,
+        batch_size=batch_size,
+    )
+    model = ResidualModule(lr=0.1)
+    trainer = L.Trainer(
+        max_epochs=15,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        accelerator="cpu",
+        strategy=strategy,
+        devices=devices,
+    )
+    trainer.fit(model, datamodule=dm)
+    dm.setup("test")
+    batch = next(iter(dm.test_dataloader()))
+    with torch.no_grad():
+        ndcg = batch_ndcg(model(batch), batch["labels"], batch["mask"]).mean().item()
+    return model.scorer.weight.detach().clone(), ndcg
+
+
+@pytest.mark.integration
+def test_ddp_on_two_cpu_processes_matches_one_process(tmp_path):
+    write_corpus(tmp_path / "corpus")
+    single_w, single_ndcg = fit(tmp_path / "corpus", tmp_path / "cache", "auto", 1, 8)
+    ddp_w, ddp_ndcg = fit(tmp_path / "corpus", tmp_path / "cache", "ddp_spawn", 2, 4)
+    assert abs(single_ndcg - ddp_ndcg) <= 0.05
+    assert torch.allclose(single_w, ddp_w, atol=0.25)
+    assert torch.sign(single_w[single_w.abs() > 0.25]).equal(
+        torch.sign(ddp_w[single_w.abs() > 0.25])
+    )
