@@ -1,8 +1,8 @@
 """Data-parallel training (two CPU processes, gloo) reaches the single-process result.
 
-The training fold has 8 banks: one process with batches of 8 and two processes with batches of 4
-each see every bank once per step, and the mean of the two processes' mean losses is the mean loss
-of the 8 banks, so averaged gradients, weights and validation nDCG@10 agree to rounding.
+The training fold's banks fit in one batch of 8 on one process, or in one batch of 4 on each of two
+processes: every step sees every bank, and the mean of the two processes' equal-sized mean losses is
+the one-process mean loss, so averaged gradients, weights and validation nDCG@10 agree to rounding.
 """
 
 import lightning as L
