@@ -16,7 +16,7 @@ import numpy as np
 
 from fincrowd_ltr.data.schema import Passage
 from fincrowd_ltr.features.lexical import TermCounter, bank_bm25, local_concentration
-from fincrowd_ltr.fields.compatibility import Compatibility, compatibility
+from fincrowd_ltr.fields.compatibility import Compatibility, compare_field
 from fincrowd_ltr.fields.extractor import FIELD_NAMES, FieldExtractor, FinancialFields
 
 FEATURE_NAMES: tuple[str, ...] = (
@@ -82,10 +82,18 @@ class BankFeaturizer:
         out = np.zeros((len(pids), len(FEATURE_NAMES)), dtype=np.float64)
         out[:, 0] = zscore(bank_bm25(docs, q_terms))
         out[:, 2] = local_concentration(docs)
-        for i, pid in enumerate(pids):
-            c_fields = self.passage_fields(pid)
-            out[i, 1] = schema_coverage(q_fields, c_fields)
-            for j, value in enumerate(compatibility(q_fields, c_fields).values()):
-                out[i, 3 + 2 * j] = value is Compatibility.MATCH
-                out[i, 4 + 2 * j] = value is Compatibility.CONFLICT
+        candidates = [self.passage_fields(pid) for pid in pids]
+        observed = q_fields.observed()
+        for j, name in enumerate(FIELD_NAMES):
+            wanted = getattr(q_fields, name)
+            if not wanted:
+                continue  # unknown on the query side: no match, no conflict, no coverage
+            for i, c_fields in enumerate(candidates):
+                value = getattr(c_fields, name)
+                if not value:
+                    continue
+                out[i, 1] += 1.0 / len(observed)
+                outcome = compare_field(name, wanted, value)
+                out[i, 3 + 2 * j] = outcome is Compatibility.MATCH
+                out[i, 4 + 2 * j] = outcome is Compatibility.CONFLICT
         return out
