@@ -35,7 +35,7 @@ def main() -> None:
     parser.add_argument("--data-root", default=None)
     parser.add_argument("--cache-dir", default=".cache")
     parser.add_argument("--banks", type=int, default=20)
-    parser.add_argument("--dense-banks", type=int, default=3)
+    parser.add_argument("--dense-banks", type=int, default=1)
     args = parser.parse_args()
     data = load_dataset("financebench", args.data_root, "all")
     files = sorted(glob.glob(f"{args.cache_dir}/banks/financebench-all-retrieved-*.jsonl"))
