@@ -35,7 +35,7 @@ def test_dense_encoder_windows_cache_and_scores(tiny_bert, tmp_path):
     assert len(again.cache) == 2
     np.testing.assert_array_equal(again.cache.get(long_text), vectors[0])
     # padding in a batch does not change an embedding
-    alone = enc._encode_windows([tokenizer("short text", add_special_tokens=False)["input_ids"]])
+    alone = enc.encode_windows([tokenizer("short text", add_special_tokens=False)["input_ids"]])
     np.testing.assert_allclose(alone[0], vectors[1][0], atol=1e-5)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from fincrowd_ltr.data import files
 from fincrowd_ltr.data.jsonl import read_jsonl, require_fields
 from fincrowd_ltr.data.quirks import (
     alias_documents,
@@ -36,16 +37,15 @@ def page_id(doc_name: str, page_num: int) -> str:
 def question_files(root: Path, split: str) -> list[Path]:
     """Question files for ``split``: ``all`` = every ``financebench*.jsonl`` question file."""
     if split == "all":
-        files = sorted(
-            p for p in root.glob("financebench*.jsonl") if p.name not in _NON_QUESTION_FILES
+        return files.split_files(
+            root,
+            split,
+            "financebench",
+            ".jsonl",
+            "FinanceBench question",
+            exclude=frozenset(_NON_QUESTION_FILES),
         )
-        if not files:
-            raise DataError(f"no FinanceBench question file (financebench*.jsonl) in {root}")
-        return files
-    candidate = Path(split)
-    if candidate.suffix == ".jsonl":
-        return [candidate if candidate.is_absolute() else root / candidate]
-    return [root / f"financebench_{split}.jsonl"]
+    return files.split_files(root, split, "financebench_", ".jsonl", "FinanceBench question")
 
 
 def _doc_metadata(doc_name: str, info: dict[str, dict], prefix_company: dict[str, str]) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from fincrowd_ltr.data import files
 from fincrowd_ltr.data.jsonl import read_json
 from fincrowd_ltr.data.schema import DataError, Dataset, Passage, Query
 
@@ -18,15 +19,7 @@ _FILENAME = re.compile(r"^(?P<ticker>[^/]+)/(?P<year>\d{4})/page_(?P<page>\d+)")
 
 def split_files(root: Path, split: str) -> list[Path]:
     """``all`` = every ``*.json`` in ``root``; ``X`` = ``X.json``; or a path."""
-    if split == "all":
-        files = sorted(root.glob("*.json"))
-        if not files:
-            raise DataError(f"no FinQA file (*.json) in {root}")
-        return files
-    candidate = Path(split)
-    if candidate.suffix == ".json":
-        return [candidate if candidate.is_absolute() else root / candidate]
-    return [root / f"{split}.json"]
+    return files.split_files(root, split, "", ".json", "FinQA")
 
 
 def load_finqa(root: Path, split: str = "all") -> Dataset:

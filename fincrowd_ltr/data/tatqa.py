@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fincrowd_ltr.data import files
 from fincrowd_ltr.data.jsonl import read_json
 from fincrowd_ltr.data.schema import DataError, Dataset, Passage, Query
 
@@ -20,15 +21,7 @@ def table_text(rows: list[list]) -> str:
 
 def split_files(root: Path, split: str) -> list[Path]:
     """``all`` = every ``tatqa_dataset_*.json``; ``X`` = ``tatqa_dataset_X.json`` or a path."""
-    if split == "all":
-        files = sorted(root.glob("tatqa_dataset_*.json"))
-        if not files:
-            raise DataError(f"no TAT-QA split file (tatqa_dataset_*.json) in {root}")
-        return files
-    candidate = Path(split)
-    if candidate.suffix == ".json":
-        return [candidate if candidate.is_absolute() else root / candidate]
-    return [root / f"tatqa_dataset_{split}.json"]
+    return files.split_files(root, split, "tatqa_dataset_", ".json", "TAT-QA split")
 
 
 def load_tatqa(root: Path, split: str = "all") -> Dataset:

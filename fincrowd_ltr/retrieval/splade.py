@@ -12,9 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
-from fincrowd_ltr.retrieval.embedding_cache import EmbeddingCache
+from fincrowd_ltr.retrieval.windowed_encoder import WindowedEncoder
 from fincrowd_ltr.retrieval.windows import WindowPolicy
 
 
@@ -26,7 +25,7 @@ def splade_tiny_path() -> Path:
     return Path(spec.origin).parent / "model"
 
 
-class SpladeEncoder:
+class SpladeEncoder(WindowedEncoder):
     """SPLADE sparse encoder. A vector is a ``(2, nnz)`` array of (vocabulary index, weight);
     the cache stores it transposed, one row per non-zero entry.
 
@@ -48,35 +47,21 @@ class SpladeEncoder:
     ) -> None:
         from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-        self.policy = policy or WindowPolicy(pooling="max", window_tokens=510)
-        self.name = name
         if model is None:
             model_dir = model_dir or splade_tiny_path()
             tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
             model = AutoModelForMaskedLM.from_pretrained(str(model_dir))
-        self.tokenizer = tokenizer
-        self.model = model.eval()
-        self.batch_size = batch_size
-        folder = (
-            None if cache_dir is None else Path(cache_dir) / "splade" / name / self.policy.key()
-        )
-        self.cache = EmbeddingCache(folder)
-        self._queries: dict[str, np.ndarray] = {}
+        policy = policy or WindowPolicy(pooling="max", window_tokens=510)
+        super().__init__(model, tokenizer, policy, cache_dir, "splade", name, batch_size)
 
     @torch.inference_mode()
-    def _encode_windows(self, windows: list[list[int]]) -> list[np.ndarray]:
-        cls_id, sep_id = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
+    def encode_windows(self, windows: list[list[int]]) -> list[np.ndarray]:
         result: list[np.ndarray] = [None] * len(windows)  # type: ignore[list-item]
-        order = sorted(range(len(windows)), key=lambda i: len(windows[i]))
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start : start + self.batch_size]
-            batch = self.tokenizer.pad(
-                {"input_ids": [[cls_id, *windows[i], sep_id] for i in idx]}, return_tensors="pt"
-            )
+        head = self.model.get_output_embeddings()
+        transform = getattr(getattr(self.model, "cls", None), "predictions", None)
+        for idx, batch in self.length_batches(windows):
             hidden = self.model.base_model(**batch).last_hidden_state
             lengths = batch["attention_mask"].sum(dim=1).tolist()
-            head = self.model.get_output_embeddings()
-            transform = getattr(getattr(self.model, "cls", None), "predictions", None)
             for row, i in enumerate(idx):
                 # One sequence at a time, padding dropped. log(1 + relu(x)) is monotone, so
                 # max-pooling the logits first gives the same vector with one log per
@@ -88,41 +73,15 @@ class SpladeEncoder:
                 result[i] = torch.log1p(torch.relu(pooled)).numpy()
         return result
 
-    @staticmethod
-    def _sparse(vector: np.ndarray) -> np.ndarray:
-        nz = np.flatnonzero(vector > 0)
-        return np.stack([nz.astype(np.float32), vector[nz].astype(np.float32)])
+    def combine(self, vectors: list[np.ndarray]) -> np.ndarray:
+        """Element-wise max over windows, stored sparse (one row per non-zero entry)."""
+        merged = np.maximum.reduce(vectors)
+        nz = np.flatnonzero(merged > 0)
+        return np.stack([nz.astype(np.float32), merged[nz].astype(np.float32)]).T
 
     def encode(self, texts: list[str], progress: bool = False) -> list[np.ndarray]:
         """Sparse ``(2, nnz)`` vectors per text, from cache where possible."""
-        todo = [t for t in dict.fromkeys(texts) if self.cache.get(t) is None]
-        bar = tqdm(
-            total=len(todo),
-            desc=f"encoding ({self.name})",
-            unit=" passages",
-            disable=not progress or not todo,
-            mininterval=2.0,
-        )
-        for start in range(0, len(todo), 128):
-            part = todo[start : start + 128]
-            ids = self.tokenizer(part, add_special_tokens=False, truncation=False, verbose=False)[
-                "input_ids"
-            ]
-            windows, owner = [], []
-            for i, token_ids in enumerate(ids):
-                for window in self.policy.split(token_ids):
-                    windows.append(window)
-                    owner.append(i)
-            dense = self._encode_windows(windows)
-            merged: dict[int, np.ndarray] = {}
-            for i, vec in zip(owner, dense, strict=True):
-                merged[i] = vec if i not in merged else np.maximum(merged[i], vec)
-            for i, text in enumerate(part):
-                self.cache.put(text, self._sparse(merged[i]).T)
-            bar.update(len(part))
-        bar.close()
-        self.cache.save()
-        return [self.cache.get(t).T for t in texts]
+        return [v.T for v in self.encode_texts(texts, progress)]
 
     def score(self, query: str, texts: list[str], progress: bool = False) -> np.ndarray:
         """Dot product of the query's and each text's SPLADE vectors, float64."""
