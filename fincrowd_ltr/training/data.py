@@ -176,9 +176,11 @@ class BankDataModule(L.LightningDataModule):
         self, path: Path, data: Dataset, bankset: BankSet, featurizer: BankFeaturizer
     ) -> list[BankExample]:
         if path.exists():
-            stored = np.load(path, allow_pickle=False)
+            with np.load(path, allow_pickle=False) as stored:
+                # read each array once: NpzFile re-reads an array on every item access
+                qids, features = stored["qids"].tolist(), stored["features"]
             out = []
-            for i, qid in enumerate(stored["qids"].tolist()):
+            for i, qid in enumerate(qids):
                 bank = bankset.banks[qid]
                 n = len(bank.pids)
                 rels = data.qrels.get(qid, {})
@@ -186,7 +188,7 @@ class BankDataModule(L.LightningDataModule):
                     BankExample(
                         qid,
                         bank.pids,
-                        stored["features"][i, :n],
+                        features[i, :n].copy(),
                         bank.scores[self.hparams.ranker],
                         np.array([int(rels.get(p, 0) > 0) for p in bank.pids]),
                     )
