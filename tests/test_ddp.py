@@ -5,39 +5,15 @@ processes: every step sees every bank, and the mean of the two processes' equal-
 the one-process mean loss, so averaged gradients, weights and validation nDCG@10 agree to rounding.
 """
 
-import lightning as L
 import pytest
 import torch
 
-from fincrowd_ltr.training.data import BankDataModule
-from fincrowd_ltr.training.module import ResidualModule, batch_ndcg
-from tests.test_training import write_corpus
+from fincrowd_ltr.training.module import batch_ndcg
+from tests.test_training import train, write_corpus
 
 
 def fit(root, cache, strategy, devices, batch_size):
-    L.seed_everything(0)
-    dm = BankDataModule(
-        dataset="beir",
-        data_root=str(root),
-        ranker="bm25",
-        bank_size=6,
-        cache_dir=str(cache),
-        folds=3,
-        test_fold=0,
-        batch_size=batch_size,
-    )
-    model = ResidualModule(lr=0.1)
-    trainer = L.Trainer(
-        max_epochs=15,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        accelerator="cpu",
-        strategy=strategy,
-        devices=devices,
-    )
-    trainer.fit(model, datamodule=dm)
+    model, dm = train(root, cache, strategy, devices, batch_size)
     dm.setup("test")
     batch = next(iter(dm.test_dataloader()))
     with torch.no_grad():

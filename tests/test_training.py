@@ -32,7 +32,8 @@ def write_corpus(root):
     (root / "qrels.tsv").write_text("\n".join(qrels) + "\n")
 
 
-def train(root, cache):
+def train(root, cache, strategy="auto", devices=1, batch_size=4):
+    """Train on the toy corpus; the DDP test reuses this with two processes."""
     L.seed_everything(0)
     dm = BankDataModule(
         dataset="beir",
@@ -42,7 +43,7 @@ def train(root, cache):
         cache_dir=str(cache),
         folds=3,
         test_fold=0,
-        batch_size=4,
+        batch_size=batch_size,
     )
     model = ResidualModule(lr=0.1)
     trainer = L.Trainer(
@@ -52,6 +53,9 @@ def train(root, cache):
         enable_progress_bar=False,
         enable_model_summary=False,
         deterministic=True,
+        accelerator="cpu",
+        strategy=strategy,
+        devices=devices,
     )
     trainer.fit(model, datamodule=dm)
     return model, dm
