@@ -148,7 +148,7 @@ def add_residual_system(
 def cmd_fit_residual(args: argparse.Namespace) -> None:
     """Cross-validate the residual over group folds, then train it on every group and save it."""
     from fincrowd_ltr.model.checkpoint import save_residual
-    from fincrowd_ltr.training.crossval import crossvalidate, train_fold
+    from fincrowd_ltr.training.crossval import MAX_EPOCHS, crossvalidate, train_fold
 
     common = {
         "dataset": args.dataset,
@@ -159,7 +159,7 @@ def cmd_fit_residual(args: argparse.Namespace) -> None:
         "folds": args.folds,
         "seed": args.seed,
     }
-    report = crossvalidate(**{k: v for k, v in common.items()}, train_mode=args.train_mode)
+    report = crossvalidate(**common, train_mode=args.train_mode)
     for mode, res in report["modes"].items():
         print(
             f"\n{args.dataset} {args.ranker}: company/context-held-out folds, {mode} banks "
@@ -179,7 +179,7 @@ def cmd_fit_residual(args: argparse.Namespace) -> None:
         args.report.parent.mkdir(parents=True, exist_ok=True)
         args.report.write_text(json.dumps(report, indent=1))
         print(f"cross-validation report written to {args.report}")
-    model, dm = train_fold({**common, "bank_mode": args.train_mode}, -1, {}, 60, args.seed)
+    model, dm = train_fold({**common, "bank_mode": args.train_mode}, -1, {}, MAX_EPOCHS, args.seed)
     summary = {
         "dataset": args.dataset,
         "split": args.split,

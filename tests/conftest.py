@@ -34,22 +34,36 @@ def tatqa(data_root):
     return load_dataset("tatqa", data_root, "dev")
 
 
+def tiny_config(vocab_size: int, layers: int):
+    from transformers import BertConfig
+
+    return BertConfig(
+        vocab_size=vocab_size,
+        hidden_size=32,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=512,
+    )
+
+
 @pytest.fixture(scope="session")
-def tiny_bert(tmp_path_factory):
+def tiny_bert():
     """A 2-layer BERT with random weights and the real MiniLM word-piece vocabulary."""
     import torch
-    from transformers import AutoTokenizer, BertConfig, BertModel
+    from transformers import AutoTokenizer, BertModel
 
     from fincrowd_ltr.retrieval.dense import minilm_path
 
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(str(minilm_path()))
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=512,
-    )
-    return BertModel(config).eval(), tokenizer
+    return BertModel(tiny_config(tokenizer.vocab_size, 2)).eval(), tokenizer
+
+
+@pytest.fixture(scope="session")
+def tiny_masked_lm(tiny_bert):
+    """A 1-layer masked-LM BERT with random weights (a stand-in for SPLADE-tiny)."""
+    from transformers import BertForMaskedLM
+
+    _, tokenizer = tiny_bert
+    return BertForMaskedLM(tiny_config(tokenizer.vocab_size, 1)).eval(), tokenizer

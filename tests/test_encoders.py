@@ -39,20 +39,10 @@ def test_dense_encoder_windows_cache_and_scores(tiny_bert, tmp_path):
     np.testing.assert_allclose(alone[0], vectors[1][0], atol=1e-5)
 
 
-def test_splade_scores_overlap_higher(tiny_bert, tmp_path):
-    from transformers import BertConfig, BertForMaskedLM
-
+def test_splade_scores_overlap_higher(tiny_masked_lm, tmp_path):
     from fincrowd_ltr.retrieval.splade import SpladeEncoder
 
-    _, tokenizer = tiny_bert
-    config = BertConfig(
-        vocab_size=tokenizer.vocab_size,
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=64,
-    )
-    model = BertForMaskedLM(config).eval()
+    model, tokenizer = tiny_masked_lm
     policy = WindowPolicy(pooling="max", window_tokens=8)
     enc = SpladeEncoder(model=model, tokenizer=tokenizer, policy=policy, cache_dir=tmp_path)
     texts = ["alpha beta gamma delta epsilon zeta eta theta iota kappa", "alpha", "beta gamma"]

@@ -54,10 +54,7 @@ class EncoderRanker:
         texts = [self.passages[p].text for p in dict.fromkeys(pids)]
         if queries and hasattr(self.encoder, "encode_queries"):
             self.encoder.encode_queries(list(queries))
-        if hasattr(self.encoder, "encode_passages"):
-            self.encoder.encode_passages(texts, progress=self.progress)
-        else:
-            self.encoder.encode(texts, progress=self.progress)
+        self.encoder.encode_texts(texts, progress=self.progress)
 
     def score(self, query: str, pids: list[str]) -> np.ndarray:
         return self.encoder.score(query, [self.passages[p].text for p in pids])

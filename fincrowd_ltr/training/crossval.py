@@ -21,6 +21,8 @@ from fincrowd_ltr.evaluation.correction import (
 from fincrowd_ltr.training.data import BankDataModule
 from fincrowd_ltr.training.module import ResidualModule
 
+MAX_EPOCHS = 60  # early stopping on the validation fold usually ends training sooner
+
 
 def train_fold(
     data_kwargs: dict, fold: int, model_kwargs: dict, max_epochs: int, seed: int
@@ -53,7 +55,7 @@ def crossvalidate(
     seed: int = 0,
     cache_dir: str = ".cache",
     model_kwargs: dict | None = None,
-    max_epochs: int = 60,
+    max_epochs: int = MAX_EPOCHS,
 ) -> dict:
     """Train on ``train_mode`` banks of the other folds, evaluate each held-out fold in every
     ``eval_modes`` bank mode; returns ``{mode: {"base": ..., "residual": ..., "oracle": ...}}``."""
