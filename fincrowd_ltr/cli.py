@@ -148,7 +148,13 @@ def add_residual_system(
 def cmd_fit_residual(args: argparse.Namespace) -> None:
     """Cross-validate the residual over group folds, then train it on every group and save it."""
     from fincrowd_ltr.model.checkpoint import save_residual
-    from fincrowd_ltr.training.crossval import MAX_EPOCHS, crossvalidate, train_fold
+    from fincrowd_ltr.training.crossval import (
+        HPARAM_GRID,
+        MAX_EPOCHS,
+        best_setting,
+        crossvalidate,
+        train_fold,
+    )
 
     common = {
         "dataset": args.dataset,
@@ -159,7 +165,10 @@ def cmd_fit_residual(args: argparse.Namespace) -> None:
         "folds": args.folds,
         "seed": args.seed,
     }
-    report = crossvalidate(**common, train_mode=args.train_mode)
+    grid = HPARAM_GRID if getattr(args, "select", True) else None
+    report = crossvalidate(**common, train_mode=args.train_mode, val_mode=args.val_mode, grid=grid)
+    setting = best_setting(report)
+    print(f"setting chosen per fold on validation groups: {report['selection']['chosen_per_fold']}")
     for mode, res in report["modes"].items():
         print(
             f"\n{args.dataset} {args.ranker}: company/context-held-out folds, {mode} banks "
@@ -174,16 +183,24 @@ def cmd_fit_residual(args: argparse.Namespace) -> None:
                     f"{s['regression_rate']:.3f}  improvement {s['improvement_rate']:.3f}"
                 )
     if getattr(args, "ablation", False):
-        report["ablation"] = run_ablation(common, args.train_mode, report)
+        report["ablation"] = run_ablation(common, args, report, setting)
     if args.report:
         args.report.parent.mkdir(parents=True, exist_ok=True)
         args.report.write_text(json.dumps(report, indent=1))
         print(f"cross-validation report written to {args.report}")
-    model, dm = train_fold({**common, "bank_mode": args.train_mode}, -1, {}, MAX_EPOCHS, args.seed)
+    model, dm, _ = train_fold(
+        {**common, "bank_mode": args.train_mode, "val_bank_mode": args.val_mode},
+        -1,
+        setting,
+        MAX_EPOCHS,
+        args.seed,
+    )
     summary = {
+        "setting": setting,
         "dataset": args.dataset,
         "split": args.split,
         "bank_mode": args.train_mode,
+        "val_bank_mode": args.val_mode,
         "train_banks": len(dm.examples["train"]),
         "skipped_without_support": dm.skipped_without_support["train"],
     }
@@ -206,18 +223,22 @@ ABLATION_FAMILIES = (
 )
 
 
-def run_ablation(common: dict, train_mode: str, full: dict) -> dict:
-    """Cross-validated Recall@10 / nDCG@10 deltas with each feature family removed."""
+def run_ablation(common: dict, args: argparse.Namespace, full: dict, setting: dict) -> dict:
+    """Cross-validated Recall@10 / nDCG@10 deltas with each feature family removed (at the
+    ``setting`` chosen for the full model; "none" is the full model with per-fold selection)."""
     from fincrowd_ltr.training.crossval import crossvalidate
 
     out = {}
-    print("\nfeature ablation (cross-validated delta over base, each family removed):")
+    print(f"\nfeature ablation at {setting} (cross-validated delta over base, family removed):")
     for family in ("none", *ABLATION_FAMILIES):
         if family == "none":
             result = full
         else:
             result = crossvalidate(
-                **common, train_mode=train_mode, model_kwargs={"drop_features": [family]}
+                **common,
+                train_mode=args.train_mode,
+                val_mode=args.val_mode,
+                model_kwargs={**setting, "drop_features": [family]},
             )
         row = {}
         for mode, res in result["modes"].items():
@@ -295,6 +316,7 @@ def cmd_demo(args: argparse.Namespace) -> None:
         ns = argparse.Namespace(**vars(args))
         ns.dataset, ns.split = correction["dataset"], correction.get("split", "all")
         ns.ranker, ns.train_mode = correction["ranker"], correction.get("train_mode", "injected")
+        ns.val_mode, ns.select = correction.get("val_mode", "retrieved"), True
         ns.folds, ns.seed = int(correction.get("folds", 5)), int(correction.get("seed", 0))
         ns.out = Path(correction.get("out", "checkpoints/default"))
         ns.report = out / f"crossval-{ns.dataset}-{ns.ranker}.json"
@@ -327,6 +349,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="injected",
         help="bank mode of the training banks (evaluation reports both)",
     )
+    p.add_argument(
+        "--val-mode",
+        choices=MODES,
+        default="retrieved",
+        help="bank mode of the validation banks (early stopping, choosing alpha/weight decay)",
+    )
     p.add_argument("--folds", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=Path("checkpoints/default"))
@@ -335,6 +363,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--ablation",
         action="store_true",
         help="also cross-validate with each feature family removed",
+    )
+    p.add_argument(
+        "--no-select",
+        dest="select",
+        action="store_false",
+        help="train the package defaults only (skip choosing alpha and weight decay per fold)",
     )
     p.set_defaults(func=cmd_fit_residual)
 

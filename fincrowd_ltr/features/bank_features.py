@@ -76,9 +76,10 @@ class BankFeaturizer:
     def features(self, query: str, pids: list[str]) -> np.ndarray:
         """``(len(pids), len(FEATURE_NAMES))`` float64 features, rows in bank order."""
         q_fields = self.query_fields(query)
-        docs = self.terms.matrix([self.terms.counts(p, self.passages[p].text) for p in pids])
         q_terms = np.unique(np.array(self.terms.tokens(query), dtype=np.int64))
-        q_terms = q_terms[q_terms < docs.shape[1]]
+        docs, q_terms = self.terms.matrix(
+            [self.terms.counts(p, self.passages[p].text) for p in pids], q_terms
+        )
         out = np.zeros((len(pids), len(FEATURE_NAMES)), dtype=np.float64)
         out[:, 0] = zscore(bank_bm25(docs, q_terms))
         out[:, 2] = local_concentration(docs)

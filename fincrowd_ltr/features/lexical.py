@@ -45,12 +45,21 @@ class TermCounter:
             row = self._rows[key] = (ids, counts.astype(np.float64))
         return row
 
-    def matrix(self, rows: list[tuple[np.ndarray, np.ndarray]]) -> sparse.csr_matrix:
-        """Stack rows into a CSR matrix over the current vocabulary."""
-        indptr = np.cumsum([0] + [len(ids) for ids, _ in rows])
+    def matrix(
+        self, rows: list[tuple[np.ndarray, np.ndarray]], query_terms: np.ndarray
+    ) -> tuple[sparse.csr_matrix, np.ndarray]:
+        """Stack rows into a CSR matrix over the bank's own vocabulary (columns are the terms that
+        occur in the bank, so bank statistics never touch the corpus-wide vocabulary); returns it
+        with the columns of ``query_terms`` that occur in the bank."""
         indices = np.concatenate([ids for ids, _ in rows]) if rows else np.zeros(0, np.int64)
         data = np.concatenate([c for _, c in rows]) if rows else np.zeros(0)
-        return sparse.csr_matrix((data, indices, indptr), shape=(len(rows), len(self.vocab)))
+        terms, columns = np.unique(indices, return_inverse=True)
+        indptr = np.cumsum([0] + [len(ids) for ids, _ in rows])
+        docs = sparse.csr_matrix((data, columns, indptr), shape=(len(rows), len(terms)))
+        at = np.searchsorted(terms, query_terms)
+        present = at < len(terms)
+        present[present] = terms[at[present]] == query_terms[present]
+        return docs, at[present]
 
 
 def bank_bm25(
@@ -60,7 +69,9 @@ def bank_bm25(
     n = docs.shape[0]
     if n == 0 or len(query_terms) == 0:
         return np.zeros(n)
-    lengths = np.asarray(docs.sum(axis=1)).ravel()
+    lengths = np.bincount(
+        np.repeat(np.arange(n), np.diff(docs.indptr)), weights=docs.data, minlength=n
+    )
     avg = lengths.mean() if lengths.mean() > 0 else 1.0
     tf = docs[:, query_terms].toarray()
     df = (tf > 0).sum(axis=0)
@@ -77,12 +88,14 @@ def local_concentration(
     n = docs.shape[0]
     if n < 2:
         return np.zeros(n)
-    df = np.asarray((docs > 0).sum(axis=0)).ravel()
+    docs = docs.tocsr()
+    rows = np.repeat(np.arange(n), np.diff(docs.indptr))
+    df = np.bincount(docs.indices, minlength=docs.shape[1])
     idf = np.log((1.0 + n) / (1.0 + df)) + 1.0
-    weighted = docs.multiply(idf[None, :]).tocsr()
-    norms = np.sqrt(np.asarray(weighted.multiply(weighted).sum(axis=1)).ravel())
+    weighted = docs.data * idf[docs.indices]
+    norms = np.sqrt(np.bincount(rows, weights=weighted * weighted, minlength=n))
     norms[norms == 0] = 1.0
-    unit = sparse.diags(1.0 / norms) @ weighted
+    unit = sparse.csr_matrix((weighted / norms[rows], docs.indices, docs.indptr), shape=docs.shape)
     sims = (unit @ unit.T).toarray()
     np.fill_diagonal(sims, -np.inf)
     k = min(neighbours, n - 1)

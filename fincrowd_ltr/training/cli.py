@@ -31,8 +31,9 @@ class ResidualCLI(LightningCLI):
         print(f"logs: {', '.join(str(x) for x in logs if x)}")
 
 
-def run_cli(args: list[str] | None = None) -> ResidualCLI:
-    """Run ``LightningCLI`` for the residual (W&B runs offline unless the user configured it)."""
+def run_cli(args: list[str] | None = None, run: bool = True) -> ResidualCLI:
+    """Run ``LightningCLI`` for the residual (W&B runs offline unless the user configured it);
+    ``run=False`` only parses the config and builds the objects."""
     os.environ.setdefault("WANDB_MODE", "offline")
     os.environ.setdefault("WANDB_SILENT", "true")
     return ResidualCLI(
@@ -41,4 +42,5 @@ def run_cli(args: list[str] | None = None) -> ResidualCLI:
         seed_everything_default=0,
         args=args,
         save_config_kwargs={"overwrite": True},
+        run=run,
     )

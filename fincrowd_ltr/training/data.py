@@ -116,6 +116,8 @@ class BankDataModule(L.LightningDataModule):
         test_fold: The held-out fold; -1 trains on every group (validation: fold 0).
         seed: Seed of the fold assignment.
         batch_size: Banks per training step.
+        val_bank_mode: Bank mode of the validation and test banks (default: ``bank_mode``), e.g.
+            train on gold-injected banks but select and stop on retrieved ones, as deployed.
     """
 
     def __init__(
@@ -131,6 +133,7 @@ class BankDataModule(L.LightningDataModule):
         test_fold: int = 0,
         seed: int = 0,
         batch_size: int = 16,
+        val_bank_mode: str | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -143,8 +146,6 @@ class BankDataModule(L.LightningDataModule):
             return
         hp = self.hparams
         data = load_dataset(hp.dataset, hp.data_root, hp.split)
-        spec = BankSpec(size=hp.bank_size, mode=hp.bank_mode)
-        bankset = build_banks(data, hp.split, [hp.ranker], spec, Path(hp.cache_dir), progress=False)
         if hp.test_fold >= 0:
             parts = fold_split(data, hp.test_fold, hp.folds, hp.seed)
         else:  # train on every group; validate on fold 0 of the same groups (no test part)
@@ -154,21 +155,33 @@ class BankDataModule(L.LightningDataModule):
                 "val": parts["test"],
                 "test": [],
             }
-        featurizer = _featurizer(hp.dataset, hp.data_root, hp.split)
-        cache = self._feature_cache(spec.key(data, hp.split))
-        all_examples = {e.qid: e for e in self._load_or_make(cache, data, bankset, featurizer)}
+        train_examples = self._examples(data, hp.bank_mode)
+        held_examples = (
+            train_examples
+            if hp.val_bank_mode in (None, hp.bank_mode)
+            else self._examples(data, hp.val_bank_mode)
+        )
         for part, qids in parts.items():
-            examples = [all_examples[q] for q in qids if q in all_examples]
+            source = train_examples if part == "train" else held_examples
+            examples = [source[q] for q in qids if q in source]
             kept = [e for e in examples if e.has_support]
             self.skipped_without_support[part] = len(examples) - len(kept)
             # validation and test keep every bank: metrics count banks without support as 0
             self.examples[part] = kept if part == "train" else examples
         self.dataset = data
 
+    def _examples(self, data: Dataset, mode: str) -> dict[str, BankExample]:
+        hp = self.hparams
+        spec = BankSpec(size=hp.bank_size, mode=mode)
+        bankset = build_banks(data, hp.split, [hp.ranker], spec, Path(hp.cache_dir), progress=False)
+        featurizer = _featurizer(hp.dataset, hp.data_root, hp.split)
+        cache = self._feature_cache(spec.key(data, hp.split))
+        return {e.qid: e for e in self._load_or_make(cache, data, bankset, featurizer)}
+
     def _feature_cache(self, bank_key: str) -> Path:
+        """Features depend on the bank and the extractor, not on the base ranker."""
         digest = hashlib.sha1(
-            f"{bank_key}:{self.hparams.ranker}:{EXTRACTOR_VERSION}:"
-            f"{','.join(FEATURE_NAMES)}".encode()
+            f"{bank_key}:{EXTRACTOR_VERSION}:{','.join(FEATURE_NAMES)}".encode()
         ).hexdigest()[:12]
         return Path(self.hparams.cache_dir) / "features" / f"{bank_key}-{digest}.npz"
 

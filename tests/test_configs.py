@@ -1,0 +1,27 @@
+"""Every training config in configs/ parses with the LightningCLI and names a known ranker."""
+
+from pathlib import Path
+
+import pytest
+
+from fincrowd_ltr.retrieval.rankers import RANKERS
+from fincrowd_ltr.training.cli import run_cli
+
+CONFIGS = sorted(p for p in Path("configs").glob("*.yaml") if p.name != "demo.yaml")
+
+
+def test_one_config_per_dataset_and_ranker():
+    names = {p.stem for p in CONFIGS}
+    for dataset in ("financebench", "tatqa"):
+        for ranker in ("bm25", "dense", "hybrid", "splade"):
+            assert f"{dataset}_{ranker}" in names
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
+def test_config_parses(path, tmp_path):
+    cli = run_cli(["--config", str(path), f"--trainer.default_root_dir={tmp_path}"], run=False)
+    dataset, ranker = path.stem.split("_", 1)
+    assert cli.datamodule.hparams.dataset == dataset
+    assert cli.datamodule.hparams.ranker == ranker in RANKERS
+    assert cli.datamodule.hparams.bank_mode == "injected"
+    assert cli.datamodule.hparams.val_bank_mode == "retrieved"
