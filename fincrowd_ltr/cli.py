@@ -259,6 +259,49 @@ def run_ablation(common: dict, args: argparse.Namespace, full: dict, setting: di
     return out
 
 
+def cmd_diagnose(args: argparse.Namespace) -> dict:
+    """Crowding diagnostics for one base ranker (stress test, crowded failures, top-k mix)."""
+    from fincrowd_ltr.diagnostics.diagnose import diagnose
+    from fincrowd_ltr.diagnostics.stress import StressConfig
+
+    dataset = load_dataset(args.dataset, args.data_root, args.split)
+    run = None
+    if args.run is not None:
+        from fincrowd_ltr.data.beir import read_trec_run
+
+        run = read_trec_run(args.run, dataset)
+    config = StressConfig(
+        sizes=tuple(int(s) for s in args.pool_sizes.split(",")),
+        similarity_ranker=args.similarity,
+        caliper=args.caliper,
+    )
+    report = diagnose(
+        dataset, args.split, args.ranker, args.cache_dir, args.out, args.pool_depth, config, run
+    )
+    primary = report["stress"]["variants"]["primary"]
+    print(f"{dataset.name} ({args.split}), ranker {args.ranker}: matched pools (Recall@10)")
+    for size, row in primary.items():
+        if row["n_queries"]:
+            r = row["recall@10"]
+            lo, hi = r["delta_ci95"]
+            print(
+                f"  {size:>3} distractors: compatible {r['compatible']:.3f} incompatible "
+                f"{r['incompatible']:.3f} delta {r['delta']:+.3f} [{lo:+.3f},{hi:+.3f}] "
+                f"({row['n_queries']} queries, {row['n_dropped']} unmatched)"
+            )
+        else:
+            print(f"  {size:>3} distractors: no query could be matched ({row['n_dropped']})")
+    f = report["failures"]
+    print(
+        f"  retrieved banks: {f['top10_failures']}/{f['n_queries']} top-10 failures, "
+        f"{f['orderable_failures']} orderable, {f['crowded_failures']} crowded, "
+        f"{f['absent_failures']} absent from the top 100"
+    )
+    if args.out:
+        print(f"report, summary, figures and labels written to {args.out}/")
+    return report
+
+
 def cmd_banks(args: argparse.Namespace) -> None:
     dataset = load_dataset(args.dataset, args.data_root, args.split)
     bankset = build_banks(dataset, args.split, _rankers(args.ranker), _spec(args), args.cache_dir)
@@ -371,6 +414,26 @@ def build_parser() -> argparse.ArgumentParser:
         help="train the package defaults only (skip choosing alpha and weight decay per fold)",
     )
     p.set_defaults(func=cmd_fit_residual)
+
+    p = sub.add_parser("diagnose", help="crowding diagnostics: matched pools, crowded failures")
+    _add_data_args(p)
+    p.add_argument("--ranker", default="dense", help="the base ranker to diagnose (or 'run')")
+    p.add_argument("--run", type=Path, default=None, help="a TREC run file (use --ranker run)")
+    p.add_argument(
+        "--pool-depth",
+        type=int,
+        default=DEFAULT_BANK_SIZE,
+        help="first-stage candidates the matched pools are drawn from (default 100)",
+    )
+    p.add_argument("--pool-sizes", default="10,30,60", help="distractors per pool, nested")
+    p.add_argument(
+        "--similarity",
+        default="dense",
+        help="ranker whose score is the 'model similarity' matching covariate",
+    )
+    p.add_argument("--caliper", type=float, default=1.0, help="nearest-neighbour caliper (z units)")
+    p.add_argument("--out", type=Path, default=None, help="output folder")
+    p.set_defaults(func=cmd_diagnose)
 
     p = sub.add_parser("banks", help="build, score and save candidate banks")
     _add_data_args(p)

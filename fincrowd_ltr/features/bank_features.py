@@ -13,6 +13,7 @@ For a query and its bank (candidates in bank order), each candidate gets:
 from __future__ import annotations
 
 import numpy as np
+from scipy import sparse
 
 from fincrowd_ltr.data.schema import Passage
 from fincrowd_ltr.features.lexical import TermCounter, bank_bm25, local_concentration
@@ -73,13 +74,17 @@ class BankFeaturizer:
             fields = self._query_fields[text] = self.extractor.extract_query(text)
         return fields
 
+    def bank_terms(self, pids: list[str], query: str = "") -> tuple[sparse.csr_matrix, np.ndarray]:
+        """Term counts of the bank (rows in bank order, columns the bank's terms) and the columns
+        of the query's terms."""
+        q_terms = np.unique(np.array(self.terms.tokens(query), dtype=np.int64))
+        rows = [self.terms.counts(p, self.passages[p].text) for p in pids]
+        return self.terms.matrix(rows, q_terms)
+
     def features(self, query: str, pids: list[str]) -> np.ndarray:
         """``(len(pids), len(FEATURE_NAMES))`` float64 features, rows in bank order."""
         q_fields = self.query_fields(query)
-        q_terms = np.unique(np.array(self.terms.tokens(query), dtype=np.int64))
-        docs, q_terms = self.terms.matrix(
-            [self.terms.counts(p, self.passages[p].text) for p in pids], q_terms
-        )
+        docs, q_terms = self.bank_terms(pids, query)
         out = np.zeros((len(pids), len(FEATURE_NAMES)), dtype=np.float64)
         out[:, 0] = zscore(bank_bm25(docs, q_terms))
         out[:, 2] = local_concentration(docs)

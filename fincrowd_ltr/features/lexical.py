@@ -80,14 +80,9 @@ def bank_bm25(
     return ((tf * (k1 + 1.0)) / (tf + norm[:, None]) * idf).sum(axis=1)
 
 
-def local_concentration(
-    docs: sparse.csr_matrix, neighbours: int = CONCENTRATION_NEIGHBOURS
-) -> np.ndarray:
-    """Mean TF-IDF cosine similarity of each row to its ``neighbours`` most similar other rows of
-    the bank (fewer when the bank is smaller; 0 for a single candidate)."""
+def cosine_similarities(docs: sparse.csr_matrix) -> np.ndarray:
+    """Dense ``(n, n)`` TF-IDF cosine similarities between the bank's rows (IDF of the bank)."""
     n = docs.shape[0]
-    if n < 2:
-        return np.zeros(n)
     docs = docs.tocsr()
     rows = np.repeat(np.arange(n), np.diff(docs.indptr))
     df = np.bincount(docs.indices, minlength=docs.shape[1])
@@ -96,7 +91,18 @@ def local_concentration(
     norms = np.sqrt(np.bincount(rows, weights=weighted * weighted, minlength=n))
     norms[norms == 0] = 1.0
     unit = sparse.csr_matrix((weighted / norms[rows], docs.indices, docs.indptr), shape=docs.shape)
-    sims = (unit @ unit.T).toarray()
+    return (unit @ unit.T).toarray()
+
+
+def local_concentration(
+    docs: sparse.csr_matrix, neighbours: int = CONCENTRATION_NEIGHBOURS
+) -> np.ndarray:
+    """Mean TF-IDF cosine similarity of each row to its ``neighbours`` most similar other rows of
+    the bank (fewer when the bank is smaller; 0 for a single candidate)."""
+    n = docs.shape[0]
+    if n < 2:
+        return np.zeros(n)
+    sims = cosine_similarities(docs)
     np.fill_diagonal(sims, -np.inf)
     k = min(neighbours, n - 1)
     top = -np.partition(-sims, k - 1, axis=1)[:, :k]

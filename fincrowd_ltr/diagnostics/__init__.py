@@ -1,0 +1,1 @@
+"""Crowding diagnostics: matched-pool stress test, crowded failures, top-k composition."""
