@@ -10,10 +10,10 @@ from fincrowd_ltr.training.data import BankDataModule
 from fincrowd_ltr.training.module import ResidualModule, batch_ndcg
 
 
-def write_corpus(root):
+def write_corpus(root, prefix="Company"):
     corpus, queries, qrels = [], [], []
     for c in range(12):
-        company = f"Company{c}"
+        company = f"{prefix}{c}"
         for year in (2019, 2020, 2021):
             corpus.append(
                 {
@@ -74,3 +74,43 @@ def test_training_learns_period_conflicts_and_is_repeatable(tmp_path):
     assert corrected > base
     again, _ = train(tmp_path / "corpus", tmp_path / "cache")
     assert torch.equal(again.scorer.weight, model.scorer.weight)
+
+
+def test_checkpoint_scores_companies_it_never_saw(tmp_path, capsys):
+    """fit-residual saves a checkpoint; evaluate --checkpoint applies it to another data root."""
+    from fincrowd_ltr.cli import main
+
+    write_corpus(tmp_path / "train")
+    write_corpus(tmp_path / "other", prefix="Othercorp")
+    cache, ckpt = tmp_path / "cache", tmp_path / "ckpt"
+    common = ["--dataset=beir", f"--cache-dir={cache}", "--ranker=bm25"]
+    assert (
+        main(
+            [
+                "fit-residual",
+                *common,
+                f"--data-root={tmp_path / 'train'}",
+                "--folds=3",
+                "--no-select",
+                f"--out={ckpt}",
+            ]
+        )
+        == 0
+    )
+    out = tmp_path / "report.json"
+    assert (
+        main(
+            [
+                "evaluate",
+                *common,
+                f"--data-root={tmp_path / 'other'}",
+                "--bank-size=6",
+                f"--checkpoint={ckpt}",
+                f"--out={out}",
+            ]
+        )
+        == 0
+    )
+    systems = json.loads(out.read_text())["systems"]
+    assert systems["residual:bm25"]["n"] == 12
+    assert systems["residual:bm25"]["delta"]["ndcg@10"] > 0  # wrong years pushed down
