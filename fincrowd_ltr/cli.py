@@ -11,6 +11,7 @@ from pathlib import Path
 from fincrowd_ltr.data import load_dataset
 from fincrowd_ltr.data.schema import DataError
 from fincrowd_ltr.evaluation.report import evaluate_bankset, format_table
+from fincrowd_ltr.model.gate import MIN_CALIBRATION_QUERIES
 from fincrowd_ltr.retrieval.banks import DEFAULT_BANK_SIZE, MODES
 from fincrowd_ltr.retrieval.bm25 import BM25Config
 from fincrowd_ltr.retrieval.build import BankSpec, build_banks
@@ -78,6 +79,21 @@ def _add_bank_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_cap_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--regression-cap",
+        type=float,
+        default=0.03,
+        help="largest share of calibration queries the gate may make worse (default 0.03)",
+    )
+    p.add_argument(
+        "--min-calibration",
+        type=int,
+        default=MIN_CALIBRATION_QUERIES,
+        help=f"fewest labelled calibration queries accepted (default {MIN_CALIBRATION_QUERIES})",
+    )
+
+
 def _rankers(text: str) -> list[str]:
     names = list(RANKERS) if text == "all" else [r.strip() for r in text.split(",") if r.strip()]
     unknown = [r for r in names if r not in RANKERS]
@@ -109,40 +125,25 @@ def cmd_evaluate(args: argparse.Namespace) -> dict:
         score_banks(bankset, dataset, [RunRanker(run, qid_of)], progress=False)
         rankers = [*rankers, "run"]
     report = evaluate_bankset(dataset, bankset, rankers)
+    report["notes"] = list(dataset.notes)
     if getattr(args, "checkpoint", None) is not None:
-        add_residual_system(report, dataset, bankset, args.checkpoint, rankers)
-    report["notes"] = dataset.notes
+        from fincrowd_ltr.evaluation.gated import add_correction_systems
+
+        add_correction_systems(
+            report,
+            dataset,
+            bankset,
+            args.checkpoint,
+            rankers,
+            getattr(args, "domain", None),
+            getattr(args, "domain_fallback", "error"),
+        )
     print(format_table(report))
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=1))
         print(f"report written to {args.out}")
     return report
-
-
-def add_residual_system(
-    report: dict, dataset, bankset, checkpoint: Path, rankers: list[str]
-) -> None:
-    """Add ``residual:<ranker>`` (the always-on correction) to a report, with paired deltas."""
-    from fincrowd_ltr.evaluation.correction import base_rankings, compare, corrected_rankings
-    from fincrowd_ltr.features import BankFeaturizer
-    from fincrowd_ltr.fields import FieldExtractor
-    from fincrowd_ltr.model.checkpoint import load_residual
-    from fincrowd_ltr.training.data import make_examples
-
-    scorer, config = load_residual(checkpoint)
-    ranker = config["base_ranker"]
-    if ranker not in rankers:
-        raise DataError(
-            f"{checkpoint}: residual was fitted for base ranker {ranker!r}; add it to --ranker"
-        )
-    featurizer = BankFeaturizer(
-        FieldExtractor.from_passages(dataset.passages.values()), dataset.passages
-    )
-    qids = [q for q in dataset.queries if q in bankset.banks and dataset.covered(q)]
-    examples = make_examples(dataset, bankset, ranker, featurizer, qids)
-    system = compare(dataset, corrected_rankings(scorer, examples), base_rankings(examples), qids)
-    report["systems"][f"residual:{ranker}"] = system
 
 
 def cmd_fit_residual(args: argparse.Namespace) -> None:
@@ -170,42 +171,160 @@ def cmd_fit_residual(args: argparse.Namespace) -> None:
     setting = best_setting(report)
     print(f"setting chosen per fold on validation groups: {report['selection']['chosen_per_fold']}")
     for mode, res in report["modes"].items():
-        print(
+        _print_systems(
             f"\n{args.dataset} {args.ranker}: company/context-held-out folds, {mode} banks "
-            f"({res['n_queries']} questions, {res['n_groups']} groups)"
+            f"({res['n_queries']} questions, {res['n_groups']} groups)",
+            res,
         )
-        for name, s in res.items():
-            if isinstance(s, dict):
-                lo, hi = s["delta_ci95"]["recall@10"]
-                print(
-                    f"  {name:<18} R@10 {s['recall@10']:.3f}  delta {s['delta']['recall@10']:+.3f}"
-                    f" [{lo:+.3f},{hi:+.3f}]  nDCG@10 {s['ndcg@10']:.3f}  regression "
-                    f"{s['regression_rate']:.3f}  improvement {s['improvement_rate']:.3f}"
-                )
     if getattr(args, "ablation", False):
         report["ablation"] = run_ablation(common, args, report, setting)
+    if not getattr(args, "gate", True):
+        _write_report(args, report)
+        model, dm, _ = train_fold(
+            {**common, "bank_mode": args.train_mode, "val_bank_mode": args.val_mode},
+            -1,
+            setting,
+            MAX_EPOCHS,
+            args.seed,
+        )
+        summary = {
+            "setting": setting,
+            "dataset": dm.dataset.name,
+            "split": args.split,
+            "bank_mode": args.train_mode,
+            "val_bank_mode": args.val_mode,
+            "train_banks": len(dm.examples["train"]),
+            "skipped_without_support": dm.skipped_without_support["train"],
+            "query_ids": sorted({e.qid for part in ("train", "val") for e in dm.examples[part]}),
+        }
+        save_residual(args.out, model.scorer, args.ranker, summary)
+        print(
+            f"residual trained on every group ({summary['train_banks']} banks) saved to {args.out}"
+        )
+        return
+    fit_gated(args, common, grid, report)
+
+
+def _write_report(args: argparse.Namespace, report: dict) -> None:
     if args.report:
         args.report.parent.mkdir(parents=True, exist_ok=True)
         args.report.write_text(json.dumps(report, indent=1))
         print(f"cross-validation report written to {args.report}")
-    model, dm, _ = train_fold(
-        {**common, "bank_mode": args.train_mode, "val_bank_mode": args.val_mode},
-        -1,
-        setting,
-        MAX_EPOCHS,
-        args.seed,
+
+
+def _print_systems(title: str, res: dict) -> None:
+    print(title)
+    for name, s in res.items():
+        if isinstance(s, dict) and "delta" in s:
+            lo, hi = s["delta_ci95"]["recall@10"]
+            extra = ""
+            if "repair_rate" in s:
+                extra = f"  repaired {s['crowded_repaired']}/{s['crowded_failures']} crowded"
+            print(
+                f"  {name:<18} R@10 {s['recall@10']:.3f}  delta {s['delta']['recall@10']:+.3f}"
+                f" [{lo:+.3f},{hi:+.3f}]  nDCG@10 {s['ndcg@10']:.3f}  regression "
+                f"{s['regression_rate']:.3f}  improvement {s['improvement_rate']:.3f}{extra}"
+            )
+
+
+def fit_gated(args: argparse.Namespace, common: dict, grid, report: dict) -> None:
+    """Cross-validate the gated correction, then fit the residual and gate on every group but
+    a calibration fold, calibrate the dataset's domain on that fold and save the checkpoint."""
+    from fincrowd_ltr.model.checkpoint import save_residual
+    from fincrowd_ltr.training.gating import GateFitter, crossvalidate_gated
+
+    fitter = GateFitter(**common, train_mode=args.train_mode, val_mode=args.val_mode)
+    grid = grid or ({},)
+    gated = crossvalidate_gated(
+        fitter, grid, cap=args.regression_cap, min_queries=args.min_calibration
     )
+    report["gated"] = gated
+    for mode, res in gated["modes"].items():
+        _print_systems(
+            f"\n{args.dataset} {args.ranker}: gated correction, held-out folds, {mode} banks "
+            f"({res['n_queries']} questions; gate opened on {res['gate_open_share']:.3f})",
+            res,
+        )
+    _write_report(args, report)
+    n = len(fitter.folds)
+    covered = [sum(fitter.data.covered(q) for q in fold) for fold in fitter.folds]
+    calib = max(range(n), key=lambda f: (covered[f], -f))  # the largest calibration set
+    train = [f for f in range(n) if f != calib]
+    scorer, setting = fitter.fit_residual(train, train[0], grid)
+    gate = fitter.fit_gate(train, train[0], setting)
+    domain = args.domain or args.dataset
+    calibration = fitter.calibrate(scorer, gate, [calib], args.regression_cap, args.min_calibration)
     summary = {
         "setting": setting,
-        "dataset": args.dataset,
+        "dataset": fitter.data.name,
         "split": args.split,
         "bank_mode": args.train_mode,
         "val_bank_mode": args.val_mode,
-        "train_banks": len(dm.examples["train"]),
-        "skipped_without_support": dm.skipped_without_support["train"],
+        "folds": n,
+        "seed": args.seed,
+        "calibration_fold": calib,
+        "query_ids": sorted(fitter.qids(train)),
     }
-    save_residual(args.out, model.scorer, args.ranker, summary)
-    print(f"residual trained on every group ({summary['train_banks']} banks) saved to {args.out}")
+    save_residual(args.out, scorer, args.ranker, summary, gate, {domain: calibration})
+    print(
+        f"residual and gate trained on {len(train)} of {n} group folds "
+        f"({len(summary['query_ids'])} questions); domain {domain!r} calibrated on fold {calib} "
+        f"({calibration.n_queries} questions: threshold {calibration.threshold:.3f}, "
+        f"temperature {calibration.temperature:.2f}); saved to {args.out}"
+    )
+
+
+def cmd_calibrate(args: argparse.Namespace) -> None:
+    """Fit a domain's gate calibration on labelled queries disjoint from the training queries."""
+    from fincrowd_ltr.data.splits import group_kfold
+    from fincrowd_ltr.features import BankFeaturizer
+    from fincrowd_ltr.fields import FieldExtractor
+    from fincrowd_ltr.model.checkpoint import add_domain, load_gate, load_residual
+    from fincrowd_ltr.model.gate import calibrate
+    from fincrowd_ltr.training.data import make_examples
+    from fincrowd_ltr.training.gating import gate_rows
+
+    scorer, config = load_residual(args.checkpoint)
+    gate, _ = load_gate(args.checkpoint)
+    ranker = config["base_ranker"]
+    dataset = load_dataset(args.dataset, args.data_root, args.split)
+    if args.fold is not None:
+        qids = group_kfold(dataset, args.folds, args.seed)[args.fold]
+    else:
+        qids = list(dataset.queries)
+    training = config.get("training", {})
+    if training.get("dataset") == dataset.name:
+        overlap = sorted(set(qids) & set(training.get("query_ids", [])))
+        if overlap:
+            raise DataError(
+                f"{args.checkpoint}: {len(overlap)} calibration queries were training queries "
+                f"(e.g. {overlap[:3]}); calibrate on queries the correction never saw"
+            )
+    spec = BankSpec(size=args.bank_size, mode="retrieved")
+    bankset = build_banks(dataset, args.split, [ranker], spec, args.cache_dir)
+    qids = [q for q in qids if q in bankset.banks and dataset.covered(q)]
+    featurizer = BankFeaturizer(
+        FieldExtractor.from_passages(dataset.passages.values()), dataset.passages
+    )
+    rows = gate_rows(
+        dataset, featurizer, scorer, make_examples(dataset, bankset, ranker, featurizer, qids)
+    )
+    calibration = calibrate(
+        gate.logits(rows.features),
+        rows.gains,
+        rows.qids,
+        args.regression_cap,
+        args.min_calibration,
+        dataset=dataset.name,
+    )
+    add_domain(args.checkpoint, args.domain, calibration)
+    print(
+        f"domain {args.domain!r}: calibrated on {calibration.n_queries} {dataset.name} questions "
+        f"(temperature {calibration.temperature:.2f}, threshold {calibration.threshold:.3f}, "
+        f"gate opens on {calibration.calibration_open:.3f}, mean nDCG@10 gain "
+        f"{calibration.calibration_gain:+.4f}, regression {calibration.calibration_regression:.3f}"
+        f" <= cap {calibration.regression_cap}); stored in {args.checkpoint}"
+    )
 
 
 ABLATION_FAMILIES = (
@@ -363,7 +482,32 @@ def cmd_demo(args: argparse.Namespace) -> None:
         ns.folds, ns.seed = int(correction.get("folds", 5)), int(correction.get("seed", 0))
         ns.out = Path(correction.get("out", "checkpoints/default"))
         ns.report = out / f"crossval-{ns.dataset}-{ns.ranker}.json"
+        ns.gate, ns.domain = bool(correction.get("gate", True)), correction.get("domain")
+        ns.regression_cap = float(correction.get("regression_cap", 0.03))
+        ns.min_calibration = MIN_CALIBRATION_QUERIES
+        ns.ablation = False
         cmd_fit_residual(ns)
+        for item in correction.get("calibrate", []):
+            cal = argparse.Namespace(**vars(args))
+            cal.checkpoint, cal.domain = ns.out, item["domain"]
+            cal.dataset, cal.split = item["dataset"], item.get("split", "all")
+            cal.fold, cal.folds = item.get("fold"), int(item.get("folds", 5))
+            cal.seed, cal.regression_cap = int(item.get("seed", 0)), ns.regression_cap
+            cal.min_calibration = MIN_CALIBRATION_QUERIES
+            cal.bank_size = int(config.get("bank_size", DEFAULT_BANK_SIZE))
+            print()
+            cmd_calibrate(cal)
+        for item in correction.get("evaluate", []):
+            ev = argparse.Namespace(**vars(args))
+            ev.dataset, ev.split, ev.run = item["dataset"], item.get("split", "all"), None
+            ev.ranker, ev.bank_mode = correction["ranker"], item.get("mode", "retrieved")
+            ev.bank_size = int(config.get("bank_size", DEFAULT_BANK_SIZE))
+            ev.dense_pooling = config.get("dense_pooling", "max")
+            ev.checkpoint, ev.domain = ns.out, item.get("domain")
+            ev.domain_fallback = "error"
+            ev.out = out / f"corrected-{item['dataset']}-{ev.bank_mode}-{item.get('domain')}.json"
+            print()
+            cmd_evaluate(ev)
     print(f"\nreports in {out}/")
 
 
@@ -380,6 +524,17 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         default=None,
         help="a residual checkpoint: adds residual:<ranker> (always-on correction)",
+    )
+    p.add_argument(
+        "--domain",
+        default=None,
+        help="with --checkpoint: also report gated:<ranker> with this domain's calibration",
+    )
+    p.add_argument(
+        "--domain-fallback",
+        choices=("error", "identity"),
+        default="error",
+        help="a domain without calibration: fail (default) or keep the base order",
     )
     p.set_defaults(func=cmd_evaluate)
 
@@ -413,7 +568,31 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="train the package defaults only (skip choosing alpha and weight decay per fold)",
     )
+    p.add_argument(
+        "--no-gate",
+        dest="gate",
+        action="store_false",
+        help="residual only: no identity gate, trained on every group",
+    )
+    p.add_argument("--domain", default=None, help="gate domain to calibrate (default: dataset)")
+    _add_cap_arg(p)
     p.set_defaults(func=cmd_fit_residual)
+
+    p = sub.add_parser("calibrate", help="calibrate a checkpoint's gate for a domain")
+    _add_data_args(p)
+    p.add_argument("--checkpoint", type=Path, required=True)
+    p.add_argument("--domain", required=True, help="name to store the calibration under")
+    p.add_argument(
+        "--fold",
+        type=int,
+        default=None,
+        help="calibrate on this group fold only (default: every query of --split)",
+    )
+    p.add_argument("--folds", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--bank-size", type=int, default=DEFAULT_BANK_SIZE)
+    _add_cap_arg(p)
+    p.set_defaults(func=cmd_calibrate)
 
     p = sub.add_parser("diagnose", help="crowding diagnostics: matched pools, crowded failures")
     _add_data_args(p)

@@ -23,9 +23,13 @@ def write_corpus(root, prefix="Company"):
                 }
             )
         queries.append(
-            {"_id": f"q{c}", "text": f"What was {company} revenue in FY2021?", "group": company}
+            {
+                "_id": f"q{prefix}{c}",
+                "text": f"What was {company} revenue in FY2021?",
+                "group": company,
+            }
         )
-        qrels.append(f"q{c}\t{c}-2021\t1")
+        qrels.append(f"q{prefix}{c}\t{c}-2021\t1")
     root.mkdir(parents=True, exist_ok=True)
     (root / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in corpus))
     (root / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in queries))
@@ -92,6 +96,7 @@ def test_checkpoint_scores_companies_it_never_saw(tmp_path, capsys):
                 f"--data-root={tmp_path / 'train'}",
                 "--folds=3",
                 "--no-select",
+                "--no-gate",
                 f"--out={ckpt}",
             ]
         )

@@ -64,7 +64,7 @@ def train_fold(
     """Train one fold's residual; returns it (at its best validation epoch), its data module and
     that best validation nDCG@10."""
     L.seed_everything(seed, verbose=False)
-    dm = BankDataModule(**data_kwargs, test_fold=fold)
+    dm = BankDataModule(**{"test_fold": fold, **data_kwargs})
     model = ResidualModule(**model_kwargs)
     best = KeepBest()
     trainer = L.Trainer(

@@ -118,6 +118,7 @@ class BankDataModule(L.LightningDataModule):
         batch_size: Banks per training step.
         val_bank_mode: Bank mode of the validation and test banks (default: ``bank_mode``), e.g.
             train on gold-injected banks but select and stop on retrieved ones, as deployed.
+        parts: Explicit ``{"train", "val", "test"}`` query ids (overrides the fold arguments).
     """
 
     def __init__(
@@ -134,6 +135,7 @@ class BankDataModule(L.LightningDataModule):
         seed: int = 0,
         batch_size: int = 16,
         val_bank_mode: str | None = None,
+        parts: dict[str, list[str]] | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -146,7 +148,9 @@ class BankDataModule(L.LightningDataModule):
             return
         hp = self.hparams
         data = load_dataset(hp.dataset, hp.data_root, hp.split)
-        if hp.test_fold >= 0:
+        if hp.parts is not None:
+            parts = {name: list(hp.parts.get(name, [])) for name in ("train", "val", "test")}
+        elif hp.test_fold >= 0:
             parts = fold_split(data, hp.test_fold, hp.folds, hp.seed)
         else:  # train on every group; validate on fold 0 of the same groups (no test part)
             parts = fold_split(data, 0, hp.folds, hp.seed)
@@ -169,6 +173,16 @@ class BankDataModule(L.LightningDataModule):
             # validation and test keep every bank: metrics count banks without support as 0
             self.examples[part] = kept if part == "train" else examples
         self.dataset = data
+
+    def all_examples(self, mode: str) -> dict[str, BankExample]:
+        """Every bank of the dataset in bank ``mode`` as examples, by query id."""
+        return self._examples(
+            load_dataset(self.hparams.dataset, self.hparams.data_root, self.hparams.split), mode
+        )
+
+    def featurizer(self) -> BankFeaturizer:
+        hp = self.hparams
+        return _featurizer(hp.dataset, hp.data_root, hp.split)
 
     def _examples(self, data: Dataset, mode: str) -> dict[str, BankExample]:
         hp = self.hparams

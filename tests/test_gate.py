@@ -1,0 +1,148 @@
+"""The identity gate: closed means exactly the base order, calibration honours the regression
+cap, domains are kept apart, and the CLI refuses calibration data the correction trained on."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fincrowd_ltr.cli import main
+from fincrowd_ltr.data.schema import DataError
+from fincrowd_ltr.evaluation.correction import base_rankings
+from fincrowd_ltr.features import FEATURE_NAMES
+from fincrowd_ltr.features.gate_features import GATE_FEATURE_NAMES, gate_features
+from fincrowd_ltr.model import ResidualScorer
+from fincrowd_ltr.model.checkpoint import add_domain, domain_calibration, load_gate, save_residual
+from fincrowd_ltr.model.gate import GateCalibration, IdentityGate, calibrate, choose_threshold
+from fincrowd_ltr.training.data import BankExample
+from fincrowd_ltr.training.gating import GateRows, gated_rankings
+from tests.test_training import write_corpus
+
+D = len(FEATURE_NAMES)
+
+
+def _scorer(seed=0):
+    scorer = ResidualScorer(D, alpha=2.0)
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        scorer.weight.normal_()
+    return scorer
+
+
+def _gate(seed=0):
+    gate = IdentityGate(len(GATE_FEATURE_NAMES))
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        gate.linear.weight.normal_()
+    return gate
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    base=st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0, -1.0]), min_size=1, max_size=30),
+    threshold=st.floats(0.0, 1.0),
+    seed=st.integers(0, 1000),
+)
+def test_closed_gate_keeps_exactly_the_base_order(base, threshold, seed):
+    rng = np.random.default_rng(seed)
+    n = len(base)
+    features = rng.integers(0, 2, size=(n, D)).astype(np.float64)
+    example = BankExample("q", [f"p{i}" for i in range(n)], features, np.array(base), np.zeros(n))
+    scorer, gate = _scorer(seed % 7), _gate(seed % 5)
+    x = gate_features(scorer, features, example.base, ("period",))[None, :]
+    from fincrowd_ltr.evaluation.correction import corrected_rankings
+
+    rows = GateRows(
+        ["q"], x, np.zeros(1), base_rankings([example]), corrected_rankings(scorer, [example])
+    )
+    calibration = GateCalibration(1.0, threshold, 0.03, 10, 0.0, 0.0, 0.0)
+    gated, opened = gated_rankings(rows, gate, calibration)
+    # ties keep bank position: the original order, whatever the scores
+    expected = [example.pids[i] for i in np.argsort(-np.array(base), kind="stable")]
+    if not opened["q"]:
+        assert gated["q"] == expected
+    else:
+        assert gated["q"] == rows.residual["q"]
+    assert sorted(gated["q"]) == sorted(example.pids)  # membership never changes
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    logits=st.lists(st.floats(-5, 5), min_size=10, max_size=60),
+    seed=st.integers(0, 1000),
+    cap=st.sampled_from([0.0, 0.03, 0.1]),
+)
+def test_calibration_respects_the_regression_cap(logits, seed, cap):
+    rng = np.random.default_rng(seed)
+    gains = rng.choice([-0.3, 0.0, 0.0, 0.2, 0.5], size=len(logits))
+    qids = [f"q{i}" for i in range(len(logits))]
+    cal = calibrate(np.array(logits), gains, qids, cap)
+    opened = cal.opens(np.array(logits))
+    assert ((gains < 0) & opened).mean() <= cap + 1e-12
+    assert cal.calibration_gain == pytest.approx((gains * opened).mean())
+    assert cal.calibration_gain >= 0.0  # never opening is always allowed
+
+
+def test_threshold_choice_by_hand():
+    p = np.array([0.9, 0.8, 0.7, 0.6])
+    gains = np.array([0.5, -0.2, 0.4, 0.1])
+    # opening at 0.9 gains 0.125; at 0.7 it would gain 0.175 but regress 25% > 10%
+    tau, gain, regression, opened = choose_threshold(p, gains, cap=0.1)
+    assert (tau, gain, regression, opened) == (0.9, 0.125, 0.0, 0.25)
+    assert choose_threshold(p, gains, cap=0.3)[0] == 0.6
+
+
+def test_too_few_calibration_queries_are_refused():
+    with pytest.raises(DataError, match="at least 10 labelled queries.*got 3"):
+        calibrate(np.zeros(3), np.zeros(3), ["a", "b", "c"])
+
+
+def test_checkpoint_keeps_domains_apart(tmp_path):
+    gate = _gate()
+    a = GateCalibration(1.5, 0.7, 0.03, 20, 0.1, 0.0, 0.4, ["x"], "fb")
+    b = GateCalibration(0.5, 0.2, 0.03, 30, 0.05, 0.0, 0.8, ["y"], "tq")
+    save_residual(tmp_path, _scorer(), "dense", {"dataset": "fb"}, gate, {"a": a})
+    add_domain(tmp_path, "b", b)
+    loaded, domains = load_gate(tmp_path)
+    assert domains["a"].threshold == 0.7 and domains["b"].threshold == 0.2
+    assert domains["b"].temperature == 0.5
+    x = np.random.default_rng(0).normal(size=(5, len(GATE_FEATURE_NAMES)))
+    assert np.allclose(loaded.logits(x), gate.logits(x), atol=1e-12)
+    with pytest.raises(DataError, match=r"no gate calibration for domain 'c' \(calibrated: a, b\)"):
+        domain_calibration(domains, "c", tmp_path)
+
+
+def test_cli_fit_calibrate_and_evaluate_a_domain(tmp_path, capsys):
+    write_corpus(tmp_path / "train")
+    write_corpus(tmp_path / "other", prefix="Othercorp")
+    cache, ckpt = tmp_path / "cache", tmp_path / "ckpt"
+    common = ["--dataset=beir", f"--cache-dir={cache}", "--min-calibration=2"]
+    train_root, other_root = (
+        f"--data-root={tmp_path / 'train'}",
+        f"--data-root={tmp_path / 'other'}",
+    )
+    fit = ["fit-residual", *common, train_root, "--ranker=bm25", "--folds=4", "--no-select"]
+    assert main([*fit, f"--out={ckpt}"]) == 0
+    config = json.loads((ckpt / "config.json").read_text())
+    assert "beir" in config["gate"]["domains"]
+    # the training queries cannot calibrate another domain
+    assert main(["calibrate", *common, train_root, f"--checkpoint={ckpt}", "--domain=x"]) == 2
+    assert "were training queries" in capsys.readouterr().err
+    assert main(["calibrate", *common, other_root, f"--checkpoint={ckpt}", "--domain=other"]) == 0
+    out = tmp_path / "report.json"
+    evaluate = ["evaluate", "--dataset=beir", f"--cache-dir={cache}", other_root, "--ranker=bm25"]
+    evaluate += ["--bank-size=6", f"--checkpoint={ckpt}"]
+    # every Othercorp query calibrated 'other': none is left to report on
+    assert main([*evaluate, "--domain=other"]) == 2
+    assert main([*evaluate, "--domain=missing"]) == 2
+    assert "no gate calibration for domain 'missing'" in capsys.readouterr().err
+    assert main([*evaluate, "--domain=beir", f"--out={out}"]) == 0
+    systems = json.loads(out.read_text())["systems"]
+    assert {"base:bm25", "residual:bm25", "gated:bm25"} <= set(systems)
+    assert 0.0 <= systems["gated:bm25"]["gate_open_share"] <= 1.0
+    assert main([*evaluate, "--domain=missing", "--domain-fallback=identity", f"--out={out}"]) == 0
+    gated = json.loads(out.read_text())["systems"]["gated:bm25"]
+    assert gated["gate_open_share"] == 0.0 and gated["delta"]["ndcg@10"] == 0.0
