@@ -1,0 +1,80 @@
+"""What the identity gate adds per 100-candidate bank on one core: gate features, logit and
+decision, timed side by side with the always-on residual on the same banks (medians).
+
+    .venv/bin/python benchmarks/gate.py [--data-root ../shared/data] [--banks 50]
+
+Bank features are precomputed (as in serving, where the residual needs them anyway); the gate's
+cost is what it adds on top of scoring the residual.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import statistics
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+torch.set_num_threads(1)
+
+from fincrowd_ltr.data import load_dataset  # noqa: E402
+from fincrowd_ltr.features import FEATURE_NAMES, BankFeaturizer  # noqa: E402
+from fincrowd_ltr.features.gate_features import GATE_FEATURE_NAMES, gate_features  # noqa: E402
+from fincrowd_ltr.fields import FieldExtractor  # noqa: E402
+from fincrowd_ltr.model import ResidualScorer  # noqa: E402
+from fincrowd_ltr.model.gate import GateCalibration, IdentityGate  # noqa: E402
+from fincrowd_ltr.retrieval.banks import BankSet  # noqa: E402
+
+TARGET_MS = 1.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--data-root", default=None)
+    parser.add_argument("--cache-dir", default=".cache")
+    parser.add_argument("--banks", type=int, default=50)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    data = load_dataset("financebench", args.data_root, "all")
+    files = sorted(glob.glob(f"{args.cache_dir}/banks/financebench-all-retrieved-*.jsonl"))
+    if not files:
+        raise SystemExit("build the FinanceBench banks first (make demo)")
+    banks = list(BankSet.load(Path(files[0]), data).banks.values())[: args.banks]
+    featurizer = BankFeaturizer(FieldExtractor.from_passages(data.passages.values()), data.passages)
+    scorer = ResidualScorer(len(FEATURE_NAMES))
+    gate = IdentityGate(len(GATE_FEATURE_NAMES))
+    calibration = GateCalibration(1.0, 0.5, 0.03, 10, 0.0, 0.0, 0.0)
+    prepared = []
+    for bank in banks:
+        text = data.queries[bank.qid].text
+        x = featurizer.features(text, bank.pids)
+        prepared.append((x, bank.first_stage, featurizer.query_fields(text).observed()))
+    residual_ms, gate_ms = [], []
+    for _ in range(args.repeats):
+        for x, base, observed in prepared:
+            start = time.perf_counter()
+            with torch.no_grad():
+                final = scorer(torch.from_numpy(x), torch.from_numpy(base)).numpy()
+            np.argsort(-final, kind="stable")
+            residual_ms.append((time.perf_counter() - start) * 1e3)
+            start = time.perf_counter()
+            g = gate_features(scorer, x, base, observed)
+            calibration.opens(gate.logits(g))
+            gate_ms.append((time.perf_counter() - start) * 1e3)
+    mine, theirs = statistics.median(gate_ms), statistics.median(residual_ms)
+    print(
+        f"gate (features, logit, decision): {mine:.3f} ms median per bank "
+        f"({len(gate_ms)} timings; target <= {TARGET_MS} ms)"
+    )
+    print(f"always-on residual, same banks:    {theirs:.3f} ms median per bank")
+    print(f"ratio gate / residual: {mine / theirs:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
