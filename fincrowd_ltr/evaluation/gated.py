@@ -70,7 +70,9 @@ def add_correction_systems(
             calibration = GateCalibration(1.0, float("inf"), 0.0, 0, 0.0, 0.0, 0.0)
         systems["gated"], opened = gated_rankings(rows, gate, calibration)
     labels = crowded_queries(dataset, examples) if bankset.mode == "retrieved" else {}
-    for name, rankings in {"base": rows.base, **systems}.items():
+    # with queries left out, the base row the corrections are paired with is restricted too
+    compared = {"base": rows.base, **systems} if seen else systems
+    for name, rankings in compared.items():
         system = compare(dataset, rankings, rows.base, rows.qids)
         if labels:
             repaired, crowded = repair_rate(dataset, labels, rankings)
@@ -79,7 +81,8 @@ def add_correction_systems(
         if name == "gated":
             system["gate_open_share"] = float(np.mean([opened[q] for q in rows.qids]))
             system["domain"] = domain
-        report["systems"][f"{name}:{ranker}"] = system
+        key = f"{name}:{ranker}" + (":unseen" if name == "base" else "")
+        report["systems"][key] = system
     if seen:
         report.setdefault("notes", []).append(
             f"{len(seen)} queries used to train or calibrate {checkpoint} are excluded from the "

@@ -123,6 +123,20 @@ def format_table(report: dict) -> str:
                 f"{cell(stats, 'recall@100'):>22}{cell(stats, 'ndcg@10'):>22}"
                 f"{stats['mrr']:>8.3f}"
             )
+    for system, stats in report.get("systems", {}).items():
+        if "delta" not in stats:
+            continue
+        lo, hi = stats["delta_ci95"]["recall@10"]
+        extra = ""
+        if "repair_rate" in stats:
+            extra += f", repaired {stats['crowded_repaired']}/{stats['crowded_failures']} crowded"
+        if "gate_open_share" in stats:
+            extra += f", gate opened on {stats['gate_open_share']:.3f}"
+        lines.append(
+            f"{system}: {stats['n']} queries, R@10 delta {stats['delta']['recall@10']:+.3f} "
+            f"[{lo:+.3f},{hi:+.3f}], regression {stats['regression_rate']:.3f}, improvement "
+            f"{stats['improvement_rate']:.3f}{extra}"
+        )
     for system, shares in report.get("contamination@10", {}).items():
         lines.append(
             f"{system}: top-10 off-period share {shares['off_period']:.3f}, "
