@@ -473,6 +473,14 @@ def cmd_demo(args: argparse.Namespace) -> None:
             ns.out = out / f"baseline-{run['dataset']}-{mode}.json"
             print()
             cmd_evaluate(ns)
+    for item in config.get("diagnose", []):
+        dg = argparse.Namespace(**vars(args))
+        dg.dataset, dg.split, dg.ranker = item["dataset"], item.get("split", "all"), item["ranker"]
+        dg.run, dg.pool_depth = None, int(item.get("pool_depth", DEFAULT_BANK_SIZE))
+        dg.pool_sizes, dg.similarity, dg.caliper = "10,30,60", "dense", 1.0
+        dg.out = out / "diagnose" / f"{dg.dataset}-{dg.ranker}-depth{dg.pool_depth}"
+        print()
+        cmd_diagnose(dg)
     correction = config.get("correction")
     if correction:
         ns = argparse.Namespace(**vars(args))
