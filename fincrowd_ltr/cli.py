@@ -177,7 +177,7 @@ def cmd_fit_residual(args: argparse.Namespace) -> None:
             res,
         )
     if getattr(args, "ablation", False):
-        report["ablation"] = run_ablation(common, args, report, setting)
+        report["ablation"] = run_ablation(common, args, setting)
     if not getattr(args, "gate", True):
         _write_report(args, report)
         model, dm, _ = train_fold(
@@ -342,23 +342,21 @@ ABLATION_FAMILIES = (
 )
 
 
-def run_ablation(common: dict, args: argparse.Namespace, full: dict, setting: dict) -> dict:
-    """Cross-validated Recall@10 / nDCG@10 deltas with each feature family removed (at the
-    ``setting`` chosen for the full model; "none" is the full model with per-fold selection)."""
+def run_ablation(common: dict, args: argparse.Namespace, setting: dict) -> dict:
+    """Cross-validated Recall@10 / nDCG@10 deltas with each feature family removed, all at one
+    ``setting`` (the best on validation folds); "none" is the full model at that setting."""
     from fincrowd_ltr.training.crossval import crossvalidate
 
     out = {}
     print(f"\nfeature ablation at {setting} (cross-validated delta over base, family removed):")
     for family in ("none", *ABLATION_FAMILIES):
-        if family == "none":
-            result = full
-        else:
-            result = crossvalidate(
-                **common,
-                train_mode=args.train_mode,
-                val_mode=args.val_mode,
-                model_kwargs={**setting, "drop_features": [family]},
-            )
+        dropped = [] if family == "none" else [family]
+        result = crossvalidate(
+            **common,
+            train_mode=args.train_mode,
+            val_mode=args.val_mode,
+            model_kwargs={**setting, "drop_features": dropped},
+        )
         row = {}
         for mode, res in result["modes"].items():
             system = res[f"residual:{common['ranker']}"]
