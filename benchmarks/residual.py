@@ -34,8 +34,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--data-root", default=None)
     parser.add_argument("--cache-dir", default=".cache")
-    parser.add_argument("--banks", type=int, default=20)
+    parser.add_argument("--banks", type=int, default=200)
     parser.add_argument("--dense-banks", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     data = load_dataset("financebench", args.data_root, "all")
     files = sorted(glob.glob(f"{args.cache_dir}/banks/financebench-all-retrieved-*.jsonl"))
@@ -47,12 +48,13 @@ def main() -> None:
     for bank in banks:  # warm the per-passage caches, as a serving process would be
         featurizer.features(data.queries[bank.qid].text, bank.pids)
     ours = []
-    for bank in banks:
-        start = time.perf_counter()
-        x = featurizer.features(data.queries[bank.qid].text, bank.pids)
-        with torch.no_grad():
-            scorer(torch.from_numpy(x), torch.from_numpy(bank.first_stage))
-        ours.append(time.perf_counter() - start)
+    for _ in range(args.repeats):
+        for bank in banks:
+            start = time.perf_counter()
+            x = featurizer.features(data.queries[bank.qid].text, bank.pids)
+            with torch.no_grad():
+                scorer(torch.from_numpy(x), torch.from_numpy(bank.first_stage))
+            ours.append(time.perf_counter() - start)
     encoder = DenseEncoder(cache_dir=None)  # no cache: the base ranker's real cost
     dense = []
     for bank in banks[: args.dense_banks]:
@@ -63,7 +65,7 @@ def main() -> None:
     mine, theirs = statistics.median(ours), statistics.median(dense)
     print(
         f"features + residual per 100-candidate bank: {mine * 1e3:.2f} ms median "
-        f"({len(ours)} banks; target <= 5 ms)"
+        f"({len(banks)} banks x {args.repeats} passes; target <= 5 ms)"
     )
     print(
         f"dense base ranker on the same banks:        {theirs * 1e3:.0f} ms median "

@@ -94,12 +94,16 @@ class BankFeaturizer:
             wanted = getattr(q_fields, name)
             if not wanted:
                 continue  # unknown on the query side: no match, no conflict, no coverage
-            for i, c_fields in enumerate(candidates):
-                value = getattr(c_fields, name)
-                if not value:
-                    continue
-                out[i, 1] += 1.0 / len(observed)
-                outcome = compare_field(name, wanted, value)
-                out[i, 3 + 2 * j] = outcome is Compatibility.MATCH
-                out[i, 4 + 2 * j] = outcome is Compatibility.CONFLICT
+            values = [getattr(c, name) for c in candidates]
+            outcomes: dict[frozenset, Compatibility] = {}  # banks repeat values (years, units)
+            for value in set(values):
+                if value:
+                    outcomes[value] = compare_field(name, wanted, value)
+            found = [
+                outcomes.get(v, Compatibility.UNKNOWN) if v else Compatibility.UNKNOWN
+                for v in values
+            ]
+            out[:, 1] += np.array([bool(v) for v in values], dtype=np.float64) / len(observed)
+            out[:, 3 + 2 * j] = [o is Compatibility.MATCH for o in found]
+            out[:, 4 + 2 * j] = [o is Compatibility.CONFLICT for o in found]
         return out

@@ -25,6 +25,7 @@ class TermCounter:
     def __init__(self) -> None:
         self.vocab: dict[str, int] = {}
         self._rows: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self._column = np.full(0, -1, dtype=np.int64)  # scratch: corpus term id -> bank column
 
     def tokens(self, text: str) -> list[int]:
         ids = []
@@ -53,13 +54,19 @@ class TermCounter:
         with the columns of ``query_terms`` that occur in the bank."""
         indices = np.concatenate([ids for ids, _ in rows]) if rows else np.zeros(0, np.int64)
         data = np.concatenate([c for _, c in rows]) if rows else np.zeros(0)
-        terms, columns = np.unique(indices, return_inverse=True)
+        if len(self._column) < len(self.vocab):
+            self._column = np.full(2 * len(self.vocab), -1, dtype=np.int64)
+        present = np.zeros(len(self._column), dtype=bool)
+        present[indices] = True
+        terms = np.flatnonzero(present)  # the bank's terms, sorted: no sort of the entries needed
+        self._column[terms] = np.arange(len(terms))
+        columns = self._column[indices]
+        query_terms = query_terms[query_terms < len(present)]
+        query_columns = self._column[query_terms]
+        self._column[terms] = -1
         indptr = np.cumsum([0] + [len(ids) for ids, _ in rows])
         docs = sparse.csr_matrix((data, columns, indptr), shape=(len(rows), len(terms)))
-        at = np.searchsorted(terms, query_terms)
-        present = at < len(terms)
-        present[present] = terms[at[present]] == query_terms[present]
-        return docs, at[present]
+        return docs, query_columns[query_columns >= 0]
 
 
 def bank_bm25(
@@ -90,8 +97,15 @@ def cosine_similarities(docs: sparse.csr_matrix) -> np.ndarray:
     weighted = docs.data * idf[docs.indices]
     norms = np.sqrt(np.bincount(rows, weights=weighted * weighted, minlength=n))
     norms[norms == 0] = 1.0
-    unit = sparse.csr_matrix((weighted / norms[rows], docs.indices, docs.indptr), shape=docs.shape)
-    return (unit @ unit.T).toarray()
+    # a term in one row only never meets another row: keep it in the norm, drop it from the product
+    shared = df[docs.indices] >= 2
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows[shared], minlength=n))])
+    unit = sparse.csr_matrix(
+        ((weighted / norms[rows])[shared], docs.indices[shared], indptr), shape=docs.shape
+    )
+    sims = (unit @ unit.T).toarray()
+    np.fill_diagonal(sims, 1.0)  # the dropped terms belong to the diagonal only
+    return sims
 
 
 def local_concentration(
