@@ -26,6 +26,16 @@ def _quiet_libraries() -> None:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("WANDB_MODE", "offline")
+    import logging
+    import warnings
+
+    # cross-validation builds dozens of Trainers: their banners would bury the results (lightning
+    # sets its loggers' level when imported, so import it first)
+    import lightning.pytorch  # noqa: F401
+
+    for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=".*treespec.*")
     try:
         from transformers.utils import logging as hf_logging
 
