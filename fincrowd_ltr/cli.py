@@ -275,7 +275,8 @@ def fit_gated(args: argparse.Namespace, common: dict, grid, report: dict) -> Non
         "calibration_fold": calib,
         "query_ids": sorted(fitter.qids(train)),
     }
-    save_residual(args.out, scorer, args.ranker, summary, gate, {domain: calibration})
+    companies = fitter.featurizer.extractor.companies
+    save_residual(args.out, scorer, args.ranker, summary, gate, {domain: calibration}, companies)
     print(
         f"residual and gate trained on {len(train)} of {n} group folds "
         f"({len(summary['query_ids'])} questions); domain {domain!r} calibrated on fold {calib} "
@@ -427,6 +428,18 @@ def cmd_diagnose(args: argparse.Namespace) -> dict:
     if args.out:
         print(f"report, summary, figures and labels written to {args.out}/")
     return report
+
+
+def cmd_export(args: argparse.Namespace) -> None:
+    """Write a checkpoint as a self-contained, checksummed directory for serving."""
+    from fincrowd_ltr.serving.reranker import FinCrowdReranker
+
+    reranker = FinCrowdReranker.from_pretrained(args.checkpoint, base_ranker=args.ranker)
+    reranker.save_pretrained(args.out)
+    print(
+        f"exported {args.checkpoint} (base ranker {reranker.base_ranker!r}, gate domains: "
+        f"{', '.join(sorted(reranker.domains)) or 'none'}) to {args.out}"
+    )
 
 
 def cmd_banks(args: argparse.Namespace) -> None:
@@ -629,6 +642,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--caliper", type=float, default=1.0, help="nearest-neighbour caliper (z units)")
     p.add_argument("--out", type=Path, default=None, help="output folder")
     p.set_defaults(func=cmd_diagnose)
+
+    p = sub.add_parser("export", help="write a checkpoint as a checksummed serving directory")
+    p.add_argument("--checkpoint", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--ranker", default=None, help="refuse a checkpoint fitted for another ranker")
+    p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("banks", help="build, score and save candidate banks")
     _add_data_args(p)

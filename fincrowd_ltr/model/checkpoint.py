@@ -39,9 +39,10 @@ def save_residual(
     summary: dict,
     gate: IdentityGate | None = None,
     domains: dict[str, GateCalibration] | None = None,
+    companies: dict[str, list[str]] | None = None,
 ) -> None:
     """Write ``scorer`` fitted for base ranker ``ranker`` (and its gate, with calibrations per
-    domain) to ``directory``."""
+    domain, and the extractor's company vocabulary) to ``directory``."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     config = {
@@ -54,6 +55,8 @@ def save_residual(
         "base_ranker": ranker,
         "training": summary,
     }
+    if companies is not None:
+        config["extractor"] = {"version": EXTRACTOR_VERSION, "companies": companies}
     tensors = {k: v.detach().contiguous() for k, v in scorer.state_dict().items()}
     save_file(tensors, str(directory / WEIGHTS))
     if gate is not None:

@@ -1,0 +1,1 @@
+"""Serving the correction: the reranking API (and, later, export and HTTP)."""

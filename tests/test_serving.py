@@ -1,0 +1,123 @@
+"""The reranking API: exact export round trip, clear load errors, explanations, bad input."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from fincrowd_ltr.cli import main
+from fincrowd_ltr.data.schema import DataError
+from fincrowd_ltr.features import FEATURE_NAMES
+from fincrowd_ltr.features.gate_features import GATE_FEATURE_NAMES
+from fincrowd_ltr.model import ResidualScorer
+from fincrowd_ltr.model.checkpoint import save_residual
+from fincrowd_ltr.model.gate import GateCalibration, IdentityGate
+from fincrowd_ltr.serving.reranker import FinCrowdReranker
+
+QUERY = "What was Acme revenue in FY2021 (USD millions)?"
+
+
+def candidates():
+    out = []
+    for i, year in enumerate([2019, 2020, 2021, 2021, 2018, 2020]):
+        out.append(
+            {
+                "id": f"c{i}",
+                "text": f"Acme revenue for fiscal {year} was {100 + i} million dollars.",
+                "metadata": {"company": "Acme", "period": year, "doc_type": "10k"},
+            }
+        )
+    return out
+
+
+BASE = [3.0, 2.5, 1.0, 0.5, 2.0, 2.2]
+
+
+@pytest.fixture
+def checkpoint(tmp_path):
+    scorer = ResidualScorer(len(FEATURE_NAMES), alpha=2.0)
+    with torch.no_grad():
+        scorer.weight.zero_()
+        scorer.weight[FEATURE_NAMES.index("period_match")] = 2.0
+        scorer.weight[FEATURE_NAMES.index("period_conflict")] = -2.0
+    gate = IdentityGate(len(GATE_FEATURE_NAMES))
+    with torch.no_grad():
+        gate.linear.bias.fill_(3.0)  # confident: open
+    domains = {
+        "open": GateCalibration(1.0, 0.5, 0.03, 20, 0.1, 0.0, 0.5),
+        "closed": GateCalibration(1.0, float("inf"), 0.03, 20, 0.0, 0.0, 0.0),
+    }
+    companies = {"Acme": ["Acme Corp"]}
+    save_residual(tmp_path / "ckpt", scorer, "dense", {"dataset": "toy"}, gate, domains, companies)
+    return tmp_path / "ckpt"
+
+
+def test_export_round_trip_is_exact(checkpoint, tmp_path):
+    assert main(["export", f"--checkpoint={checkpoint}", f"--out={tmp_path / 'export'}"]) == 0
+    assert (tmp_path / "export" / "manifest.json").is_file()
+    first = FinCrowdReranker.from_pretrained(checkpoint)
+    again = FinCrowdReranker.from_pretrained(tmp_path / "export", base_ranker="dense")
+    for domain in ("open", "closed"):
+        a = first.rerank(QUERY, candidates(), BASE, domain=domain)
+        b = again.rerank(QUERY, candidates(), BASE, domain=domain)
+        assert a.ranking == b.ranking
+        assert np.allclose(a.scores, b.scores, atol=1e-9, rtol=0)
+    again.save_pretrained(tmp_path / "export2")
+    manifest = json.loads((tmp_path / "export2" / "manifest.json").read_text())
+    assert set(manifest["sha256"]) == {"config.json", "residual.safetensors", "gate.safetensors"}
+
+
+def test_load_errors_are_clear_and_nothing_loads_half(checkpoint, tmp_path):
+    FinCrowdReranker.from_pretrained(checkpoint).save_pretrained(tmp_path / "e")
+    with pytest.raises(DataError, match="fitted for base ranker 'dense', not 'bm25'"):
+        FinCrowdReranker.from_pretrained(tmp_path / "e", base_ranker="bm25")
+    weights = tmp_path / "e" / "gate.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-7])  # truncated
+    with pytest.raises(DataError, match="gate.safetensors: SHA-256 differs"):
+        FinCrowdReranker.from_pretrained(tmp_path / "e")
+    config = json.loads((checkpoint / "config.json").read_text())
+    (checkpoint / "config.json").write_text(json.dumps({**config, "format_version": 1}))
+    with pytest.raises(DataError, match="format 1 is not supported"):
+        FinCrowdReranker.from_pretrained(checkpoint)
+
+
+def test_explanation_and_gate_decision(checkpoint):
+    reranker = FinCrowdReranker.from_pretrained(checkpoint)
+    opened = reranker.rerank(QUERY, candidates(), BASE, domain="open")
+    assert opened.gate["applied"] and opened.gate["probability"] > opened.gate["threshold"]
+    assert opened.ranking[:2] == ["c2", "c3"]  # the FY2021 pages move to the top
+    exp = opened.explanation
+    assert exp["query_constraints"]["period"] == ["2021"]
+    assert exp["query_constraints"]["entity"] == ["Acme"]
+    assert exp["candidates"]["c0"]["conflicts"] == ["period"]
+    assert exp["candidates"]["c2"]["conflicts"] == []
+    assert exp["candidates"]["c0"]["fields"]["period"] == ["2019"]
+    assert not exp["kept_original_order"]
+    closed = reranker.rerank(QUERY, candidates(), BASE, domain="closed")
+    assert not closed.gate["applied"] and closed.explanation["kept_original_order"]
+    assert closed.ranking == [f"c{i}" for i in np.argsort(-np.array(BASE), kind="stable")]
+    kept = reranker.rerank(QUERY, candidates(), BASE, domain="nowhere", fallback="identity")
+    assert kept.ranking == closed.ranking
+    with pytest.raises(DataError, match=r"no gate calibration for domain 'nowhere'"):
+        reranker.rerank(QUERY, candidates(), BASE, domain="nowhere")
+    batch = reranker.rerank_batch(
+        [{"query": QUERY, "candidates": candidates(), "base_scores": BASE, "domain": "open"}] * 2
+    )
+    assert [r.ranking for r in batch] == [opened.ranking] * 2
+
+
+@pytest.mark.parametrize(
+    ("cands", "scores", "message"),
+    [
+        (candidates(), [*BASE[:-1], float("nan")], r"base_scores\[5\] is not finite"),
+        (candidates(), BASE[:3], "3 values for 6 candidates"),
+        ([], [], "candidates is empty"),
+        ([{"id": "a", "text": "x"}, {"id": "a", "text": "y"}], [1.0, 2.0], "unique"),
+        ([{"id": "a"}], [1.0], r"candidates\[0\]: missing field\(s\) \['text'\]"),
+    ],
+)
+def test_bad_input_is_named(checkpoint, cands, scores, message):
+    reranker = FinCrowdReranker.from_pretrained(checkpoint)
+    with pytest.raises(DataError, match=message):
+        reranker.rerank(QUERY, cands, scores, domain="open")
