@@ -442,6 +442,17 @@ def cmd_export(args: argparse.Namespace) -> None:
     )
 
 
+def cmd_serve(args: argparse.Namespace) -> None:
+    """Serve a checkpoint over HTTP (GET /health, POST /rerank)."""
+    from fincrowd_ltr.serving.http import Limits, serve
+    from fincrowd_ltr.serving.reranker import FinCrowdReranker
+
+    reranker = FinCrowdReranker.from_pretrained(args.checkpoint, base_ranker=args.ranker)
+    limits = Limits(args.max_candidates, args.max_text_chars, args.max_query_chars)
+    print(f"serving {args.checkpoint} on http://{args.host}:{args.port} (limits {limits})")
+    serve(reranker, args.host, args.port, limits)
+
+
 def cmd_banks(args: argparse.Namespace) -> None:
     dataset = load_dataset(args.dataset, args.data_root, args.split)
     bankset = build_banks(dataset, args.split, _rankers(args.ranker), _spec(args), args.cache_dir)
@@ -648,6 +659,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--ranker", default=None, help="refuse a checkpoint fitted for another ranker")
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("serve", help="serve a checkpoint over HTTP: /health, /rerank")
+    p.add_argument("--checkpoint", type=Path, required=True)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--ranker", default=None, help="refuse a checkpoint fitted for another ranker")
+    p.add_argument("--max-candidates", type=int, default=1000)
+    p.add_argument("--max-text-chars", type=int, default=20_000)
+    p.add_argument("--max-query-chars", type=int, default=2_000)
+    p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("banks", help="build, score and save candidate banks")
     _add_data_args(p)
