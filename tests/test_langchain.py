@@ -1,0 +1,36 @@
+"""The LangChain adapter with the real langchain-core package."""
+
+from langchain_core.documents import Document
+
+from fincrowd_ltr.serving.langchain import FinCrowdCompressor
+from fincrowd_ltr.serving.reranker import FinCrowdReranker
+from tests.test_serving import BASE, QUERY, candidates, checkpoint  # noqa: F401
+
+
+def _documents(with_scores: bool) -> list[Document]:
+    docs = []
+    for c, score in zip(candidates(), BASE, strict=True):
+        meta = dict(c["metadata"])
+        if with_scores:
+            meta["relevance_score"] = score
+        docs.append(Document(page_content=c["text"], metadata=meta, id=c["id"]))
+    return docs
+
+
+def test_compressor_reorders_like_the_reranker(checkpoint):  # noqa: F811
+    reranker = FinCrowdReranker.from_pretrained(checkpoint)
+    compressor = FinCrowdCompressor(reranker=reranker, domain="open", top_n=3)
+    kept = compressor.compress_documents(_documents(True), QUERY)
+    expected = reranker.rerank(QUERY, candidates(), BASE, domain="open")
+    assert [d.id for d in kept] == expected.ranking[:3]
+    assert kept[0].metadata["fincrowd_gate_applied"] is True
+    assert kept[0].metadata["fincrowd_conflicts"] == []
+    assert kept[0].metadata["relevance_score"] == BASE[int(expected.ranking[0][1:])]
+
+
+def test_closed_gate_keeps_the_retriever_order(checkpoint):  # noqa: F811
+    reranker = FinCrowdReranker.from_pretrained(checkpoint)
+    compressor = FinCrowdCompressor(reranker=reranker, domain="closed")
+    docs = _documents(False)  # no scores: the retriever's order is the base order
+    assert [d.id for d in compressor.compress_documents(docs, QUERY)] == [d.id for d in docs]
+    assert compressor.compress_documents([], QUERY) == []
