@@ -436,6 +436,11 @@ def cmd_export(args: argparse.Namespace) -> None:
 
     reranker = FinCrowdReranker.from_pretrained(args.checkpoint, base_ranker=args.ranker)
     reranker.save_pretrained(args.out)
+    if args.onnx:
+        from fincrowd_ltr.serving.onnx_export import export_onnx
+
+        for path in export_onnx(reranker.scorer, reranker.gate, args.out):
+            print(f"wrote {path}")
     print(
         f"exported {args.checkpoint} (base ranker {reranker.base_ranker!r}, gate domains: "
         f"{', '.join(sorted(reranker.domains)) or 'none'}) to {args.out}"
@@ -658,6 +663,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", type=Path, required=True)
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--ranker", default=None, help="refuse a checkpoint fitted for another ranker")
+    p.add_argument(
+        "--onnx",
+        action="store_true",
+        help="also write residual.onnx and gate.onnx (needs the 'onnx' extra)",
+    )
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("serve", help="serve a checkpoint over HTTP: /health, /rerank")

@@ -121,3 +121,33 @@ def test_bad_input_is_named(checkpoint, cands, scores, message):
     reranker = FinCrowdReranker.from_pretrained(checkpoint)
     with pytest.raises(DataError, match=message):
         reranker.rerank(QUERY, cands, scores, domain="open")
+
+
+def test_onnx_export_matches_pytorch(checkpoint, tmp_path):
+    ort = pytest.importorskip("onnxruntime")
+    out = tmp_path / "export"
+    assert main(["export", f"--checkpoint={checkpoint}", f"--out={out}", "--onnx"]) == 0
+    reranker = FinCrowdReranker.from_pretrained(out)
+    rng = np.random.default_rng(0)
+    for n in (1, 7, 100):
+        x = rng.integers(0, 2, size=(n, len(FEATURE_NAMES))).astype(np.float64)
+        base = rng.normal(size=n)
+        scores, s_hat = ort.InferenceSession(str(out / "residual.onnx")).run(
+            None, {"features": x, "base_scores": base}
+        )
+        with torch.no_grad():
+            ref = reranker.scorer(torch.from_numpy(x), torch.from_numpy(base)).numpy()
+        assert np.abs(scores - ref).max() <= 1e-5
+    g = rng.normal(size=(1, len(GATE_FEATURE_NAMES)))
+    calibration = reranker.domains["open"]
+    probability, applied = ort.InferenceSession(str(out / "gate.onnx")).run(
+        None,
+        {
+            "gate_features": g,
+            "temperature": np.array(calibration.temperature),
+            "threshold": np.array(calibration.threshold),
+        },
+    )
+    expected = calibration.probability(reranker.gate.logits(g))
+    assert abs(float(probability[0]) - float(expected[0])) <= 1e-5
+    assert bool(applied[0]) == bool(expected[0] >= calibration.threshold)
