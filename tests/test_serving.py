@@ -151,3 +151,22 @@ def test_onnx_export_matches_pytorch(checkpoint, tmp_path):
     expected = calibration.probability(reranker.gate.logits(g))
     assert abs(float(probability[0]) - float(expected[0])) <= 1e-5
     assert bool(applied[0]) == bool(expected[0] >= calibration.threshold)
+
+
+def test_failed_requests_leave_no_state(checkpoint):
+    reranker = FinCrowdReranker.from_pretrained(checkpoint)
+    fresh = [{**c, "id": f"n{i}", "text": c["text"] + " new"} for i, c in enumerate(candidates())]
+    for domain, scores in (("nowhere", BASE), ("open", [*BASE[:-1], float("inf")])):
+        with pytest.raises(DataError):
+            reranker.rerank(QUERY, fresh, scores, domain=domain)
+    assert len(reranker._passages) == 0 and not reranker._featurizer.terms.vocab
+    reranker.rerank(QUERY, fresh, BASE, domain="open")
+    assert len(reranker._passages) == len(fresh)
+
+
+def test_extractor_version_mismatch_is_refused(checkpoint):
+    config = json.loads((checkpoint / "config.json").read_text())
+    assert "METRICS" in config["extractor"]["vocabularies"]
+    (checkpoint / "config.json").write_text(json.dumps({**config, "extractor_version": "0.9"}))
+    with pytest.raises(DataError, match="fitted with field extractor 0.9"):
+        FinCrowdReranker.from_pretrained(checkpoint)

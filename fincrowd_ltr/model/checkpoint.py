@@ -56,7 +56,17 @@ def save_residual(
         "training": summary,
     }
     if companies is not None:
-        config["extractor"] = {"version": EXTRACTOR_VERSION, "companies": companies}
+        from fincrowd_ltr.fields import vocabulary as V
+
+        config["extractor"] = {
+            "version": EXTRACTOR_VERSION,
+            "companies": companies,
+            # the rest of the vocabulary, for the record (the extractor version pins it)
+            "vocabularies": {
+                name: getattr(V, name)
+                for name in ("METRICS", "SEGMENTS", "STATEMENTS", "UNITS", "CURRENCIES")
+            },
+        }
     tensors = {k: v.detach().contiguous() for k, v in scorer.state_dict().items()}
     save_file(tensors, str(directory / WEIGHTS))
     if gate is not None:
@@ -93,6 +103,11 @@ def read_config(directory: Path) -> dict:
         )
     if config.get("feature_names") != list(FEATURE_NAMES):
         raise DataError(f"{path}: checkpoint features differ from this version's features")
+    if config.get("extractor_version") != EXTRACTOR_VERSION:
+        raise DataError(
+            f"{path}: fitted with field extractor {config.get('extractor_version')}, this "
+            f"version has {EXTRACTOR_VERSION}; refit or use a matching fincrowd_ltr"
+        )
     return config
 
 

@@ -196,12 +196,13 @@ class FinCrowdReranker:
         bad = np.flatnonzero(~np.isfinite(base))
         if len(bad):
             raise DataError(f"base_scores[{int(bad[0])}] is not finite ({base[bad[0]]})")
+        calibration = self._calibration(domain, fallback)  # fail before touching any cache
         keys = [self._passage_key(c) for c in items]
         x = self._featurizer.features(query, keys)
         with torch.no_grad():
             final = self.scorer(torch.from_numpy(x), torch.from_numpy(base)).numpy()
             s_hat = normalise_base(torch.from_numpy(base)).numpy()
-        gate = self._decide(x, base, query, domain, fallback)
+        gate = self._decide(x, base, query, domain, calibration)
         scores = final if gate["applied"] else s_hat
         order = np.argsort(-scores, kind="stable")
         q_fields = self._featurizer.query_fields(query)
@@ -224,19 +225,32 @@ class FinCrowdReranker:
             [ids[i] for i in order], [float(scores[i]) for i in order], gate, explanation
         )
 
-    def _decide(
-        self, x: np.ndarray, base: np.ndarray, query: str, domain: str | None, fallback: str
-    ) -> dict:
+    def _calibration(self, domain: str | None, fallback: str) -> GateCalibration | None:
+        """The domain's calibration; None means no gate decision (always on, or identity)."""
         if self.gate is None:
             if domain is not None:
                 raise DataError("this checkpoint has no identity gate; pass domain=None")
-            return {"probability": None, "threshold": None, "applied": True, "domain": None}
-        if domain is None or (domain not in self.domains and fallback == "identity"):
-            if domain is None and fallback != "identity":
-                known = ", ".join(sorted(self.domains)) or "none"
-                raise DataError(f"name a gate domain (calibrated: {known})")
-            return {"probability": None, "threshold": None, "applied": False, "domain": domain}
-        calibration = domain_calibration(self.domains, domain, self.source)
+            return None
+        if domain in self.domains:
+            return self.domains[domain]
+        if fallback == "identity":
+            return None
+        if domain is None:
+            known = ", ".join(sorted(self.domains)) or "none"
+            raise DataError(f"name a gate domain (calibrated: {known})")
+        return domain_calibration(self.domains, domain, self.source)  # raises, naming domains
+
+    def _decide(
+        self,
+        x: np.ndarray,
+        base: np.ndarray,
+        query: str,
+        domain: str | None,
+        calibration: GateCalibration | None,
+    ) -> dict:
+        if calibration is None:  # no gate: always on; uncalibrated with identity fallback: off
+            applied = self.gate is None
+            return {"probability": None, "threshold": None, "applied": applied, "domain": domain}
         observed = self._featurizer.query_fields(query).observed()
         logit = float(self.gate.logits(gate_features(self.scorer, x, base, observed))[0])
         probability = float(calibration.probability(np.array([logit]))[0])
