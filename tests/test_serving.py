@@ -115,6 +115,11 @@ def test_explanation_and_gate_decision(checkpoint):
         ([], [], "candidates is empty"),
         ([{"id": "a", "text": "x"}, {"id": "a", "text": "y"}], [1.0, 2.0], "unique"),
         ([{"id": "a"}], [1.0], r"candidates\[0\]: missing field\(s\) \['text'\]"),
+        (
+            [{"id": "a", "text": "t", "metadata": {"company": ["x"]}}],
+            [1.0],
+            r"candidates\[0\]\.metadata\.company must be a string or number",
+        ),
     ],
 )
 def test_bad_input_is_named(checkpoint, cands, scores, message):

@@ -18,10 +18,10 @@ import numpy as np
 import torch
 
 from fincrowd_ltr.data.schema import DataError, Passage
-from fincrowd_ltr.features import BankFeaturizer
+from fincrowd_ltr.features import FEATURE_NAMES, BankFeaturizer
 from fincrowd_ltr.features.gate_features import gate_features
 from fincrowd_ltr.fields import FieldExtractor
-from fincrowd_ltr.fields.compatibility import conflicts
+from fincrowd_ltr.fields.extractor import FIELD_NAMES
 from fincrowd_ltr.model.checkpoint import (
     CONFIG,
     GATE_WEIGHTS,
@@ -37,6 +37,7 @@ from fincrowd_ltr.model.residual import ResidualScorer, normalise_base
 MANIFEST = "manifest.json"
 METADATA_FIELDS = ("company", "period", "doc_type", "document", "position", "is_table")
 CACHE_LIMIT = 200_000  # passages whose fields and term counts are kept between requests
+_CONFLICT_COLUMNS = [(f, FEATURE_NAMES.index(f"{f}_conflict")) for f in FIELD_NAMES]
 
 
 @dataclass
@@ -85,6 +86,10 @@ def _candidate(c: Candidate | dict, index: int) -> Candidate:
         c = Candidate(str(c["id"]), c["text"], dict(c.get("metadata") or {}))
     if not isinstance(c.text, str):
         raise DataError(f"candidates[{index}].text must be a string")
+    for key in METADATA_FIELDS:
+        value = c.metadata.get(key)
+        if value is not None and not isinstance(value, str | int | float | bool):
+            raise DataError(f"candidates[{index}].metadata.{key} must be a string or number")
     return c
 
 
@@ -113,7 +118,7 @@ class FinCrowdReranker:
         companies = config.get("extractor", {}).get("companies")
         self.extractor = FieldExtractor(companies)
         self._passages: dict[str, Passage] = {}
-        self._featurizer = BankFeaturizer(self.extractor, self._passages)
+        self._reset_cache()
 
     @property
     def base_ranker(self) -> str:
@@ -150,24 +155,41 @@ class FinCrowdReranker:
         (directory / MANIFEST).write_text(json.dumps(manifest, indent=1))
 
     def _passage_key(self, c: Candidate) -> str:
-        meta = {k: c.metadata.get(k) for k in METADATA_FIELDS}
-        key = hashlib.sha1(json.dumps([c.text, meta], sort_keys=True).encode()).hexdigest()
-        if key not in self._passages:
-            if len(self._passages) >= CACHE_LIMIT:  # bounded memory in a long-running server
-                self._passages.clear()
-                self._featurizer = BankFeaturizer(self.extractor, self._passages)
-            period = meta["period"]
-            self._passages[key] = Passage(
-                key,
-                c.text,
-                company=meta["company"],
-                document=meta["document"],
-                period=None if period is None else str(period),
-                doc_type=meta["doc_type"],
-                position=meta["position"],
-                is_table=meta["is_table"],
-            )
+        """The cache key of a candidate's text and metadata (the same text with other metadata
+        is another passage); new passages are added to the cache."""
+        meta = tuple(c.metadata.get(k) for k in METADATA_FIELDS)
+        identity = (c.text, meta)
+        key = self._keys.get(identity)
+        if key is not None:
+            return key
+        if len(self._passages) >= CACHE_LIMIT:  # bounded memory in a long-running server
+            self._reset_cache()
+        key = self._keys[identity] = f"p{len(self._keys)}"
+        company, period, doc_type, document, position, is_table = meta
+        self._passages[key] = Passage(
+            key,
+            c.text,
+            company=company,
+            document=document,
+            period=None if period is None else str(period),
+            doc_type=doc_type,
+            position=position,
+            is_table=is_table,
+        )
         return key
+
+    def _reset_cache(self) -> None:
+        self._keys: dict[tuple, str] = {}
+        self._passages.clear()
+        self._field_dicts: dict[str, dict] = {}
+        self._featurizer = BankFeaturizer(self.extractor, self._passages)
+
+    def _fields_dict(self, key: str) -> dict:
+        fields = self._field_dicts.get(key)
+        if fields is None:
+            as_dict = self._featurizer.passage_fields(key).as_dict()
+            fields = self._field_dicts[key] = {k: v for k, v in as_dict.items() if v}
+        return fields
 
     def rerank(
         self,
@@ -211,10 +233,8 @@ class FinCrowdReranker:
             "kept_original_order": not gate["applied"],
             "candidates": {
                 c.id: {
-                    "fields": {
-                        k: v for k, v in self._featurizer.passage_fields(key).as_dict().items() if v
-                    },
-                    "conflicts": list(conflicts(q_fields, self._featurizer.passage_fields(key))),
+                    "fields": self._fields_dict(key),
+                    "conflicts": [f for f, col in _CONFLICT_COLUMNS if x[i, col] > 0],
                     "base_score": float(base[i]),
                     "correction": float(final[i] - s_hat[i]),
                 }
