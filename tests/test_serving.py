@@ -9,7 +9,11 @@ import torch
 from fincrowd_ltr.cli import main
 from fincrowd_ltr.data.schema import DataError
 from fincrowd_ltr.features import FEATURE_NAMES
-from fincrowd_ltr.features.gate_features import GATE_FEATURE_NAMES
+from fincrowd_ltr.features.gate_features import (
+    GATE_FEATURE_NAMES,
+    gate_features,
+    gate_features_from_scores,
+)
 from fincrowd_ltr.model import ResidualScorer
 from fincrowd_ltr.model.checkpoint import save_residual
 from fincrowd_ltr.model.gate import GateCalibration, IdentityGate
@@ -137,12 +141,17 @@ def test_onnx_export_matches_pytorch(checkpoint, tmp_path):
     for n in (1, 7, 100):
         x = rng.integers(0, 2, size=(n, len(FEATURE_NAMES))).astype(np.float64)
         base = rng.normal(size=n)
-        scores, s_hat = ort.InferenceSession(str(out / "residual.onnx")).run(
+        scores, s_hat, z = ort.InferenceSession(str(out / "residual.onnx")).run(
             None, {"features": x, "base_scores": base}
         )
         with torch.no_grad():
             ref = reranker.scorer(torch.from_numpy(x), torch.from_numpy(base)).numpy()
         assert np.abs(scores - ref).max() <= 1e-5
+        # the gate's inputs from the ONNX outputs, without PyTorch, match the PyTorch path
+        from_onnx = gate_features_from_scores(x, base, ("period",), scores, s_hat, z)
+        assert (
+            np.abs(from_onnx - gate_features(reranker.scorer, x, base, ("period",))).max() <= 1e-5
+        )
     g = rng.normal(size=(1, len(GATE_FEATURE_NAMES)))
     calibration = reranker.domains["open"]
     probability, applied = ort.InferenceSession(str(out / "gate.onnx")).run(

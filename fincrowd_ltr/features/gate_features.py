@@ -48,14 +48,28 @@ def gate_features(
     - ``top10_rank_shift``: mean absolute rank change of the base top 10, over the bank size;
     - ``correction_spread``: standard deviation of the residual's score changes in the bank.
     """
-    n = len(base)
-    k = min(TOP, n)
     with torch.no_grad():
         x = torch.from_numpy(np.asarray(features, dtype=np.float64))
         b = torch.from_numpy(np.asarray(base, dtype=np.float64))
         s_hat = normalise_base(b).numpy()
         final = scorer(x, b).numpy()
         z = scorer.standardise(x).numpy()
+    return gate_features_from_scores(features, base, observed, final, s_hat, z)
+
+
+def gate_features_from_scores(
+    features: np.ndarray,
+    base: np.ndarray,
+    observed: tuple[str, ...],
+    final: np.ndarray,
+    s_hat: np.ndarray,
+    standardised: np.ndarray,
+) -> np.ndarray:
+    """``gate_features`` from the residual's outputs (corrected scores, normalised base scores,
+    standardised features), in NumPy only: the path ``residual.onnx`` feeds without PyTorch."""
+    n = len(base)
+    k = min(TOP, n)
+    z = standardised
     base_order = np.argsort(-base, kind="stable")
     final_order = np.argsort(-final, kind="stable")
     top = base_order[:k]

@@ -1,9 +1,10 @@
 """ONNX export of the correction's features-to-decision path, for serving without PyTorch.
 
 Two graphs: ``residual.onnx`` maps a bank's features ``(n, 17)`` and base scores ``(n,)`` to the
-corrected scores and the normalised base scores; ``gate.onnx`` maps the query's gate features
-``(1, 21)``, a domain's temperature and threshold to the gate probability and decision. Both run
-in float64, like the PyTorch modules (parity is tested under onnxruntime).
+corrected scores, the normalised base scores and the standardised features; NumPy
+(``gate_features_from_scores``) turns those into the query's gate features; ``gate.onnx`` maps
+them ``(1, 21)``, a domain's temperature and threshold to the gate probability and decision. Both
+run in float64, like the PyTorch modules (parity is tested under onnxruntime).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ class _Residual(nn.Module):
         self.scorer = scorer
 
     def forward(self, features: torch.Tensor, base: torch.Tensor):
-        return self.scorer(features, base), normalise_base(base)
+        standardised = self.scorer.standardise(features)
+        return self.scorer(features, base), normalise_base(base), standardised
 
 
 class _Gate(nn.Module):
@@ -51,7 +53,7 @@ def export_onnx(scorer: ResidualScorer, gate: IdentityGate | None, directory: Pa
         (torch.zeros(8, n_features, dtype=torch.float64), torch.arange(8, dtype=torch.float64)),
         str(paths[0]),
         input_names=["features", "base_scores"],
-        output_names=["scores", "normalised_base"],
+        output_names=["scores", "normalised_base", "standardised_features"],
         dynamic_axes={"features": {0: "n"}, "base_scores": {0: "n"}},
         opset_version=OPSET,
         dynamo=False,
