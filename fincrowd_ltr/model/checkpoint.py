@@ -54,6 +54,11 @@ def save_residual(
         "gamma": scorer.gamma,
         "base_ranker": ranker,
         "training": summary,
+        # copies for readers of the config; loading uses the safetensors weights
+        "standardisation": {
+            "feature_mean": scorer.feature_mean.tolist(),
+            "feature_std": scorer.feature_std.tolist(),
+        },
     }
     if companies is not None:
         from fincrowd_ltr.fields import vocabulary as V
@@ -72,6 +77,10 @@ def save_residual(
     if gate is not None:
         config["gate"] = {
             "feature_names": _gate_feature_names(),
+            "standardisation": {
+                "feature_mean": gate.feature_mean.tolist(),
+                "feature_std": gate.feature_std.tolist(),
+            },
             "domains": {name: c.to_dict() for name, c in (domains or {}).items()},
         }
         gate_tensors = {k: v.detach().contiguous() for k, v in gate.state_dict().items()}
