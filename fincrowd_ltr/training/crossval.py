@@ -23,6 +23,7 @@ from fincrowd_ltr.evaluation.correction import (
 )
 from fincrowd_ltr.training.data import BankDataModule
 from fincrowd_ltr.training.module import ResidualModule
+from fincrowd_ltr.training.trainer import quiet_trainer
 
 MAX_EPOCHS = 60  # early stopping on the validation fold usually ends training sooner
 MONITOR = "val_ndcg10"
@@ -67,14 +68,8 @@ def train_fold(
     dm = BankDataModule(**{"test_fold": fold, **data_kwargs})
     model = ResidualModule(**model_kwargs)
     best = KeepBest()
-    trainer = L.Trainer(
-        max_epochs=max_epochs,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        deterministic=True,
-        callbacks=[EarlyStopping(monitor=MONITOR, mode="max", patience=15), best],
+    trainer = quiet_trainer(
+        max_epochs, callbacks=[EarlyStopping(monitor=MONITOR, mode="max", patience=15), best]
     )
     trainer.fit(model, datamodule=dm)
     return model, dm, best.best_score

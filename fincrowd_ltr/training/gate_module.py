@@ -9,6 +9,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from fincrowd_ltr.model.gate import IdentityGate
+from fincrowd_ltr.training.trainer import quiet_trainer
 
 GATE_EPOCHS = 200
 
@@ -57,15 +58,7 @@ def train_gate(
     pos_weight = (len(y) - positives) / positives if positives > 0 else 1.0
     module = GateModule(x.shape[1], pos_weight=pos_weight)
     module.gate.fit_standardisation(x)
-    trainer = L.Trainer(
-        max_epochs=epochs,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        deterministic=True,
-        accelerator="cpu",
-    )
+    trainer = quiet_trainer(epochs, accelerator="cpu")
     loader = DataLoader(TensorDataset(x, y), batch_size=max(len(y), 1), shuffle=False)
     trainer.fit(module, train_dataloaders=loader)
     return module.gate
