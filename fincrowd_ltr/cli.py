@@ -157,7 +157,8 @@ def cmd_evaluate(args: argparse.Namespace) -> dict:
 
 
 def cmd_fit_residual(args: argparse.Namespace) -> None:
-    """Cross-validate the residual over group folds, then train it on every group and save it."""
+    """Cross-validate the residual (and the gated correction) over group folds, then train the
+    final correction and save it (with ``--no-gate``: the residual alone, on every group)."""
     from fincrowd_ltr.model.checkpoint import save_residual
     from fincrowd_ltr.training.crossval import (
         HPARAM_GRID,
@@ -207,12 +208,13 @@ def cmd_fit_residual(args: argparse.Namespace) -> None:
             "skipped_without_support": dm.skipped_without_support["train"],
             "query_ids": sorted({e.qid for part in ("train", "val") for e in dm.examples[part]}),
         }
-        save_residual(args.out, model.scorer, args.ranker, summary)
+        companies = dm.featurizer().extractor.companies
+        save_residual(args.out, model.scorer, args.ranker, summary, companies=companies)
         print(
             f"residual trained on every group ({summary['train_banks']} banks) saved to {args.out}"
         )
         return
-    fit_gated(args, common, grid, report)
+    fit_gated(args, common, grid, report, setting)
 
 
 def _write_report(args: argparse.Namespace, report: dict) -> None:
@@ -237,9 +239,10 @@ def _print_systems(title: str, res: dict) -> None:
             )
 
 
-def fit_gated(args: argparse.Namespace, common: dict, grid, report: dict) -> None:
-    """Cross-validate the gated correction, then fit the residual and gate on every group but
-    a calibration fold, calibrate the dataset's domain on that fold and save the checkpoint."""
+def fit_gated(args: argparse.Namespace, common: dict, grid, report: dict, setting: dict) -> None:
+    """Cross-validate the gated correction, then fit the residual (at ``setting``, the best on
+    validation folds) and gate on every group but a calibration fold, calibrate the dataset's
+    domain on that fold and save the checkpoint."""
     from fincrowd_ltr.model.checkpoint import save_residual
     from fincrowd_ltr.training.gating import GateFitter, crossvalidate_gated
 
@@ -260,7 +263,7 @@ def fit_gated(args: argparse.Namespace, common: dict, grid, report: dict) -> Non
     covered = [sum(fitter.data.covered(q) for q in fold) for fold in fitter.folds]
     calib = max(range(n), key=lambda f: (covered[f], -f))  # the largest calibration set
     train = [f for f in range(n) if f != calib]
-    scorer, setting = fitter.fit_residual(train, train[0], grid)
+    scorer, setting = fitter.fit_residual(train, train[0], (setting,))
     gate = fitter.fit_gate(train, train[0], setting)
     domain = args.domain or args.dataset
     calibration = fitter.calibrate(scorer, gate, [calib], args.regression_cap, args.min_calibration)
