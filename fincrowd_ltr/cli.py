@@ -15,6 +15,7 @@ from fincrowd_ltr.model.gate import MIN_CALIBRATION_QUERIES
 from fincrowd_ltr.retrieval.banks import DEFAULT_BANK_SIZE, MODES
 from fincrowd_ltr.retrieval.bm25 import BM25Config
 from fincrowd_ltr.retrieval.build import BankSpec, build_banks
+from fincrowd_ltr.retrieval.first_stage import FIRST_STAGES
 from fincrowd_ltr.retrieval.rankers import RANKERS
 from fincrowd_ltr.retrieval.windows import POLICIES, WindowPolicy
 
@@ -72,6 +73,13 @@ def _add_bank_args(p: argparse.ArgumentParser) -> None:
         help=f"comma-separated base rankers from {RANKERS}, or 'all'",
     )
     p.add_argument("--bank-mode", choices=MODES, default="retrieved")
+    p.add_argument(
+        "--first-stage",
+        choices=FIRST_STAGES,
+        default="bm25",
+        help="candidate retrieval: whole-corpus BM25, with query processing and/or the "
+        "question's company first (default bm25)",
+    )
     p.add_argument("--bank-size", type=int, default=DEFAULT_BANK_SIZE)
     p.add_argument(
         "--dense-pooling",
@@ -118,6 +126,7 @@ def _spec(args: argparse.Namespace) -> BankSpec:
         mode=args.bank_mode,
         bm25=BM25Config(stemmer=args.stemmer),
         dense_policy=WindowPolicy(pooling=args.dense_pooling, window_tokens=args.dense_window),
+        first_stage=getattr(args, "first_stage", "bm25"),
     )
 
 

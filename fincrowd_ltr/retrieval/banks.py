@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -29,6 +30,9 @@ BANK_FORMAT = "fincrowd-banks"
 BANK_VERSION = 1
 DEFAULT_BANK_SIZE = 100
 MODES = ("retrieved", "injected")
+
+if TYPE_CHECKING:
+    from fincrowd_ltr.retrieval.first_stage import FirstStage
 
 
 @dataclass
@@ -151,9 +155,13 @@ class BankSet:
 
 
 def retrieve_candidates(
-    dataset: Dataset, index: BM25Index, size: int = DEFAULT_BANK_SIZE, mode: str = "retrieved"
+    dataset: Dataset,
+    index: BM25Index | FirstStage,
+    size: int = DEFAULT_BANK_SIZE,
+    mode: str = "retrieved",
 ) -> BankSet:
-    """First-stage banks (no base ranker scores yet) for every query of ``dataset``."""
+    """First-stage banks (no base ranker scores yet) for every query of ``dataset``; ``index``
+    is the BM25 index or any first stage with ``search`` and ``score_ids``."""
     if mode not in MODES:
         raise DataError(f"unknown bank mode {mode!r}; choose from {MODES}")
     if size < 1:

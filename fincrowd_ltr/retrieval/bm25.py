@@ -102,15 +102,20 @@ class BM25Index:
     def search(self, query: str, k: int) -> tuple[list[str], np.ndarray]:
         """Top-``k`` passage ids and scores; ties broken by index order (stable)."""
         scores = self.scores(query)
-        k = min(k, len(scores))
-        top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
-        order = top[np.lexsort((top, -scores[top]))]
+        order = top_k(scores, k)
         return [self.pids[i] for i in order], scores[order]
 
     def score_ids(self, query: str, pids: list[str]) -> np.ndarray:
         """BM25 scores of the given passages for one query."""
         scores = self.scores(query)
         return scores[[self.position[p] for p in pids]]
+
+
+def top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` highest scores, best first; ties by index (stable)."""
+    k = min(k, len(scores))
+    top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+    return top[np.lexsort((top, -scores[top]))]
 
 
 def _stemmer(name: str | None):

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fincrowd_ltr.data.schema import Dataset
+from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.retrieval.banks import (
     DEFAULT_BANK_SIZE,
     BankSet,
@@ -15,6 +16,7 @@ from fincrowd_ltr.retrieval.banks import (
     score_banks,
 )
 from fincrowd_ltr.retrieval.bm25 import BM25Config, BM25Index
+from fincrowd_ltr.retrieval.first_stage import FirstStage
 from fincrowd_ltr.retrieval.rankers import make_rankers
 from fincrowd_ltr.retrieval.windows import WindowPolicy
 
@@ -27,20 +29,20 @@ class BankSpec:
     mode: str = "retrieved"
     bm25: BM25Config = BM25Config()
     dense_policy: WindowPolicy = WindowPolicy()
+    first_stage: str = "bm25"
 
     def key(self, dataset: Dataset, split: str) -> str:
         digest = hashlib.sha1()
-        digest.update(
-            json.dumps(
-                [
-                    self.size,
-                    self.mode,
-                    self.bm25.key(),
-                    self.dense_policy.key(),
-                    self.dense_policy.pooling,
-                ]
-            ).encode()
-        )
+        parts = [
+            self.size,
+            self.mode,
+            self.bm25.key(),
+            self.dense_policy.key(),
+            self.dense_policy.pooling,
+        ]
+        if self.first_stage != "bm25":  # plain BM25 banks keep their earlier keys
+            parts.append(self.first_stage)
+        digest.update(json.dumps(parts).encode())
         for qid, query in dataset.queries.items():
             digest.update(f"{qid}\0{query.text}\1".encode())
         return (
@@ -70,7 +72,11 @@ def build_banks(
         return bankset
     index = index or BM25Index.build(dataset.passages, spec.bm25, cache_dir, progress)
     if bankset is None:
-        bankset = retrieve_candidates(dataset, index, spec.size, spec.mode)
+        stage = index
+        if spec.first_stage != "bm25":
+            extractor = FieldExtractor.from_passages(dataset.passages.values())
+            stage = FirstStage(spec.first_stage, index, dataset.passages, extractor)
+        bankset = retrieve_candidates(dataset, stage, spec.size, spec.mode)
         bankset.split = split
     built = make_rankers(missing, dataset.passages, index, cache_dir, spec.dense_policy, progress)
     score_banks(bankset, dataset, built, progress)

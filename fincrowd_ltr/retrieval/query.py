@@ -1,0 +1,67 @@
+"""Query processing for a financial first stage, without an LLM.
+
+Steps (each can be switched on alone, for ablations):
+
+- ``instructions``: drop answer-format and persona boilerplate ("Round your answer to two decimal
+  places", "Give a response to the question by relying on ...", "Assume that you are ...");
+- ``periods``: normalise fiscal-year spellings to the years filings print ("FY2018", "FY 18",
+  "FY'18" -> "2018");
+- ``synonyms``: append the surface forms the field vocabulary lists for each metric the question
+  names ("capital expenditure" -> "purchases of property, plant and equipment", ...).
+"""
+
+from __future__ import annotations
+
+import re
+
+from fincrowd_ltr.fields import FieldExtractor
+from fincrowd_ltr.fields import vocabulary as V
+
+STEPS = ("instructions", "periods", "synonyms")
+MAX_SYNONYMS = 6  # surface forms added per metric
+
+# imperative boilerplate: one sentence (or clause up to the next full stop / question mark) each
+_INSTRUCTION = re.compile(
+    r"(?i)\b(?:round (?:your|the) answer|give a response to the question by|address the question"
+    r" by|calculate what was asked by|respond to the question by|answer the following question"
+    r"|answer the question by|assume that you are|we need to calculate a reasonable approximation"
+    r"|please (?:answer|respond|provide))[^.?]*[.?]?"
+)
+_FISCAL_YEAR = re.compile(r"(?i)\bFY\s?'?(\d{4}|\d{2})\b")
+
+
+def _year(match: re.Match) -> str:
+    year = match.group(1)
+    return year if len(year) == 4 else f"20{year}"
+
+
+class QueryProcessor:
+    """Rewrites a question for a lexical first stage.
+
+    Args:
+        extractor: Finds the metrics whose synonyms are added.
+        steps: Which steps to apply, in ``STEPS`` order.
+    """
+
+    def __init__(self, extractor: FieldExtractor, steps: tuple[str, ...] = STEPS) -> None:
+        unknown = [s for s in steps if s not in STEPS]
+        if unknown:
+            raise ValueError(f"unknown query processing step(s) {unknown}; choose from {STEPS}")
+        self.extractor = extractor
+        self.steps = tuple(s for s in STEPS if s in steps)
+
+    def __call__(self, query: str) -> str:
+        text = query
+        if "instructions" in self.steps:
+            stripped = _INSTRUCTION.sub(" ", text).strip()
+            text = stripped or text  # never strip a question to nothing
+        if "periods" in self.steps:
+            text = _FISCAL_YEAR.sub(_year, text)
+        if "synonyms" in self.steps:
+            extra = [
+                form
+                for metric in sorted(self.extractor.extract_query(text).metric)
+                for form in V.METRICS.get(metric, [])[:MAX_SYNONYMS]
+            ]
+            text = " ".join([text, *extra])
+        return " ".join(text.split())
