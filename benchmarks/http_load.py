@@ -12,7 +12,6 @@ counts and mismatches, and the in-process median per request.
 from __future__ import annotations
 
 import argparse
-import glob
 import http.client
 import json
 import socket
@@ -22,12 +21,10 @@ import sys
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
+from _banks import financebench_banks
 
-from fincrowd_ltr.data import load_dataset
-from fincrowd_ltr.retrieval.banks import BankSet
 from fincrowd_ltr.serving.reranker import FinCrowdReranker
 
 
@@ -38,12 +35,9 @@ def _free_port() -> int:
 
 
 def _requests(data_root: str | None, cache_dir: str, domain: str, limit: int) -> list[dict]:
-    data = load_dataset("financebench", data_root, "all")
-    files = sorted(glob.glob(f"{cache_dir}/banks/financebench-all-retrieved-*.jsonl"))
-    if not files:
-        raise SystemExit("build the FinanceBench banks first (make demo)")
+    data, banks = financebench_banks(data_root, cache_dir, limit)
     out = []
-    for bank in list(BankSet.load(Path(files[0]), data).banks.values())[:limit]:
+    for bank in banks:
         cands = []
         for pid, score in zip(bank.pids, bank.scores["dense"], strict=True):
             p = data.passages[pid]

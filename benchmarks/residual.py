@@ -10,11 +10,9 @@ serving); the timed path is bank statistics, compatibility, standardisation and 
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import statistics
 import time
-from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -22,11 +20,11 @@ import torch  # noqa: E402
 
 torch.set_num_threads(1)
 
-from fincrowd_ltr.data import load_dataset  # noqa: E402
+from _banks import financebench_banks  # noqa: E402
+
 from fincrowd_ltr.features import FEATURE_NAMES, BankFeaturizer  # noqa: E402
 from fincrowd_ltr.fields import FieldExtractor  # noqa: E402
 from fincrowd_ltr.model import ResidualScorer  # noqa: E402
-from fincrowd_ltr.retrieval.banks import BankSet  # noqa: E402
 from fincrowd_ltr.retrieval.dense import DenseEncoder  # noqa: E402
 
 
@@ -38,11 +36,7 @@ def main() -> None:
     parser.add_argument("--dense-banks", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    data = load_dataset("financebench", args.data_root, "all")
-    files = sorted(glob.glob(f"{args.cache_dir}/banks/financebench-all-retrieved-*.jsonl"))
-    if not files:
-        raise SystemExit("build the FinanceBench banks first (make demo)")
-    banks = list(BankSet.load(Path(files[0]), data).banks.values())[: args.banks]
+    data, banks = financebench_banks(args.data_root, args.cache_dir, args.banks)
     featurizer = BankFeaturizer(FieldExtractor.from_passages(data.passages.values()), data.passages)
     scorer = ResidualScorer(len(FEATURE_NAMES))
     for bank in banks:  # warm the per-passage caches, as a serving process would be

@@ -1,0 +1,19 @@
+"""The FinanceBench banks the benchmarks time, loaded through the bank cache (built if missing)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fincrowd_ltr.data import load_dataset
+from fincrowd_ltr.data.schema import Dataset
+from fincrowd_ltr.retrieval.banks import CandidateBank
+from fincrowd_ltr.retrieval.build import BankSpec, build_banks
+
+
+def financebench_banks(
+    data_root: str | None, cache_dir: str, limit: int
+) -> tuple[Dataset, list[CandidateBank]]:
+    """The first ``limit`` retrieved FinanceBench banks (BM25 first stage) with dense scores."""
+    data = load_dataset("financebench", data_root, "all")
+    bankset = build_banks(data, "all", ["dense"], BankSpec(), Path(cache_dir), progress=False)
+    return data, list(bankset.banks.values())[:limit]
