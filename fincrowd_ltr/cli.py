@@ -15,7 +15,7 @@ from fincrowd_ltr.model.gate import MIN_CALIBRATION_QUERIES
 from fincrowd_ltr.retrieval.banks import DEFAULT_BANK_SIZE, MODES
 from fincrowd_ltr.retrieval.bm25 import BM25Config
 from fincrowd_ltr.retrieval.build import BankSpec, build_banks
-from fincrowd_ltr.retrieval.first_stage import FIRST_STAGES
+from fincrowd_ltr.retrieval.first_stage import FIRST_STAGES, parse_first_stage
 from fincrowd_ltr.retrieval.rankers import RANKERS
 from fincrowd_ltr.retrieval.windows import POLICIES, WindowPolicy
 
@@ -73,13 +73,7 @@ def _add_bank_args(p: argparse.ArgumentParser) -> None:
         help=f"comma-separated base rankers from {RANKERS}, or 'all'",
     )
     p.add_argument("--bank-mode", choices=MODES, default="retrieved")
-    p.add_argument(
-        "--first-stage",
-        choices=FIRST_STAGES,
-        default="bm25",
-        help="candidate retrieval: whole-corpus BM25, with query processing and/or the "
-        "question's company first (default bm25)",
-    )
+    _add_first_stage_arg(p)
     p.add_argument("--bank-size", type=int, default=DEFAULT_BANK_SIZE)
     p.add_argument(
         "--dense-pooling",
@@ -94,6 +88,18 @@ def _add_bank_args(p: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         help="a TREC run file of your own ranker (reported as base:run)",
+    )
+
+
+def _add_first_stage_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--first-stage",
+        type=_first_stage,
+        default="auto",
+        help="candidate retrieval: 'bm25' plus any of +instructions +periods +synonyms "
+        "+keywords +query +entity (e.g. bm25+query+entity), or 'auto' (default): the one "
+        "chosen on training folds for the dataset (FinanceBench bm25+query+entity, TAT-QA "
+        "bm25, other corpora bm25)",
     )
 
 
@@ -118,6 +124,14 @@ def _rankers(text: str) -> list[str]:
     if unknown:
         raise DataError(f"unknown ranker(s) {unknown}; choose from {RANKERS}")
     return names
+
+
+def _first_stage(name: str) -> str:
+    try:
+        parse_first_stage(name)
+    except DataError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return name
 
 
 def _spec(args: argparse.Namespace) -> BankSpec:
@@ -185,6 +199,7 @@ def cmd_fit_residual(args: argparse.Namespace) -> None:
         "cache_dir": str(args.cache_dir),
         "folds": args.folds,
         "seed": args.seed,
+        "first_stage": args.first_stage,
     }
     grid = HPARAM_GRID if getattr(args, "select", True) else None
     report = crossvalidate(**common, train_mode=args.train_mode, val_mode=args.val_mode, grid=grid)
@@ -213,6 +228,7 @@ def cmd_fit_residual(args: argparse.Namespace) -> None:
             "split": args.split,
             "bank_mode": args.train_mode,
             "val_bank_mode": args.val_mode,
+            "first_stage": dm.hparams.first_stage,
             "train_banks": len(dm.examples["train"]),
             "skipped_without_support": dm.skipped_without_support["train"],
             "query_ids": sorted({e.qid for part in ("train", "val") for e in dm.examples[part]}),
@@ -230,7 +246,7 @@ def _write_report(args: argparse.Namespace, report: dict) -> None:
     if args.report:
         args.report.parent.mkdir(parents=True, exist_ok=True)
         args.report.write_text(json.dumps(report, indent=1))
-        print(f"cross-validation report written to {args.report}")
+        print(f"report written to {args.report}")
 
 
 def _print_systems(title: str, res: dict) -> None:
@@ -282,6 +298,7 @@ def fit_gated(args: argparse.Namespace, common: dict, grid, report: dict, settin
         "split": args.split,
         "bank_mode": args.train_mode,
         "val_bank_mode": args.val_mode,
+        "first_stage": args.first_stage,
         "folds": n,
         "seed": args.seed,
         "calibration_fold": calib,
@@ -323,7 +340,9 @@ def cmd_calibrate(args: argparse.Namespace) -> None:
                 f"{args.checkpoint}: {len(overlap)} calibration queries were training queries "
                 f"(e.g. {overlap[:3]}); calibrate on queries the correction never saw"
             )
-    spec = BankSpec(size=args.bank_size, mode="retrieved")
+    # the banks the checkpoint was trained on, unless asked otherwise
+    stage = getattr(args, "first_stage", None) or training.get("first_stage", "bm25")
+    spec = BankSpec(size=args.bank_size, mode="retrieved", first_stage=stage)
     bankset = build_banks(dataset, args.split, [ranker], spec, args.cache_dir)
     qids = [q for q in qids if q in bankset.banks and dataset.covered(q)]
     featurizer = BankFeaturizer(
@@ -478,6 +497,150 @@ def cmd_banks(args: argparse.Namespace) -> None:
         print(f"{len(bankset.banks)} banks written to {args.out}")
 
 
+def cmd_first_stage(args: argparse.Namespace) -> dict:
+    from fincrowd_ltr.evaluation.first_stage import ablation, format_ablation, retrieve_runs
+    from fincrowd_ltr.retrieval.bm25 import BM25Index
+
+    dataset = load_dataset(args.dataset, args.data_root, args.split)
+    variants = list(FIRST_STAGES) if args.variants == "all" else args.variants.split(",")
+    for name in variants:
+        parse_first_stage(name)
+    index = BM25Index.build(dataset.passages, BM25Config(stemmer=args.stemmer), args.cache_dir)
+    runs = retrieve_runs(dataset, index, variants, args.depth)
+    report = ablation(dataset, runs, args.folds, args.seed)
+    print(format_ablation(report))
+    _write_report(args, report)
+    return report
+
+
+def _named_runs(items: list[str], dataset) -> dict[str, dict[str, dict[str, float]]]:
+    """``NAME=FILE`` TREC runs (e.g. out-of-fold cross-encoder scores), read and checked."""
+    from fincrowd_ltr.data.beir import read_trec_run
+
+    runs = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise DataError(f"--scores {item!r}: write NAME=FILE (a TREC run)")
+        runs[name] = read_trec_run(Path(path), dataset)
+    return runs
+
+
+def cmd_cascade(args: argparse.Namespace) -> dict:
+    """Cross-validate the cascade (first stage -> stage-2 top k -> optional gated correction)."""
+    from fincrowd_ltr.crossencoder.crossfit import run_scores
+    from fincrowd_ltr.evaluation.cascade import crossvalidate_cascade, gated_cascade
+    from fincrowd_ltr.retrieval.cascade import CascadeSettings, settings_grid
+
+    dataset = load_dataset(args.dataset, args.data_root, args.split)
+    stage2 = _rankers(args.stage2)
+    spec = BankSpec(size=args.n, mode="retrieved", first_stage=args.first_stage)
+    bankset = build_banks(dataset, args.split, stage2, spec, args.cache_dir)
+    extra = {
+        name: run_scores(run, bankset)
+        for name, run in _named_runs(args.scores or [], dataset).items()
+    }
+    grid = settings_grid(stage2, args.n, args.k)
+    fixed = [CascadeSettings(args.n, args.k, r) for r in [*stage2, *extra]]
+    report, chosen = crossvalidate_cascade(
+        dataset, bankset, grid, args.folds, args.seed, extra, fixed
+    )
+    report["first_stage"] = spec.stage(dataset)
+    report["scores_from_runs"] = {
+        item.partition("=")[0]: item.partition("=")[2] for item in args.scores or []
+    }
+    _print_cascade(
+        report["systems"],
+        f"{dataset.name}: cascade n={args.n} k={args.k} "
+        f"({report['n_queries']} questions, {report['n_groups']} groups)",
+    )
+    print(f"chosen per fold on training folds: {report['chosen_per_fold']}")
+    if args.gated:
+        from fincrowd_ltr.training.gating import GateFitter
+
+        fitter = GateFitter(
+            args.dataset,
+            args.correction_ranker,
+            args.data_root,
+            args.split,
+            args.folds,
+            args.seed,
+            str(args.cache_dir),
+            first_stage=args.first_stage,
+        )
+        report["gated"] = {"selected": gated_cascade(fitter, bankset, chosen, extra)}
+        _print_cascade(report["gated"]["selected"]["systems"], "gated correction on top-k")
+        for name in extra:  # a run-based stage 2 (e.g. cross-encoder) with the correction
+            same = dict.fromkeys(chosen, CascadeSettings(args.n, args.k, name))
+            report["gated"][name] = gated_cascade(fitter, bankset, same, extra)
+            _print_cascade(report["gated"][name]["systems"], f"gated correction on {name} top-k")
+    _write_report(args, report)
+    return report
+
+
+def _print_cascade(systems: dict, title: str) -> None:
+    print(f"\n{title}")
+    for name, s in systems.items():
+        ci = s["ci95"]
+        print(
+            f"  {name:<44} R@10 {s['recall@10']:.3f} [{ci['recall@10'][0]:.3f},"
+            f"{ci['recall@10'][1]:.3f}]  nDCG@10 {s['ndcg@10']:.3f}  R@100 {s['recall@100']:.3f}"
+            f"  dR@10 {s['delta']['recall@10']:+.3f}  regression {s['regression_rate']:.3f}"
+        )
+
+
+def cmd_train_cross_encoder(args: argparse.Namespace) -> None:
+    """Out-of-fold scores on group folds (a TREC run), then a final adapter on every group."""
+    from fincrowd_ltr.crossencoder import CrossEncoder, CrossEncoderConfig, train_cross_encoder
+    from fincrowd_ltr.crossencoder.crossfit import crossfit, write_run
+    from fincrowd_ltr.crossencoder.training import hard_negative_groups
+
+    dataset = load_dataset(args.dataset, args.data_root, args.split)
+    spec = BankSpec(size=args.depth, mode="retrieved", first_stage=args.first_stage)
+    bankset = build_banks(dataset, args.split, [args.negatives_from], spec, args.cache_dir)
+    config = CrossEncoderConfig(max_length=args.max_length)
+    train_kwargs = {
+        "max_epochs": args.epochs,
+        "batch_size": args.batch_size,
+        "lr": args.lr,
+        "max_groups": args.max_groups,
+    }
+    report: dict = {
+        "dataset": dataset.name,
+        "first_stage": spec.stage(dataset),
+        "depth": args.depth,
+        "config": vars(config),
+        "train": train_kwargs,
+    }
+    if args.run_out is not None:
+        run, folds = crossfit(
+            dataset,
+            bankset,
+            args.negatives_from,
+            config,
+            args.folds,
+            args.seed,
+            args.depth,
+            train_kwargs,
+        )
+        write_run(run, args.run_out, "cross-encoder")
+        report["folds"] = folds
+        print(f"out-of-fold scores of {len(run)} questions written to {args.run_out}")
+    if args.out is not None:
+        covered = [q for q in dataset.queries if q in bankset.banks and dataset.covered(q)]
+        groups = hard_negative_groups(dataset, bankset, args.negatives_from, covered)
+        model = CrossEncoder.from_minilm(config)
+        model.config.training = {
+            **train_cross_encoder(model, groups, seed=args.seed, **train_kwargs),
+            "dataset": dataset.name,
+            "split": args.split,
+            "query_ids": covered,
+        }
+        model.save(args.out)
+        print(f"cross-encoder adapter ({len(groups)} groups) saved to {args.out}")
+    _write_report(args, report)
+
+
 def cmd_audit(args: argparse.Namespace) -> None:
     from fincrowd_ltr.fields.audit import run_audit
 
@@ -598,6 +761,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("fit-residual", help="cross-validate, train and save the residual")
     _add_data_args(p)
     p.add_argument("--ranker", default="dense", help="the base ranker to correct")
+    _add_first_stage_arg(p)
     p.add_argument(
         "--train-mode",
         choices=MODES,
@@ -648,6 +812,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--folds", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--bank-size", type=int, default=DEFAULT_BANK_SIZE)
+    p.add_argument(
+        "--first-stage",
+        type=_first_stage,
+        default=None,
+        help="first stage of the calibration banks (default: the checkpoint's)",
+    )
     _add_cap_arg(p)
     p.set_defaults(func=cmd_calibrate)
 
@@ -697,6 +867,60 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bank_args(p)
     p.add_argument("--out", type=Path, default=None, help="also write the banks here (JSONL)")
     p.set_defaults(func=cmd_banks)
+
+    p = sub.add_parser(
+        "first-stage", help="first-stage ablation on group folds and the training-fold choice"
+    )
+    _add_data_args(p)
+    p.add_argument(
+        "--variants",
+        default="all",
+        help=f"comma-separated first stages, or 'all' ({', '.join(FIRST_STAGES)})",
+    )
+    p.add_argument("--depth", type=int, default=100, help="passages retrieved per question")
+    p.add_argument("--folds", type=int, default=5, help="group folds for the choice")
+    p.add_argument("--seed", type=int, default=0, help="fold assignment seed")
+    p.add_argument("--stemmer", default=None, help="BM25 stemmer (PyStemmer name), default none")
+    p.add_argument("--report", type=Path, default=None, help="write the JSON report here")
+    p.set_defaults(func=cmd_first_stage)
+
+    p = sub.add_parser("cascade", help="cross-validate the reranker cascade (and the gate)")
+    _add_data_args(p)
+    _add_first_stage_arg(p)
+    p.add_argument("--stage2", default="dense,hybrid", help="stage-2 rankers to choose from")
+    p.add_argument("--n", type=int, default=200, help="candidates stage 1 passes on")
+    p.add_argument("--k", type=int, default=20, help="candidates stage 2 keeps")
+    p.add_argument(
+        "--scores",
+        action="append",
+        help="NAME=FILE: a TREC run reported as another stage-2 ranker (not part of the "
+        "choice), e.g. out-of-fold cross-encoder scores",
+    )
+    p.add_argument("--gated", action="store_true", help="add the residual and gate on top-k")
+    p.add_argument("--correction-ranker", default="dense", help="base ranker of the residual")
+    p.add_argument("--folds", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--report", type=Path, default=None, help="write the JSON report here")
+    p.set_defaults(func=cmd_cascade)
+
+    p = sub.add_parser(
+        "train-cross-encoder", help="LoRA cross-encoder: out-of-fold scores and a final adapter"
+    )
+    _add_data_args(p)
+    _add_first_stage_arg(p)
+    p.add_argument("--depth", type=int, default=200, help="bank candidates scored per question")
+    p.add_argument("--negatives-from", default="dense", help="ranker ordering hard negatives")
+    p.add_argument("--max-length", type=int, default=128, help="word pieces per pair")
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--batch-size", type=int, default=4, help="groups (1 + 7 negatives) per step")
+    p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--max-groups", type=int, default=None, help="cap on training groups")
+    p.add_argument("--folds", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--run-out", type=Path, default=None, help="write out-of-fold scores (TREC)")
+    p.add_argument("--out", type=Path, default=None, help="save the final adapter here")
+    p.add_argument("--report", type=Path, default=None, help="write the JSON summary here")
+    p.set_defaults(func=cmd_train_cross_encoder)
 
     p = sub.add_parser("audit", help="field extractor precision/recall/F1 on the audit labels")
     p.add_argument("--labels", type=Path, default=Path("audit/labels.jsonl"))

@@ -6,10 +6,12 @@ import json
 import pytest
 
 from fincrowd_ltr.data import load_dataset
+from fincrowd_ltr.data.schema import DataError
+from fincrowd_ltr.evaluation.first_stage import ablation, retrieve_runs
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.retrieval.bm25 import BM25Index
-from fincrowd_ltr.retrieval.first_stage import FirstStage
-from fincrowd_ltr.retrieval.query import QueryProcessor
+from fincrowd_ltr.retrieval.first_stage import FirstStage, parse_first_stage, resolve_first_stage
+from fincrowd_ltr.retrieval.query import QUERY_STEPS, QueryProcessor
 
 FX = FieldExtractor()
 
@@ -84,3 +86,38 @@ def test_entity_first_stage_ranks_the_named_company_first_and_falls_back(tmp_pat
         stage.score_ids("How did Globex revenue grow?", ["Globex-2019"])[0]
         == scores[pids.index("Globex-2019")]
     )
+
+
+def test_keywords_step_appends_key_phrases():
+    question = "What was the capital expenditure of Acme in 2018?"
+    out = QueryProcessor(FX, ("keywords",))(question)
+    assert out.startswith(question) and len(out) > len(question)
+    assert "capital expenditure" in out[len(question) :].lower()
+
+
+def test_first_stage_names_parse_and_auto_resolves_per_dataset():
+    assert parse_first_stage("bm25") == ((), False)
+    assert parse_first_stage("bm25+query+entity") == (QUERY_STEPS, True)
+    assert parse_first_stage("bm25+keywords+periods") == (("periods", "keywords"), False)
+    for bad in ("bm25+stemming", "dense+query", "bm25+query+query"):
+        with pytest.raises(DataError, match="unknown first stage"):
+            parse_first_stage(bad)
+    assert resolve_first_stage("auto", "financebench") == "bm25+query+entity"
+    assert resolve_first_stage("auto", "tatqa") == "bm25"
+    assert resolve_first_stage("auto", "my-corpus") == "bm25"
+    assert resolve_first_stage("bm25+periods", "financebench") == "bm25+periods"
+
+
+def test_ablation_reports_every_variant_and_chooses_on_training_folds(tmp_path):
+    data = _corpus(tmp_path / "c")
+    index = BM25Index.build(data.passages, progress=False)
+    variants = ["bm25", "bm25+entity"]
+    runs = retrieve_runs(data, index, variants, depth=3)
+    report = ablation(data, runs, k=2)
+    assert set(report["variants"]) == {"bm25", "bm25+entity", "selected"}
+    assert report["variants"]["bm25+entity"]["recall@100"] == 1.0  # Globex pages first
+    assert report["chosen_on_all"] in variants
+    assert len(report["chosen_per_fold"]) == 2
+    # one question, one group: no fold has both training and test questions, nothing is chosen
+    assert report["variants"]["selected"]["n"] == 0
+    assert "delta_recall@100_vs_bm25" in report["variants"]["bm25+entity"]

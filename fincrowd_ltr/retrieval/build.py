@@ -16,7 +16,7 @@ from fincrowd_ltr.retrieval.banks import (
     score_banks,
 )
 from fincrowd_ltr.retrieval.bm25 import BM25Config, BM25Index
-from fincrowd_ltr.retrieval.first_stage import FirstStage
+from fincrowd_ltr.retrieval.first_stage import FirstStage, resolve_first_stage
 from fincrowd_ltr.retrieval.rankers import make_rankers
 from fincrowd_ltr.retrieval.windows import WindowPolicy
 
@@ -31,6 +31,10 @@ class BankSpec:
     dense_policy: WindowPolicy = WindowPolicy()
     first_stage: str = "bm25"
 
+    def stage(self, dataset: Dataset) -> str:
+        """The first stage this spec uses on ``dataset`` (``auto`` resolved per dataset)."""
+        return resolve_first_stage(self.first_stage, dataset.name)
+
     def key(self, dataset: Dataset, split: str) -> str:
         digest = hashlib.sha1()
         parts = [
@@ -40,8 +44,8 @@ class BankSpec:
             self.dense_policy.key(),
             self.dense_policy.pooling,
         ]
-        if self.first_stage != "bm25":  # plain BM25 banks keep their earlier keys
-            parts.append(self.first_stage)
+        if self.stage(dataset) != "bm25":  # plain BM25 banks keep their earlier keys
+            parts.append(self.stage(dataset))
         digest.update(json.dumps(parts).encode())
         for qid, query in dataset.queries.items():
             digest.update(f"{qid}\0{query.text}\1".encode())
@@ -73,9 +77,9 @@ def build_banks(
     index = index or BM25Index.build(dataset.passages, spec.bm25, cache_dir, progress)
     if bankset is None:
         stage = index
-        if spec.first_stage != "bm25":
+        if spec.stage(dataset) != "bm25":
             extractor = FieldExtractor.from_passages(dataset.passages.values())
-            stage = FirstStage(spec.first_stage, index, dataset.passages, extractor)
+            stage = FirstStage(spec.stage(dataset), index, dataset.passages, extractor)
         bankset = retrieve_candidates(dataset, stage, spec.size, spec.mode)
         bankset.split = split
     built = make_rankers(missing, dataset.passages, index, cache_dir, spec.dense_policy, progress)

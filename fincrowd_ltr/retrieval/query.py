@@ -7,18 +7,25 @@ Steps (each can be switched on alone, for ablations):
 - ``periods``: normalise fiscal-year spellings to the years filings print ("FY2018", "FY 18",
   "FY'18" -> "2018");
 - ``synonyms``: append the surface forms the field vocabulary lists for each metric the question
-  names ("capital expenditure" -> "purchases of property, plant and equipment", ...).
+  names ("capital expenditure" -> "purchases of property, plant and equipment", ...);
+- ``keywords``: append the question's key phrases found by YAKE (Campos et al., 2020), a
+  statistical keyword extractor without a model: the reviewed FinanceRAG system's "original query
+  plus extracted keywords" expansion, without an LLM.
 """
 
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.fields import vocabulary as V
 
-STEPS = ("instructions", "periods", "synonyms")
+STEPS = ("instructions", "periods", "synonyms", "keywords")
+QUERY_STEPS = ("instructions", "periods", "synonyms")  # what "query" stands for in stage names
 MAX_SYNONYMS = 6  # surface forms added per metric
+MAX_KEYWORDS = 5  # key phrases added by the keywords step
+MAX_KEYWORD_WORDS = 3
 
 # imperative boilerplate: one sentence (or clause up to the next full stop / question mark) each
 _INSTRUCTION = re.compile(
@@ -35,6 +42,18 @@ def _year(match: re.Match) -> str:
     return year if len(year) == 4 else f"20{year}"
 
 
+@lru_cache(maxsize=1)
+def _yake():
+    import yake
+
+    return yake.KeywordExtractor(lan="en", n=MAX_KEYWORD_WORDS, top=MAX_KEYWORDS)
+
+
+def keywords(text: str) -> list[str]:
+    """The question's key phrases, best first (YAKE, English stopwords, up to 3 words)."""
+    return [phrase for phrase, _ in _yake().extract_keywords(text)]
+
+
 class QueryProcessor:
     """Rewrites a question for a lexical first stage.
 
@@ -43,7 +62,7 @@ class QueryProcessor:
         steps: Which steps to apply, in ``STEPS`` order.
     """
 
-    def __init__(self, extractor: FieldExtractor, steps: tuple[str, ...] = STEPS) -> None:
+    def __init__(self, extractor: FieldExtractor, steps: tuple[str, ...] = QUERY_STEPS) -> None:
         unknown = [s for s in steps if s not in STEPS]
         if unknown:
             raise ValueError(f"unknown query processing step(s) {unknown}; choose from {STEPS}")
@@ -57,11 +76,13 @@ class QueryProcessor:
             text = stripped or text  # never strip a question to nothing
         if "periods" in self.steps:
             text = _FISCAL_YEAR.sub(_year, text)
+        extra: list[str] = []
         if "synonyms" in self.steps:
-            extra = [
+            extra += [
                 form
                 for metric in sorted(self.extractor.extract_query(text).metric)
                 for form in V.METRICS.get(metric, [])[:MAX_SYNONYMS]
             ]
-            text = " ".join([text, *extra])
-        return " ".join(text.split())
+        if "keywords" in self.steps:
+            extra += keywords(text)  # key phrases of the question itself
+        return " ".join(" ".join([text, *extra]).split())

@@ -111,6 +111,7 @@ def crossvalidate(
     model_kwargs: dict | None = None,
     max_epochs: int = MAX_EPOCHS,
     grid: tuple[dict, ...] | None = None,
+    first_stage: str = "auto",
 ) -> dict:
     """Train on ``train_mode`` banks of the other folds, evaluate each held-out fold in every
     ``eval_modes`` bank mode; returns ``{mode: {"base": ..., "residual": ..., "oracle": ...}}``.
@@ -129,6 +130,7 @@ def crossvalidate(
         "cache_dir": cache_dir,
         "folds": folds,
         "seed": seed,
+        "first_stage": first_stage,
     }
     pooled: dict[str, dict[str, dict]] = {
         m: {"base": {}, "residual": {}, "oracle": {}} for m in eval_modes
@@ -159,6 +161,7 @@ def crossvalidate(
     report: dict = {
         "dataset": dataset,
         "ranker": ranker,
+        "first_stage": first_stage,
         "train_mode": train_mode,
         "val_mode": val_mode or train_mode,
         "folds": folds,

@@ -119,6 +119,8 @@ class BankDataModule(L.LightningDataModule):
         val_bank_mode: Bank mode of the validation and test banks (default: ``bank_mode``), e.g.
             train on gold-injected banks but select and stop on retrieved ones, as deployed.
         parts: Explicit ``{"train", "val", "test"}`` query ids (overrides the fold arguments).
+        first_stage: The first stage that retrieves the banks (see
+            :mod:`fincrowd_ltr.retrieval.first_stage`).
     """
 
     def __init__(
@@ -136,6 +138,7 @@ class BankDataModule(L.LightningDataModule):
         batch_size: int = 16,
         val_bank_mode: str | None = None,
         parts: dict[str, list[str]] | None = None,
+        first_stage: str = "auto",
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -186,7 +189,7 @@ class BankDataModule(L.LightningDataModule):
 
     def _examples(self, data: Dataset, mode: str) -> dict[str, BankExample]:
         hp = self.hparams
-        spec = BankSpec(size=hp.bank_size, mode=mode)
+        spec = BankSpec(size=hp.bank_size, mode=mode, first_stage=hp.first_stage)
         bankset = build_banks(data, hp.split, [hp.ranker], spec, Path(hp.cache_dir), progress=False)
         featurizer = _featurizer(hp.dataset, hp.data_root, hp.split)
         cache = self._feature_cache(spec.key(data, hp.split))

@@ -138,8 +138,10 @@ class GateFitter:
         train_mode: str = "injected",
         val_mode: str = "retrieved",
         gate_modes: tuple[str, ...] = ("retrieved", "injected"),
+        first_stage: str = "auto",
     ) -> None:
         self.common = {
+            "first_stage": first_stage,
             "dataset": dataset,
             "data_root": data_root,
             "split": split,
