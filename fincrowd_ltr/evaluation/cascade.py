@@ -1,0 +1,196 @@
+"""The cascade on group-held-out folds: stage-2 ranker and score fusion chosen on training folds,
+optionally followed by the residual correction and identity gate trained and calibrated on other
+folds than the reported one.
+
+For test fold ``f`` the cascade settings (stage-2 ranker, normalisation, fusion weight) are the
+best mean Recall@10 (tie-break nDCG@10) over the covered questions of every other fold. With the
+gate, fold ``f + 1`` calibrates it on its own cascade top-``k`` banks and the remaining folds train
+the residual and (cross-fitted) the gate, exactly as in :func:`crossvalidate_gated`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fincrowd_ltr.data.schema import DataError, Dataset
+from fincrowd_ltr.data.splits import group_kfold
+from fincrowd_ltr.evaluation.correction import compare
+from fincrowd_ltr.evaluation.metrics import per_query
+from fincrowd_ltr.model.gate import DEFAULT_REGRESSION_CAP, MIN_CALIBRATION_QUERIES, calibrate
+from fincrowd_ltr.retrieval.banks import BankSet, CandidateBank
+from fincrowd_ltr.retrieval.cascade import CascadeSettings, cascade_order
+
+SELECT_ON = ("recall@10", "ndcg@10")
+FIRST = "first-stage"
+SELECTED = "cascade:selected"
+COLUMN = "cascade"  # the fused score's column in top-k banks
+
+
+def _second(bank: CandidateBank, ranker: str, extra: dict[str, dict[str, np.ndarray]]):
+    if ranker in bank.scores:
+        return bank.scores[ranker]
+    if ranker in extra and bank.qid in extra[ranker]:
+        return extra[ranker][bank.qid]
+    raise DataError(f"bank {bank.qid!r} has no {ranker!r} scores for the cascade's stage 2")
+
+
+def top_k_bank(
+    bank: CandidateBank, settings: CascadeSettings, extra: dict | None = None
+) -> tuple[CandidateBank, list[str]]:
+    """The cascade's top-``k`` bank (fused scores in column ``cascade``) and the rest of its
+    order (candidates ``k + 1 .. n``)."""
+    order, fused = cascade_order(
+        bank.first_stage, _second(bank, settings.stage2, extra or {}), settings
+    )
+    top, rest = order[: settings.k], order[settings.k :]
+    kept = CandidateBank(
+        bank.qid, [bank.pids[i] for i in top], bank.first_stage[top], {COLUMN: fused[top]}
+    )
+    return kept, [bank.pids[i] for i in rest]
+
+
+def cascade_ranking(bank: CandidateBank, settings: CascadeSettings, extra=None) -> list[str]:
+    kept, rest = top_k_bank(bank, settings, extra)
+    return kept.ranking(COLUMN) + rest
+
+
+def _choose(rows: dict[str, dict[str, dict]], qids: list[str]) -> str:
+    def key(name: str) -> tuple[float, ...]:
+        return tuple(float(np.mean([rows[name][q][m] for q in qids])) for m in SELECT_ON)
+
+    return max(rows, key=key)
+
+
+def crossvalidate_cascade(
+    dataset: Dataset,
+    bankset: BankSet,
+    grid: list[CascadeSettings],
+    folds: int = 5,
+    seed: int = 0,
+    extra: dict[str, dict[str, np.ndarray]] | None = None,
+    report_fixed: list[CascadeSettings] | None = None,
+) -> tuple[dict, dict[str, CascadeSettings]]:
+    """Report the first stage, each setting in ``report_fixed`` and the settings chosen per
+    fold on training folds (``cascade:selected``); returns the report and each question's
+    chosen settings."""
+    extra = extra or {}
+    qids = [q for q in dataset.queries if q in bankset.banks and dataset.covered(q)]
+    if not qids:
+        raise DataError(f"{dataset.name}: no covered question has a bank")
+    by_name = {s.name: s for s in grid}
+    rankings = {
+        name: {q: cascade_ranking(bankset.banks[q], s, extra) for q in qids}
+        for name, s in by_name.items()
+    }
+    rows = {
+        name: {q: per_query(r[q], dataset.qrels[q]) for q in qids} for name, r in rankings.items()
+    }
+    first = {q: bankset.banks[q].pids for q in qids}
+    fold_qids = [[q for q in fold if q in set(qids)] for fold in group_kfold(dataset, folds, seed)]
+    chosen: dict[str, CascadeSettings] = {}
+    per_fold = []
+    for i, test in enumerate(fold_qids):
+        train = [q for j, fold in enumerate(fold_qids) if j != i for q in fold]
+        if not test or not train:
+            per_fold.append(None)
+            continue
+        name = _choose(rows, train)
+        per_fold.append(name)
+        chosen.update({q: by_name[name] for q in test})
+    systems = {FIRST: first}
+    for s in report_fixed or []:
+        systems[s.name] = {q: cascade_ranking(bankset.banks[q], s, extra) for q in qids}
+    systems[SELECTED] = {q: rankings[chosen[q].name][q] for q in qids}
+    report = {
+        "dataset": dataset.name,
+        "n_queries": len(qids),
+        "n_groups": len({dataset.queries[q].group for q in qids}),
+        "n": grid[0].n,
+        "k": grid[0].k,
+        "selection": f"best mean {SELECT_ON[0]} (tie-break {SELECT_ON[1]}) over the training "
+        f"folds of {folds} group folds; grid of {len(grid)} settings",
+        "grid": [s.name for s in grid],
+        "chosen_per_fold": per_fold,
+        "chosen_on_all": _choose(rows, qids),
+        "systems": {name: compare(dataset, r, first, qids) for name, r in systems.items()},
+    }
+    return report, chosen
+
+
+def gated_cascade(
+    fitter,
+    bankset: BankSet,
+    chosen: dict[str, CascadeSettings],
+    extra: dict | None = None,
+    cap: float = DEFAULT_REGRESSION_CAP,
+    min_queries: int = MIN_CALIBRATION_QUERIES,
+    grid: tuple[dict, ...] = ({},),
+) -> dict:
+    """Residual and gate on the cascade's top-``k`` banks, cross-validated: for test fold ``f``
+    the residual and gate train on the folds other than ``f`` and ``f + 1`` (``fitter``:
+    a :class:`~fincrowd_ltr.training.gating.GateFitter`), the gate is calibrated on fold
+    ``f + 1``'s top-``k`` banks, and fold ``f``'s top-``k`` banks are reordered."""
+    from fincrowd_ltr.training.data import make_examples
+    from fincrowd_ltr.training.gating import gate_rows, gated_rankings
+
+    data = fitter.data
+    n = len(fitter.folds)
+    systems: dict[str, dict[str, list[str]]] = {"cascade": {}, "residual": {}, "gated": {}}
+    opened: dict[str, bool] = {}
+    folds_out = []
+
+    def rows_of(fold: int, scorer, settings_of: dict[str, CascadeSettings]):
+        qids = [q for q in fitter.folds[fold] if q in chosen and q in bankset.banks]
+        kept, rests = {}, {}
+        for q in qids:
+            kept[q], rests[q] = top_k_bank(bankset.banks[q], settings_of[q], extra)
+        top = BankSet(data.name, bankset.split, bankset.mode, 0, kept)
+        examples = make_examples(data, top, COLUMN, fitter.featurizer, qids)
+        return gate_rows(data, fitter.featurizer, scorer, examples), rests
+
+    for f in range(n):
+        calib = (f + 1) % n
+        train = [g for g in range(n) if g not in (f, calib)]
+        test_q = [q for q in fitter.folds[f] if q in chosen]
+        if not test_q:
+            continue
+        scorer, setting = fitter.fit_residual(train, calib, grid)
+        gate = fitter.fit_gate(train, calib, setting)
+        # calibration banks: the test fold's cascade settings on the calibration questions
+        settings = chosen[test_q[0]]
+        cal_rows, _ = rows_of(calib, scorer, dict.fromkeys(fitter.folds[calib], settings))
+        calibration = calibrate(
+            gate.logits(cal_rows.features),
+            cal_rows.gains,
+            cal_rows.qids,
+            cap,
+            min_queries,
+            data.name,
+        )
+        rows, rests = rows_of(f, scorer, chosen)
+        gated, decisions = gated_rankings(rows, gate, calibration)
+        for q in rows.qids:
+            systems["cascade"][q] = rows.base[q] + rests[q]
+            systems["residual"][q] = rows.residual[q] + rests[q]
+            systems["gated"][q] = gated[q] + rests[q]
+        opened.update(decisions)
+        folds_out.append(
+            {
+                "test_fold": f,
+                "calibration_fold": calib,
+                "threshold": calibration.threshold,
+                "calibration_queries": calibration.n_queries,
+            }
+        )
+    qids = sorted(systems["cascade"])
+    base = systems["cascade"]
+    return {
+        "n_queries": len(qids),
+        "gate_open_share": float(np.mean([opened[q] for q in qids])) if qids else float("nan"),
+        "folds": folds_out,
+        "systems": {
+            f"{SELECTED}": compare(data, base, base, qids),
+            f"{SELECTED}+residual": compare(data, systems["residual"], base, qids),
+            f"{SELECTED}+gated": compare(data, systems["gated"], base, qids),
+        },
+    }

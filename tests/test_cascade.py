@@ -1,0 +1,104 @@
+"""Score normalisation on hand-made scores, the cascade's stage sizes and order, and its
+cross-validated choice on a small corpus."""
+
+import json
+
+import numpy as np
+import pytest
+
+from fincrowd_ltr.data import load_dataset
+from fincrowd_ltr.evaluation.cascade import FIRST, SELECTED, crossvalidate_cascade, top_k_bank
+from fincrowd_ltr.retrieval.banks import CandidateBank
+from fincrowd_ltr.retrieval.build import BankSpec, build_banks
+from fincrowd_ltr.retrieval.cascade import CascadeSettings, cascade_order, settings_grid
+from fincrowd_ltr.retrieval.fusion import normalise, weighted_fusion
+
+
+def test_each_normalisation_on_hand_made_scores():
+    s = np.array([3.0, 1.0, 2.0, 1.0])
+    np.testing.assert_allclose(normalise(s, "minmax"), [1.0, 0.0, 0.5, 0.0])
+    sd = np.std(s)
+    np.testing.assert_allclose(normalise(s, "zscore"), (s - 1.75) / sd)
+    # ranks 1, 3, 2, 4 (ties in input order) -> 1 - (rank - 1) / 3
+    np.testing.assert_allclose(normalise(s, "rank"), [1.0, 1 / 3, 2 / 3, 0.0])
+    flat = np.array([2.0, 2.0])
+    assert list(normalise(flat, "minmax")) == [0.5, 0.5]
+    assert list(normalise(flat, "zscore")) == [0.0, 0.0]
+    assert list(normalise(np.array([5.0]), "rank")) == [1.0]
+    for method in ("minmax", "zscore", "rank"):
+        assert normalise(s, method).dtype == np.float64
+    with pytest.raises(ValueError, match="unknown normalisation"):
+        normalise(s, "softmax")
+
+
+def test_weighted_fusion_mixes_normalised_scores():
+    first, second = np.array([10.0, 0.0]), np.array([0.0, 1.0])
+    np.testing.assert_allclose(weighted_fusion(first, second, 1.0, "minmax"), [0.0, 1.0])
+    np.testing.assert_allclose(weighted_fusion(first, second, 0.0, "minmax"), [1.0, 0.0])
+    np.testing.assert_allclose(weighted_fusion(first, second, 0.25, "minmax"), [0.75, 0.25])
+    with pytest.raises(ValueError, match="weight"):
+        weighted_fusion(first, second, 1.5, "minmax")
+
+
+def test_cascade_stage_sizes_and_order():
+    first = np.arange(10, 0, -1, dtype=float)  # first-stage order 0..9
+    second = np.array([0, 0, 0, 0, 0, 0, 0, 0, 5, 9], dtype=float)
+    settings = CascadeSettings(n=8, k=3, stage2="x")
+    order, fused = cascade_order(first, second, settings)
+    assert len(order) == 8 and len(fused) == 8  # stage 1 passes on n candidates
+    assert list(order[:3]) == [0, 1, 2]  # stage-2 ties keep first-stage order
+    bank = CandidateBank("q", [f"p{i}" for i in range(10)], first, {"x": second})
+    kept, rest = top_k_bank(bank, CascadeSettings(n=10, k=3, stage2="x"))
+    assert kept.pids == ["p9", "p8", "p0"] and len(rest) == 7  # stage 2 keeps k
+    assert set(kept.pids).isdisjoint(rest)
+    with pytest.raises(ValueError, match="k <= n"):
+        CascadeSettings(n=5, k=6)
+    grid = settings_grid(["a", "b"], n=10, k=3)
+    assert len(grid) == 2 * (1 + 3 * 3) and len({s.name for s in grid}) == len(grid)
+
+
+def _corpus(root):
+    corpus, queries, qrels = [], [], []
+    for c in range(6):
+        company = f"Company{c}"
+        for year in (2019, 2020, 2021):
+            corpus.append(
+                {
+                    "_id": f"{company}-{year}",
+                    "text": f"{company} annual report {year} revenue and operating income "
+                    f"{'segment ' * (year - 2018)}",
+                    "metadata": {"company": company, "period": year},
+                }
+            )
+        queries.append({"_id": f"q{c}", "text": f"What was {company} revenue in 2020?"})
+        qrels.append(f"q{c}\t{company}-2020\t1\n")
+    root.mkdir()
+    (root / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in corpus))
+    (root / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    (root / "qrels.tsv").write_text("".join(qrels))
+    return load_dataset("beir", str(root), "all")
+
+
+def test_crossvalidated_cascade_reports_first_stage_fixed_and_selected(tmp_path):
+    data = _corpus(tmp_path / "c")
+    banks = build_banks(data, "all", ["bm25"], BankSpec(size=6), None, progress=False)
+    # stage-2 "rankers" that know the answer (oracle) or its opposite (anti), over a first stage
+    # that ranks the gold last: the oracle must win the choice on every fold
+    oracle = {
+        q: np.array([float(p in data.qrels[q]) for p in b.pids]) for q, b in banks.banks.items()
+    }
+    anti = {q: -o for q, o in oracle.items()}
+    for q, bank in banks.banks.items():
+        bank.first_stage = anti[q].copy()
+    report, chosen = crossvalidate_cascade(
+        data,
+        banks,
+        settings_grid(["anti", "oracle"], n=6, k=3),
+        folds=3,
+        extra={"oracle": oracle, "anti": anti},
+        report_fixed=[CascadeSettings(6, 3, "oracle")],
+    )
+    assert set(report["systems"]) == {FIRST, "cascade:oracle", SELECTED}
+    assert report["systems"]["cascade:oracle"]["ndcg@10"] == 1.0
+    assert all("oracle" in name for name in report["chosen_per_fold"])
+    assert all(s.stage2 == "oracle" for s in chosen.values()) and len(chosen) == 6
