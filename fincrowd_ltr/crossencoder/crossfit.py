@@ -1,0 +1,100 @@
+"""Out-of-fold cross-encoder scores: for each group fold, a cross-encoder trained on the other
+folds scores that fold's bank candidates, so every score comes from a model that never saw the
+question's company (FinanceBench) or context (TAT-QA). Written as a TREC run, which
+``fincrowd evaluate --run`` and ``fincrowd cascade --scores`` read like any other ranker.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from fincrowd_ltr.crossencoder.model import CrossEncoder, CrossEncoderConfig
+from fincrowd_ltr.crossencoder.training import hard_negative_groups, train_cross_encoder
+from fincrowd_ltr.data.schema import Dataset
+from fincrowd_ltr.data.splits import group_kfold
+from fincrowd_ltr.retrieval.banks import BankSet
+
+
+def score_banks_with(
+    model: CrossEncoder,
+    dataset: Dataset,
+    bankset: BankSet,
+    qids: list[str],
+    depth: int,
+    progress: bool = True,
+) -> dict[str, dict[str, float]]:
+    """``{qid: {pid: logit}}`` for the first ``depth`` candidates of each bank."""
+    out = {}
+    for qid in tqdm(qids, desc="cross-encoder scoring", unit=" banks", disable=not progress):
+        pids = bankset.banks[qid].pids[:depth]
+        texts = [dataset.passages[p].text for p in pids]
+        scores = model.score(dataset.queries[qid].text, texts)
+        out[qid] = dict(zip(pids, scores.tolist(), strict=True))
+    return out
+
+
+def write_run(run: dict[str, dict[str, float]], path: Path, name: str) -> None:
+    """TREC run format: ``qid Q0 pid rank score name``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        for qid, scores in run.items():
+            ranked = sorted(scores.items(), key=lambda kv: -kv[1])
+            for rank, (pid, score) in enumerate(ranked, 1):
+                fh.write(f"{qid} Q0 {pid} {rank} {score:.6f} {name}\n")
+
+
+def crossfit(
+    dataset: Dataset,
+    bankset: BankSet,
+    negatives_from: str,
+    config: CrossEncoderConfig,
+    folds: int = 5,
+    seed: int = 0,
+    depth: int = 200,
+    train_kwargs: dict | None = None,
+    progress: bool = True,
+) -> tuple[dict[str, dict[str, float]], list[dict]]:
+    """Out-of-fold scores of the covered questions' top-``depth`` candidates, and per-fold
+    summaries (training groups, seconds, pairs scored per second)."""
+    covered = [q for q in dataset.queries if q in bankset.banks and dataset.covered(q)]
+    keep = set(covered)
+    fold_qids = [[q for q in fold if q in keep] for fold in group_kfold(dataset, folds, seed)]
+    run: dict[str, dict[str, float]] = {}
+    summaries = []
+    for f, test in enumerate(fold_qids):
+        if not test:
+            continue
+        train = [q for g, fold in enumerate(fold_qids) if g != f for q in fold]
+        groups = hard_negative_groups(dataset, bankset, negatives_from, train)
+        model = CrossEncoder.from_minilm(config)
+        start = time.perf_counter()
+        summary = train_cross_encoder(model, groups, seed=seed, **(train_kwargs or {}))
+        summary["train_seconds"] = time.perf_counter() - start
+        start = time.perf_counter()
+        run.update(score_banks_with(model, dataset, bankset, test, depth, progress))
+        seconds = time.perf_counter() - start
+        pairs = sum(min(depth, len(bankset.banks[q].pids)) for q in test)
+        summary.update(
+            test_fold=f,
+            test_questions=len(test),
+            pairs_scored=pairs,
+            pairs_per_second=pairs / seconds if seconds else float("nan"),
+        )
+        summaries.append(summary)
+    return run, summaries
+
+
+def run_scores(run: dict[str, dict[str, float]], bankset: BankSet) -> dict[str, np.ndarray]:
+    """A run's scores aligned to each bank's candidates; candidates the run lacks get the run's
+    minimum for that question minus one (they rank after every scored one)."""
+    out = {}
+    for qid, scores in run.items():
+        if qid not in bankset.banks:
+            continue
+        floor = min(scores.values()) - 1.0 if scores else 0.0
+        out[qid] = np.array([scores.get(p, floor) for p in bankset.banks[qid].pids], np.float64)
+    return out
