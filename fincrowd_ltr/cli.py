@@ -641,6 +641,83 @@ def cmd_train_cross_encoder(args: argparse.Namespace) -> None:
     _write_report(args, report)
 
 
+def cmd_pack(args: argparse.Namespace) -> dict:
+    """Prune and pack each ranking into a token budget; report evidence-in-context."""
+    from fincrowd_ltr.evaluation.packing import (
+        INERT_NOTE,
+        NOT_MEASURED,
+        evaluate_packing,
+        split_and_fuse_check,
+    )
+    from fincrowd_ltr.fields import FieldExtractor
+    from fincrowd_ltr.packing import POLICIES, Packer, TokenCounter, assemble, format_summary
+
+    dataset = load_dataset(args.dataset, args.data_root, args.split)
+    if args.orders is not None:
+        from fincrowd_ltr.data.jsonl import require_file
+
+        require_file(args.orders, "cross-validation report")
+        saved = json.loads(args.orders.read_text())
+        try:
+            systems = saved["gated"]["modes"]["retrieved"]["rankings"]
+        except KeyError:
+            raise DataError(
+                f"{args.orders}: no held-out rankings (field gated.modes.retrieved.rankings); "
+                "write it with `fincrowd fit-residual --report`"
+            ) from None
+        unknown = sorted({q for r in systems.values() for q in r} - set(dataset.queries))
+        if unknown:
+            raise DataError(f"{args.orders}: unknown query id {unknown[0]!r} for {dataset.name}")
+    else:
+        ranker = _rankers(args.ranker)[0]
+        spec = BankSpec(size=args.bank_size, mode="retrieved", first_stage=args.first_stage)
+        bankset = build_banks(dataset, args.split, [ranker], spec, args.cache_dir)
+        systems = {f"base:{ranker}": {q: b.ranking(ranker) for q, b in bankset.banks.items()}}
+    counter = TokenCounter(path=args.tokenizer)
+    packer = Packer(counter, args.budget)
+    extractor = FieldExtractor.from_passages(dataset.passages.values())
+    report: dict = {
+        "dataset": dataset.name,
+        "split": args.split,
+        "budget": args.budget,
+        "tokenizer": counter.name,
+        "depth": args.depth,
+        "answer_accuracy": NOT_MEASURED,
+        "orders_note": INERT_NOTE,
+        "systems": {},
+        "rank_halves": {},
+    }
+    for name, rankings in systems.items():
+        report["systems"][name] = {
+            policy.name: evaluate_packing(dataset, rankings, policy, packer, extractor, args.depth)
+            for policy in POLICIES
+        }
+        report["rank_halves"][name] = split_and_fuse_check(dataset, rankings, packer)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "report.json").write_text(json.dumps(report, indent=1))
+    summary = format_summary(report)
+    (args.out / "summary.md").write_text(summary)
+    name, rankings = list(systems.items())[-1]
+    with open(args.out / "contexts.jsonl", "w", encoding="utf-8") as fh:
+        for qid, ranking in rankings.items():
+            ranked = [dataset.passages[p] for p in ranking[: args.depth]]
+            packing = assemble(packer.pack(dataset.queries[qid].text, ranked), "score")
+            row = {
+                "qid": qid,
+                "system": name,
+                "policy": "budget",
+                "order": "score",
+                "tokens": packing.tokens,
+                "prompt": packing.prompt(),
+                "citations": [vars(p.citation) for p in packing.passages],
+                "dropped": packing.dropped,
+            }
+            fh.write(json.dumps(row) + "\n")
+    print(summary)
+    print(f"report, summary and packed contexts ({name}, budget, score order) in {args.out}/")
+    return report
+
+
 def cmd_audit(args: argparse.Namespace) -> None:
     from fincrowd_ltr.fields.audit import run_audit
 
@@ -921,6 +998,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=None, help="save the final adapter here")
     p.add_argument("--report", type=Path, default=None, help="write the JSON summary here")
     p.set_defaults(func=cmd_train_cross_encoder)
+
+    p = sub.add_parser("pack", help="prune and pack rankings into a token budget")
+    _add_data_args(p)
+    _add_first_stage_arg(p)
+    p.add_argument("--ranker", default="dense", help="base ranker (without --orders)")
+    p.add_argument("--bank-size", type=int, default=DEFAULT_BANK_SIZE)
+    p.add_argument("--budget", type=int, default=32_000, help="tokens of the whole prompt")
+    p.add_argument("--depth", type=int, default=30, help="ranked candidates considered")
+    p.add_argument(
+        "--orders",
+        type=Path,
+        default=None,
+        help="a `fit-residual --report` JSON: pack its held-out base, always-on and gated orders",
+    )
+    p.add_argument(
+        "--tokenizer", type=Path, default=None, help="tokenizer folder (default: MiniLM's)"
+    )
+    p.add_argument("--out", type=Path, required=True, help="output folder")
+    p.set_defaults(func=cmd_pack)
 
     p = sub.add_parser("audit", help="field extractor precision/recall/F1 on the audit labels")
     p.add_argument("--labels", type=Path, default=Path("audit/labels.jsonl"))

@@ -35,6 +35,7 @@ from fincrowd_ltr.training.crossval import MAX_EPOCHS, select_fold, train_fold
 from fincrowd_ltr.training.data import BankDataModule, BankExample
 from fincrowd_ltr.training.gate_module import train_gate
 
+RANKING_DEPTH = 30  # candidates of each held-out ranking kept in the report (for packing)
 _CONFLICT = {name: FEATURE_NAMES.index(f"{name}_conflict") for name in FIELD_NAMES}
 
 
@@ -270,5 +271,9 @@ def crossvalidate_gated(
                 system["crowded_repaired"], system["crowded_failures"] = repaired, crowded
                 system["repair_rate"] = repaired / crowded if crowded else float("nan")
             res[f"{name}:{ranker}"] = system
+        res["rankings"] = {
+            f"{name}:{ranker}": {q: systems[name][q][:RANKING_DEPTH] for q in qids}
+            for name in ("base", "residual", "gated")
+        }
         report["modes"][mode] = res
     return report

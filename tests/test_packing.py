@@ -1,0 +1,152 @@
+"""Packing: never over the budget, nothing dropped silently, splits at sentence and table-row
+boundaries, deterministic orders, quotas, near-duplicates, token-bounded split-and-fuse."""
+
+import random
+
+import pytest
+
+from fincrowd_ltr.data.schema import Passage
+from fincrowd_ltr.fields import FieldExtractor
+from fincrowd_ltr.packing import (
+    ORDERS,
+    Packer,
+    PruningPolicy,
+    TokenCounter,
+    assemble,
+    fuse_groups,
+    near_duplicate_of,
+    rank_halves_exceed,
+    split_passage,
+    units,
+)
+
+WORDS = ("revenue", "margin", "segment", "cash", "dividend")
+WORDS += ("capital", "lease", "inventory", "goodwill", "tax")
+
+
+@pytest.fixture(scope="module")
+def counter():
+    return TokenCounter()
+
+
+def _text(rng, sentences):
+    out = []
+    for _ in range(sentences):
+        words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 30)))
+        out.append(words.capitalize() + ".")
+        if rng.random() < 0.3:
+            out.append(f"\nTotal | {rng.randint(1, 999)} | {rng.randint(1, 999)}\n")
+    return " ".join(out)
+
+
+def _passages(seed, n=12):
+    rng = random.Random(seed)
+    return [
+        Passage(
+            f"p{i}",
+            _text(rng, rng.randint(1, 60)),
+            company=rng.choice(["Acme", "Globex"]),
+            document=f"doc{i % 3}",
+            period=str(rng.choice([2019, 2020, 2021])),
+            position=rng.randint(1, 90),
+        )
+        for i in range(n)
+    ]
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("budget", [60, 300, 1500])
+def test_packing_never_exceeds_the_budget_and_accounts_for_everything(counter, seed, budget):
+    passages = _passages(seed)
+    packing = Packer(counter, budget).pack("What was Acme revenue in 2020?", passages)
+    for order in ORDERS:
+        assert counter.count(assemble(packing, order).prompt()) <= budget
+    assert packing.tokens <= budget
+    packed = {p.citation.pid for p in packing.passages}
+    dropped = {d["pid"] for d in packing.dropped}
+    assert packed | dropped == {p.pid for p in passages}  # nothing vanishes
+    for d in packing.dropped:
+        assert d["tokens"] > 0 and d["reason"] == "over budget"
+
+
+def test_a_passage_over_budget_is_split_at_sentence_and_row_boundaries(counter):
+    text = " ".join(f"Sentence number {i} says revenue grew." for i in range(60))
+    text += "\nRevenue | 100 | 200\nCost | 50 | 60"
+    parts = split_passage(text, 40, counter)
+    assert len(parts) > 1 and all(counter.count(p) <= 40 for p in parts)
+    assert all(p.rstrip().endswith((".", "200", "60")) for p in parts)
+    assert "Revenue | 100 | 200" in " ".join(parts)
+    big = Passage("big", text, document="d", position=3)
+    packing = Packer(counter, 120).pack("Revenue?", [big])
+    assert [p.citation.part.split("/")[0] for p in packing.passages][0] == "1"
+    assert packing.dropped and all(d["pid"] == "big" and "part" in d for d in packing.dropped)
+    assert [u for u, _ in units("A b. C d.\nx | 1 | 2")] == ["A b.", "C d.", "x | 1 | 2"]
+
+
+def test_orders_are_deterministic(counter):
+    packing = Packer(counter, 100_000).pack("q", _passages(1, n=7))
+    ranks = [p.rank for p in assemble(packing, "edges").passages]
+    assert ranks == [1, 3, 5, 7, 6, 4, 2]
+    assert [p.rank for p in assemble(packing, "score").passages] == list(range(1, 8))
+    doc = assemble(packing, "document").passages
+    keys = [
+        (p.citation.company, p.citation.period, p.citation.document, p.citation.position)
+        for p in doc
+    ]
+    assert keys == sorted(keys)
+    for order in ORDERS:
+        assert assemble(packing, order).prompt() == assemble(packing, order).prompt()
+    with pytest.raises(ValueError, match="unknown order"):
+        assemble(packing, "random")
+
+
+def test_constraint_quotas_keep_evidence_for_each_requested_period():
+    extractor = FieldExtractor.from_passages([Passage("x", "", company="Acme")])
+    ranked = [
+        Passage(
+            f"a19-{i}", f"Acme {WORDS[i]} fell {i} percent in 2019", company="Acme", period="2019"
+        )
+        for i in range(10)
+    ] + [
+        Passage(
+            f"a20-{i}",
+            f"Acme 2020 {WORDS[i]} {WORDS[i + 3]} {WORDS[i + 6]}",
+            company="Acme",
+            period="2020",
+        )
+        for i in range(3)
+    ]
+    query = "How did Acme revenue change between 2019 and 2020?"
+    top = PruningPolicy("top", 4).select(query, ranked, extractor)
+    assert all(p.period == "2019" for p in top)
+    kept = PruningPolicy("constraint", 4, quota=2).select(query, ranked, extractor)
+    assert len(kept) == 4 and sum(p.period == "2020" for p in kept) == 2
+    assert sum(p.period == "2019" for p in kept) == 2
+
+
+def test_near_duplicates_on_hand_written_passages():
+    texts = [
+        "The Company is exposed to market risk from changes in interest rates and currency "
+        "exchange rates, which may adversely affect results of operations in fiscal 2019.",
+        "Revenue grew 12% driven by the cloud segment and higher subscription renewals.",
+        "The Company is exposed to market risk from changes in interest rates and currency "
+        "exchange rates, which may adversely affect results of operations in fiscal 2020.",
+        "  revenue GREW 12% driven by the cloud segment and higher subscription renewals. ",
+    ]
+    assert near_duplicate_of(texts) == [None, None, 0, 1]
+    policy = PruningPolicy("constraint", 8)
+    kept = policy.select(
+        "risk?", [Passage(str(i), t) for i, t in enumerate(texts)], FieldExtractor()
+    )
+    assert [p.pid for p in kept] == ["0", "1"]
+
+
+def test_split_and_fuse_groups_are_token_bounded(counter):
+    passages = _passages(3, n=20)
+    budget = 400
+    halves = rank_halves_exceed(counter, "q", passages, budget)
+    assert halves["split_triggered"] and halves["half_exceeds"]
+    groups = fuse_groups(Packer(counter, budget), "q", passages)
+    assert len(groups) > 2 and all(g.tokens <= budget for g in groups)
+    packed = {pid for g in groups for pid in g.pids}
+    assert packed == {p.pid for p in passages}
