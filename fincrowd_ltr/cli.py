@@ -745,6 +745,13 @@ def load_demo_config(path: Path) -> dict:
         bad = [m for m in run["modes"] if m not in MODES]
         if bad:
             raise DataError(f"{path}: runs[{i}].modes has unknown mode(s) {bad}")
+    for section in ("runs", "diagnose", "cascade", "first_stage"):
+        for i, item in enumerate(config.get(section) or []):
+            if "first_stage" in item:
+                try:
+                    parse_first_stage(item["first_stage"])
+                except DataError as err:
+                    raise DataError(f"{path}: {section}[{i}].first_stage: {err}") from None
     return config
 
 
@@ -757,24 +764,45 @@ def cmd_demo(args: argparse.Namespace) -> None:
             ns = argparse.Namespace(**vars(args))
             ns.dataset, ns.split, ns.bank_mode, ns.run = run["dataset"], run["split"], mode, None
             ns.ranker = ",".join(run["rankers"])
+            ns.first_stage = run.get("first_stage", args.first_stage)
             ns.bank_size = int(config.get("bank_size", DEFAULT_BANK_SIZE))
             ns.dense_pooling = config.get("dense_pooling", "max")
             ns.out = out / f"baseline-{run['dataset']}-{mode}.json"
             print()
             cmd_evaluate(ns)
+    for item in config.get("first_stage", []):
+        fs = argparse.Namespace(**vars(args))
+        fs.dataset, fs.split = item["dataset"], item.get("split", "all")
+        fs.variants, fs.depth, fs.folds, fs.seed = "all", DEFAULT_BANK_SIZE, 5, 0
+        fs.stemmer, fs.report = None, out / f"first-stage-{fs.dataset}.json"
+        print()
+        cmd_first_stage(fs)
     for item in config.get("diagnose", []):
         dg = argparse.Namespace(**vars(args))
         dg.dataset, dg.split, dg.ranker = item["dataset"], item.get("split", "all"), item["ranker"]
         dg.run, dg.pool_depth = None, int(item.get("pool_depth", DEFAULT_BANK_SIZE))
         dg.pool_sizes, dg.similarity, dg.caliper = "10,30,60", "dense", 1.0
+        dg.first_stage = item.get("first_stage", args.first_stage)
         dg.out = out / "diagnose" / f"{dg.dataset}-{dg.ranker}-depth{dg.pool_depth}"
         print()
         cmd_diagnose(dg)
+    for item in config.get("cascade", []):
+        cs = argparse.Namespace(**vars(args))
+        cs.dataset, cs.split = item["dataset"], item.get("split", "all")
+        cs.first_stage = item.get("first_stage", args.first_stage)
+        cs.stage2, cs.n, cs.k = ",".join(item["stage2"]), int(item["n"]), int(item["k"])
+        cs.scores, cs.gated = None, bool(item.get("gated", True))
+        cs.correction_ranker = item.get("correction_ranker", "dense")
+        cs.folds, cs.seed = 5, 0
+        cs.report = out / f"cascade-{cs.dataset}.json"
+        print()
+        cmd_cascade(cs)
     correction = config.get("correction")
     if correction:
         ns = argparse.Namespace(**vars(args))
         ns.dataset, ns.split = correction["dataset"], correction.get("split", "all")
         ns.ranker, ns.train_mode = correction["ranker"], correction.get("train_mode", "injected")
+        ns.first_stage = correction.get("first_stage", args.first_stage)
         ns.val_mode, ns.select = correction.get("val_mode", "retrieved"), True
         ns.folds, ns.seed = int(correction.get("folds", 5)), int(correction.get("seed", 0))
         ns.out = Path(correction.get("out", "checkpoints/default"))
@@ -791,6 +819,7 @@ def cmd_demo(args: argparse.Namespace) -> None:
             cal.fold, cal.folds = item.get("fold"), int(item.get("folds", 5))
             cal.seed, cal.regression_cap = int(item.get("seed", 0)), ns.regression_cap
             cal.min_calibration = MIN_CALIBRATION_QUERIES
+            cal.first_stage = item.get("first_stage")  # default: the checkpoint's
             cal.bank_size = int(config.get("bank_size", DEFAULT_BANK_SIZE))
             print()
             cmd_calibrate(cal)
@@ -798,6 +827,7 @@ def cmd_demo(args: argparse.Namespace) -> None:
             ev = argparse.Namespace(**vars(args))
             ev.dataset, ev.split, ev.run = item["dataset"], item.get("split", "all"), None
             ev.ranker, ev.bank_mode = correction["ranker"], item.get("mode", "retrieved")
+            ev.first_stage = item.get("first_stage", args.first_stage)
             ev.bank_size = int(config.get("bank_size", DEFAULT_BANK_SIZE))
             ev.dense_pooling = config.get("dense_pooling", "max")
             ev.checkpoint, ev.domain = ns.out, item.get("domain")
