@@ -108,13 +108,14 @@ class CrossEncoder(nn.Module):
         )
 
     def encode(self, queries: list[str], texts: list[str]) -> dict[str, torch.Tensor]:
-        """Tokenised (question, focused passage) pairs; only the passage is truncated."""
+        """Tokenised (question, focused passage) pairs, cut to ``max_length`` word pieces (the
+        longer of the two is cut first: the passage, unless the question is longer)."""
         words = self.config.focus_words
         focused = [focus(q, t, words) for q, t in zip(queries, texts, strict=True)]
         return self.tokenizer(
             queries,
             focused,
-            truncation="only_second",
+            truncation="longest_first",  # the passage first; a very long question too
             max_length=self.config.max_length,
             padding=True,
             return_tensors="pt",

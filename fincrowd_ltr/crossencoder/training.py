@@ -128,6 +128,7 @@ def train_cross_encoder(
     L.seed_everything(seed, verbose=False)
     if max_groups is not None and len(train) > max_groups:
         train = random.Random(seed).sample(train, max_groups)
+    model.train()  # pretrained weights load in eval mode: dropout (LoRA's included) on
     module = CrossEncoderModule(model, lr=lr)
     trainer = quiet_trainer(max_epochs, num_sanity_val_steps=0)
     trainer.fit(

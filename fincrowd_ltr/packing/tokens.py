@@ -23,14 +23,16 @@ class TokenCounter:
     """
 
     def __init__(self, tokenizer=None, path: Path | None = None) -> None:
+        name = getattr(tokenizer, "name_or_path", "tokenizer")
         if tokenizer is None:
             from transformers import AutoTokenizer
 
             from fincrowd_ltr.retrieval.dense import minilm_path
 
             tokenizer = AutoTokenizer.from_pretrained(str(path or minilm_path()))
+            name = str(path) if path else "all-MiniLM-L6-v2 word pieces"
         self.tokenizer = tokenizer
-        self.name = getattr(tokenizer, "name_or_path", "tokenizer")
+        self.name = name
         self._memo: dict[str, int] = {}
 
     def count(self, text: str) -> int:
