@@ -70,7 +70,8 @@ def _add_bank_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--ranker",
         default="bm25,dense",
-        help=f"comma-separated base rankers from {RANKERS}, or 'all'",
+        help=f"comma-separated base rankers from {RANKERS}, or 'all'; evaluate also takes "
+        "'cross-encoder' (a trained adapter, --cross-encoder DIR)",
     )
     p.add_argument("--bank-mode", choices=MODES, default="retrieved")
     _add_first_stage_arg(p)
@@ -101,6 +102,9 @@ def _add_first_stage_arg(p: argparse.ArgumentParser) -> None:
         "chosen on training folds for the dataset (FinanceBench bm25+query+entity, TAT-QA "
         "bm25, other corpora bm25)",
     )
+
+
+DEFAULT_CROSS_ENCODER = Path("checkpoints/cross-encoder")
 
 
 def _add_cap_arg(p: argparse.ArgumentParser) -> None:
@@ -144,10 +148,22 @@ def _spec(args: argparse.Namespace) -> BankSpec:
     )
 
 
+CROSS_ENCODER = "cross-encoder"
+
+
 def cmd_evaluate(args: argparse.Namespace) -> dict:
     dataset = load_dataset(args.dataset, args.data_root, args.split)
-    rankers = _rankers(args.ranker)
+    names = [r.strip() for r in args.ranker.split(",") if r.strip()]
+    trained = CROSS_ENCODER in names  # a trained adapter, scored here and never cached
+    rankers = _rankers(",".join(r for r in names if r != CROSS_ENCODER) or "bm25")
     bankset = build_banks(dataset, args.split, rankers, _spec(args), args.cache_dir)
+    if trained:
+        from fincrowd_ltr.crossencoder import CrossEncoder, CrossEncoderRanker
+        from fincrowd_ltr.retrieval.banks import score_banks
+
+        model = CrossEncoder.load(getattr(args, "cross_encoder", DEFAULT_CROSS_ENCODER))
+        score_banks(bankset, dataset, [CrossEncoderRanker(model, dataset.passages)])
+        rankers = [r for r in names if r in {*rankers, CROSS_ENCODER}]
     if args.run is not None:
         from fincrowd_ltr.data.beir import read_trec_run
         from fincrowd_ltr.retrieval.banks import score_banks
@@ -862,6 +878,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("error", "identity"),
         default="error",
         help="a domain without calibration: fail (default) or keep the base order",
+    )
+    p.add_argument(
+        "--cross-encoder",
+        type=Path,
+        default=DEFAULT_CROSS_ENCODER,
+        help="adapter folder for --ranker cross-encoder (default checkpoints/cross-encoder)",
     )
     p.set_defaults(func=cmd_evaluate)
 

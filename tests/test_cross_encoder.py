@@ -89,3 +89,41 @@ def test_ranker_scores_bank_candidates(tiny_cross_encoder, financebench):
     pids = list(financebench.passages)[:3]
     scores = CrossEncoderRanker(tiny_cross_encoder, financebench.passages).score("revenue?", pids)
     assert scores.shape == (3,) and np.isfinite(scores).all()
+
+
+def test_evaluate_loads_a_saved_adapter_as_a_base_ranker(tmp_path, capsys):
+    import json
+
+    from fincrowd_ltr.cli import main
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    rows = [{"_id": f"d{i}", "text": f"passage {i} on revenue and margins"} for i in range(6)]
+    (corpus / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (corpus / "queries.jsonl").write_text(json.dumps({"_id": "q", "text": "revenue?"}) + "\n")
+    (corpus / "qrels.tsv").write_text("q\td3\t1\n")
+    CrossEncoder.from_minilm(CrossEncoderConfig(max_length=32)).save(tmp_path / "ce")
+    out = tmp_path / "report.json"
+    code = main(
+        [
+            "evaluate",
+            "--dataset",
+            "beir",
+            "--data-root",
+            str(corpus),
+            "--ranker",
+            "bm25,cross-encoder",
+            "--cross-encoder",
+            str(tmp_path / "ce"),
+            "--first-stage",
+            "bm25",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--out",
+            str(out),
+        ]
+    )
+    assert code == 0
+    systems = json.loads(out.read_text())["systems"]
+    assert set(systems) == {"base:bm25", "base:cross-encoder"}
+    assert systems["base:cross-encoder"]["recall@100"] == 1.0
