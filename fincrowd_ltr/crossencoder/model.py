@@ -1,5 +1,5 @@
 """A cross-encoder: a BERT-style encoder reads question and passage together; a one-logit head on
-the [CLS] state scores relevance. Fine-tuned with LoRA (peft) on the attention projections, so a
+the mean-pooled token states (or [CLS]) scores relevance. Fine-tuned with LoRA (peft) on the attention projections, so a
 trained model is a small adapter plus the head over the frozen shipped MiniLM.
 
 Long passages: a cross-encoder reads ``max_length`` word pieces, far less than a filing page, so
@@ -40,6 +40,7 @@ class CrossEncoderConfig:
     base_model: str = "all-MiniLM-L6-v2"
     max_length: int = 128
     focus_words: int = 96
+    pooling: str = "mean"  # MiniLM was trained with mean pooling; "cls" reads [CLS] only
     lora_r: int = 8
     lora_alpha: int = 16
     lora_dropout: float = 0.1
@@ -65,7 +66,7 @@ def focus(query: str, text: str, words: int) -> str:
 
 
 class CrossEncoder(nn.Module):
-    """Encoder (optionally wrapped by peft) plus a linear one-logit head on [CLS].
+    """Encoder (optionally wrapped by peft) plus a linear one-logit head on the pooled states.
 
     Args:
         encoder: A ``transformers`` encoder (``BertModel``-like), or its peft wrapper.
@@ -123,8 +124,13 @@ class CrossEncoder(nn.Module):
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """One relevance logit per pair, shape ``(batch,)``."""
-        hidden = self.encoder(**batch).last_hidden_state[:, 0]
-        return self.head(hidden).squeeze(-1)
+        hidden = self.encoder(**batch).last_hidden_state
+        if self.config.pooling == "cls":
+            pooled = hidden[:, 0]
+        else:
+            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        return self.head(pooled).squeeze(-1)
 
     @torch.inference_mode()
     def score(self, query: str, texts: list[str], batch_size: int = 32) -> np.ndarray:
