@@ -1,6 +1,7 @@
 """A cross-encoder: a BERT-style encoder reads question and passage together; a one-logit head on
-the mean-pooled token states (or [CLS]) scores relevance. Fine-tuned with LoRA (peft) on the attention projections, so a
-trained model is a small adapter plus the head over the frozen shipped MiniLM.
+the mean-pooled token states (or [CLS]) scores relevance. Fine-tuned with LoRA (peft) on the
+attention projections, so a trained model is a small adapter plus the head over the frozen shipped
+MiniLM.
 
 Long passages: a cross-encoder reads ``max_length`` word pieces, far less than a filing page, so
 each passage is cut to the window of ``focus_words`` words that shares the most terms with the
