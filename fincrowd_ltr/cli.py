@@ -588,7 +588,9 @@ def cmd_cascade(args: argparse.Namespace) -> dict:
         _print_cascade(report["gated"]["selected"]["systems"], "gated correction on top-k")
         for name in extra:  # a run-based stage 2 (e.g. cross-encoder) with the correction
             same = dict.fromkeys(chosen, CascadeSettings(args.n, args.k, name))
-            report["gated"][name] = gated_cascade(fitter, bankset, same, extra)
+            report["gated"][name] = gated_cascade(
+                fitter, bankset, same, extra, label=f"cascade:{name}"
+            )
             _print_cascade(report["gated"][name]["systems"], f"gated correction on {name} top-k")
     _write_report(args, report)
     return report

@@ -125,11 +125,13 @@ def gated_cascade(
     cap: float = DEFAULT_REGRESSION_CAP,
     min_queries: int = MIN_CALIBRATION_QUERIES,
     grid: tuple[dict, ...] = ({},),
+    label: str = SELECTED,
 ) -> dict:
     """Residual and gate on the cascade's top-``k`` banks, cross-validated: for test fold ``f``
     the residual and gate train on the folds other than ``f`` and ``f + 1`` (``fitter``:
     a :class:`~fincrowd_ltr.training.gating.GateFitter`), the gate is calibrated on fold
-    ``f + 1``'s top-``k`` banks, and fold ``f``'s top-``k`` banks are reordered."""
+    ``f + 1``'s top-``k`` banks, and fold ``f``'s top-``k`` banks are reordered. ``label`` names
+    the cascade in the returned systems."""
     from fincrowd_ltr.training.data import make_examples
     from fincrowd_ltr.training.gating import gate_rows, gated_rankings
 
@@ -189,8 +191,8 @@ def gated_cascade(
         "gate_open_share": float(np.mean([opened[q] for q in qids])) if qids else float("nan"),
         "folds": folds_out,
         "systems": {
-            f"{SELECTED}": compare(data, base, base, qids),
-            f"{SELECTED}+residual": compare(data, systems["residual"], base, qids),
-            f"{SELECTED}+gated": compare(data, systems["gated"], base, qids),
+            label: compare(data, base, base, qids),
+            f"{label}+residual": compare(data, systems["residual"], base, qids),
+            f"{label}+gated": compare(data, systems["gated"], base, qids),
         },
     }
