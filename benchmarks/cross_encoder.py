@@ -12,8 +12,8 @@ import statistics
 import time
 
 import torch
+from _banks import financebench_banks
 
-from benchmarks._banks import financebench_banks
 from fincrowd_ltr.crossencoder import CrossEncoder, CrossEncoderConfig, Group
 from fincrowd_ltr.crossencoder.training import CrossEncoderModule
 from fincrowd_ltr.retrieval.dense import DenseEncoder
