@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from fincrowd_ltr.data.schema import DataError, Dataset
-from fincrowd_ltr.data.splits import group_kfold
 from fincrowd_ltr.evaluation.correction import compare
 from fincrowd_ltr.evaluation.metrics import per_query
+from fincrowd_ltr.evaluation.selection import best, choose_per_fold
 from fincrowd_ltr.model.gate import DEFAULT_REGRESSION_CAP, MIN_CALIBRATION_QUERIES, calibrate
 from fincrowd_ltr.retrieval.banks import BankSet, CandidateBank
 from fincrowd_ltr.retrieval.cascade import CascadeSettings, cascade_order
@@ -54,13 +54,6 @@ def cascade_ranking(bank: CandidateBank, settings: CascadeSettings, extra=None) 
     return kept.ranking(COLUMN) + rest
 
 
-def _choose(rows: dict[str, dict[str, dict]], qids: list[str]) -> str:
-    def key(name: str) -> tuple[float, ...]:
-        return tuple(float(np.mean([rows[name][q][m] for q in qids])) for m in SELECT_ON)
-
-    return max(rows, key=key)
-
-
 def crossvalidate_cascade(
     dataset: Dataset,
     bankset: BankSet,
@@ -86,17 +79,8 @@ def crossvalidate_cascade(
         name: {q: per_query(r[q], dataset.qrels[q]) for q in qids} for name, r in rankings.items()
     }
     first = {q: bankset.banks[q].pids for q in qids}
-    fold_qids = [[q for q in fold if q in set(qids)] for fold in group_kfold(dataset, folds, seed)]
-    chosen: dict[str, CascadeSettings] = {}
-    per_fold = []
-    for i, test in enumerate(fold_qids):
-        train = [q for j, fold in enumerate(fold_qids) if j != i for q in fold]
-        if not test or not train:
-            per_fold.append(None)
-            continue
-        name = _choose(rows, train)
-        per_fold.append(name)
-        chosen.update({q: by_name[name] for q in test})
+    names, per_fold = choose_per_fold(dataset, rows, qids, SELECT_ON, folds, seed)
+    chosen = {q: by_name[name] for q, name in names.items()}
     systems = {FIRST: first}
     for s in report_fixed or []:
         systems[s.name] = {q: cascade_ranking(bankset.banks[q], s, extra) for q in qids}
@@ -111,7 +95,7 @@ def crossvalidate_cascade(
         f"folds of {folds} group folds; grid of {len(grid)} settings",
         "grid": [s.name for s in grid],
         "chosen_per_fold": per_fold,
-        "chosen_on_all": _choose(rows, qids),
+        "chosen_on_all": best(rows, qids, SELECT_ON),
         "systems": {name: compare(dataset, r, first, qids) for name, r in systems.items()},
     }
     return report, chosen

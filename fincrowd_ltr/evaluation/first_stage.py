@@ -13,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from fincrowd_ltr.data.schema import Dataset
-from fincrowd_ltr.data.splits import group_kfold
 from fincrowd_ltr.evaluation.metrics import bootstrap_ci, per_query
 from fincrowd_ltr.evaluation.report import system_metrics
+from fincrowd_ltr.evaluation.selection import best, choose_per_fold
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.retrieval.bm25 import BM25Index
 from fincrowd_ltr.retrieval.first_stage import FirstStage
@@ -39,15 +39,6 @@ def retrieve_runs(
         stage = index if name == "bm25" else FirstStage(name, index, dataset.passages, extractor)
         runs[name] = {q: stage.search(dataset.queries[q].text, depth)[0] for q in qids}
     return runs
-
-
-def _choose(rows: dict[str, dict[str, dict[str, float]]], qids: list[str]) -> str:
-    """The variant with the best mean of ``SELECT_ON`` over ``qids`` (first listed on ties)."""
-
-    def key(name: str) -> tuple[float, ...]:
-        return tuple(float(np.mean([rows[name][q][m] for q in qids])) for m in SELECT_ON)
-
-    return max(rows, key=key)  # max keeps the first of equal keys
 
 
 def ablation(
@@ -80,17 +71,8 @@ def ablation(
             stats["delta_recall@100_vs_bm25"] = float(delta.mean())
             stats["delta_recall@100_ci95"] = list(bootstrap_ci(delta, groups=groups))
         report["variants"][name] = stats
-    folds = [[q for q in fold if q in set(qids)] for fold in group_kfold(dataset, k, seed)]
-    selected: dict[str, list[str]] = {}
-    chosen = []
-    for i, test in enumerate(folds):
-        train = [q for j, fold in enumerate(folds) if j != i for q in fold]
-        if not test or not train:
-            chosen.append(None)
-            continue
-        name = _choose(rows, train)
-        chosen.append(name)
-        selected.update({q: runs[name][q] for q in test})
+    per_query_choice, chosen = choose_per_fold(dataset, rows, qids, SELECT_ON, k, seed)
+    selected = {q: runs[name][q] for q, name in per_query_choice.items()}
     chosen_qids = [q for q in qids if q in selected]  # folds without training folds are skipped
     stats = system_metrics(
         selected, dataset.qrels, chosen_qids, [dataset.queries[q].group for q in chosen_qids]
@@ -98,7 +80,7 @@ def ablation(
     stats.pop("per_query")
     report["variants"][SELECTED] = stats
     report["chosen_per_fold"] = chosen
-    report["chosen_on_all"] = _choose(rows, qids)
+    report["chosen_on_all"] = best(rows, qids, SELECT_ON)
     return report
 
 
