@@ -151,6 +151,25 @@ def _spec(args: argparse.Namespace) -> BankSpec:
 CROSS_ENCODER = "cross-encoder"
 
 
+def _cascade_settings(args: argparse.Namespace) -> list:
+    """``--cascade R[:NORM:WEIGHT]`` items as cascade settings over the bank (n = bank size)."""
+    from fincrowd_ltr.retrieval.cascade import CascadeSettings
+
+    out = []
+    for item in args.cascade:
+        ranker, _, rest = item.partition(":")
+        norm, _, weight = rest.partition(":")
+        try:
+            out.append(
+                CascadeSettings(
+                    args.bank_size, args.cascade_k, ranker, norm or "zscore", float(weight or 1.0)
+                )
+            )
+        except ValueError as err:
+            raise DataError(f"--cascade {item!r}: {err}") from None
+    return out
+
+
 def cmd_evaluate(args: argparse.Namespace) -> dict:
     dataset = load_dataset(args.dataset, args.data_root, args.split)
     names = [r.strip() for r in args.ranker.split(",") if r.strip()]
@@ -175,6 +194,10 @@ def cmd_evaluate(args: argparse.Namespace) -> dict:
         rankers = [*rankers, "run"]
     report = evaluate_bankset(dataset, bankset, rankers)
     report["notes"] = list(dataset.notes)
+    if getattr(args, "cascade", None):
+        from fincrowd_ltr.evaluation.cascade import add_cascade_systems
+
+        add_cascade_systems(report, dataset, bankset, _cascade_settings(args))
     if getattr(args, "checkpoint", None) is not None:
         from fincrowd_ltr.evaluation.gated import add_correction_systems
 
@@ -887,6 +910,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_CROSS_ENCODER,
         help="adapter folder for --ranker cross-encoder (default checkpoints/cross-encoder)",
     )
+    p.add_argument(
+        "--cascade",
+        action="append",
+        help="add a cascade over the banks: RANKER[:NORM:WEIGHT] keeps the top --cascade-k by "
+        "WEIGHT * norm(RANKER) + (1 - WEIGHT) * norm(first stage), e.g. dense:zscore:0.75",
+    )
+    p.add_argument("--cascade-k", type=int, default=20, help="candidates stage 2 keeps")
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("fit-residual", help="cross-validate, train and save the residual")

@@ -102,3 +102,38 @@ def test_crossvalidated_cascade_reports_first_stage_fixed_and_selected(tmp_path)
     assert report["systems"]["cascade:oracle"]["ndcg@10"] == 1.0
     assert all("oracle" in name for name in report["chosen_per_fold"])
     assert all(s.stage2 == "oracle" for s in chosen.values()) and len(chosen) == 6
+
+
+def test_evaluate_reports_fixed_cascades_under_their_names(tmp_path):
+    from fincrowd_ltr.cli import main
+
+    data = _corpus(tmp_path / "c")
+    out = tmp_path / "report.json"
+    args = [
+        "evaluate",
+        "--dataset",
+        "beir",
+        "--data-root",
+        str(tmp_path / "c"),
+        "--ranker",
+        "bm25",
+        "--first-stage",
+        "bm25",
+        "--bank-size",
+        "6",
+        "--cascade",
+        "bm25",
+        "--cascade",
+        "bm25:rank:0.5",
+        "--cascade-k",
+        "3",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--out",
+        str(out),
+    ]
+    assert main(args) == 0
+    systems = json.loads(out.read_text())["systems"]
+    assert {"cascade:bm25", "cascade:bm25+first(rank,0.5)"} <= set(systems)
+    assert systems["cascade:bm25"]["n"] == len(data.queries)
+    assert main([*args[:-2], "--cascade", "bm25:softmax:0.5"]) == 2  # a clear error, not a crash

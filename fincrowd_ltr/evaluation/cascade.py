@@ -180,3 +180,18 @@ def gated_cascade(
             f"{label}+gated": compare(data, systems["gated"], base, qids),
         },
     }
+
+
+def add_cascade_systems(
+    report: dict, dataset: Dataset, bankset: BankSet, settings: list[CascadeSettings]
+) -> None:
+    """Add fixed-setting cascades over ``bankset`` (stage 1 = the bank's first-stage order) to an
+    ``evaluate`` report under their names (``cascade:<ranker>`` ...), with the report's metrics
+    and intervals."""
+    from fincrowd_ltr.evaluation.report import system_metrics
+
+    qids = [q for q in dataset.queries if q in bankset.banks and dataset.covered(q)]
+    groups = [dataset.queries[q].group for q in qids]
+    for s in settings:
+        rankings = {q: cascade_ranking(bankset.banks[q], s) for q in qids}
+        report["systems"][s.name] = system_metrics(rankings, dataset.qrels, qids, groups)
