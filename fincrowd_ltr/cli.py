@@ -568,7 +568,11 @@ def _named_runs(items: list[str], dataset) -> dict[str, dict[str, dict[str, floa
 def cmd_cascade(args: argparse.Namespace) -> dict:
     """Cross-validate the cascade (first stage -> stage-2 top k -> optional gated correction)."""
     from fincrowd_ltr.crossencoder.crossfit import run_scores
-    from fincrowd_ltr.evaluation.cascade import crossvalidate_cascade, gated_cascade
+    from fincrowd_ltr.evaluation.cascade import (
+        crossvalidate_cascade,
+        fold_corrections,
+        gated_cascade,
+    )
     from fincrowd_ltr.retrieval.cascade import CascadeSettings, settings_grid
 
     dataset = load_dataset(args.dataset, args.data_root, args.split)
@@ -607,12 +611,13 @@ def cmd_cascade(args: argparse.Namespace) -> dict:
             str(args.cache_dir),
             first_stage=args.first_stage,
         )
-        report["gated"] = {"selected": gated_cascade(fitter, bankset, chosen, extra)}
+        corrections = fold_corrections(fitter)
+        report["gated"] = {"selected": gated_cascade(fitter, corrections, bankset, chosen, extra)}
         _print_cascade(report["gated"]["selected"]["systems"], "gated correction on top-k")
         for name in extra:  # a run-based stage 2 (e.g. cross-encoder) with the correction
             same = dict.fromkeys(chosen, CascadeSettings(args.n, args.k, name))
             report["gated"][name] = gated_cascade(
-                fitter, bankset, same, extra, label=f"cascade:{name}"
+                fitter, corrections, bankset, same, extra, label=f"cascade:{name}"
             )
             _print_cascade(report["gated"][name]["systems"], f"gated correction on {name} top-k")
     _write_report(args, report)

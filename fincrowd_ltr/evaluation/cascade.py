@@ -101,21 +101,33 @@ def crossvalidate_cascade(
     return report, chosen
 
 
+def fold_corrections(fitter, grid: tuple[dict, ...] = ({},)) -> dict[int, tuple]:
+    """``{test fold f: (residual, gate)}`` trained on the folds other than ``f`` and ``f + 1``
+    (``fitter``: a :class:`~fincrowd_ltr.training.gating.GateFitter`); fold ``f + 1`` is left
+    for calibration. Fit once, reuse for every cascade."""
+    n = len(fitter.folds)
+    out = {}
+    for f in range(n):
+        calib = (f + 1) % n
+        train = [g for g in range(n) if g not in (f, calib)]
+        scorer, setting = fitter.fit_residual(train, calib, grid)
+        out[f] = (scorer, fitter.fit_gate(train, calib, setting))
+    return out
+
+
 def gated_cascade(
     fitter,
+    corrections: dict[int, tuple],
     bankset: BankSet,
     chosen: dict[str, CascadeSettings],
     extra: dict | None = None,
     cap: float = DEFAULT_REGRESSION_CAP,
     min_queries: int = MIN_CALIBRATION_QUERIES,
-    grid: tuple[dict, ...] = ({},),
     label: str = SELECTED,
 ) -> dict:
-    """Residual and gate on the cascade's top-``k`` banks, cross-validated: for test fold ``f``
-    the residual and gate train on the folds other than ``f`` and ``f + 1`` (``fitter``:
-    a :class:`~fincrowd_ltr.training.gating.GateFitter`), the gate is calibrated on fold
-    ``f + 1``'s top-``k`` banks, and fold ``f``'s top-``k`` banks are reordered. ``label`` names
-    the cascade in the returned systems."""
+    """Residual and gate on the cascade's top-``k`` banks, cross-validated: test fold ``f`` is
+    reordered by ``corrections[f]`` (:func:`fold_corrections`) with the gate calibrated on fold
+    ``f + 1``'s own top-``k`` banks. ``label`` names the cascade in the returned systems."""
     from fincrowd_ltr.training.data import make_examples
     from fincrowd_ltr.training.gating import gate_rows, gated_rankings
 
@@ -136,12 +148,10 @@ def gated_cascade(
 
     for f in range(n):
         calib = (f + 1) % n
-        train = [g for g in range(n) if g not in (f, calib)]
         test_q = [q for q in fitter.folds[f] if q in chosen]
         if not test_q:
             continue
-        scorer, setting = fitter.fit_residual(train, calib, grid)
-        gate = fitter.fit_gate(train, calib, setting)
+        scorer, gate = corrections[f]
         # calibration banks: the test fold's cascade settings on the calibration questions
         settings = chosen[test_q[0]]
         cal_rows, _ = rows_of(calib, scorer, dict.fromkeys(fitter.folds[calib], settings))
