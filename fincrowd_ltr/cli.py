@@ -612,12 +612,18 @@ def cmd_cascade(args: argparse.Namespace) -> dict:
             first_stage=args.first_stage,
         )
         corrections = fold_corrections(fitter)
-        report["gated"] = {"selected": gated_cascade(fitter, corrections, bankset, chosen, extra)}
+        limits = {
+            "cap": getattr(args, "regression_cap", 0.03),
+            "min_queries": getattr(args, "min_calibration", MIN_CALIBRATION_QUERIES),
+        }
+        report["gated"] = {
+            "selected": gated_cascade(fitter, corrections, bankset, chosen, extra, **limits)
+        }
         _print_cascade(report["gated"]["selected"]["systems"], "gated correction on top-k")
         for name in extra:  # a run-based stage 2 (e.g. cross-encoder) with the correction
             same = dict.fromkeys(chosen, CascadeSettings(args.n, args.k, name))
             report["gated"][name] = gated_cascade(
-                fitter, corrections, bankset, same, extra, label=f"cascade:{name}"
+                fitter, corrections, bankset, same, extra, label=f"cascade:{name}", **limits
             )
             _print_cascade(report["gated"][name]["systems"], f"gated correction on {name} top-k")
     _write_report(args, report)
@@ -1064,6 +1070,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--gated", action="store_true", help="add the residual and gate on top-k")
     p.add_argument("--correction-ranker", default="dense", help="base ranker of the residual")
+    _add_cap_arg(p)
     p.add_argument("--folds", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--report", type=Path, default=None, help="write the JSON report here")

@@ -137,3 +137,35 @@ def test_evaluate_reports_fixed_cascades_under_their_names(tmp_path):
     assert {"cascade:bm25", "cascade:bm25+first(rank,0.5)"} <= set(systems)
     assert systems["cascade:bm25"]["n"] == len(data.queries)
     assert main([*args[:-2], "--cascade", "bm25:softmax:0.5"]) == 2  # a clear error, not a crash
+
+
+def test_gated_cascade_on_held_out_folds(tmp_path):
+    from fincrowd_ltr.cli import main
+    from tests.test_training import write_corpus
+
+    write_corpus(tmp_path / "c")
+    report_path = tmp_path / "cascade.json"
+    args = [
+        "cascade",
+        "--dataset=beir",
+        f"--data-root={tmp_path / 'c'}",
+        "--first-stage=bm25",
+        "--stage2=bm25",
+        "--n=12",
+        "--k=4",
+        "--gated",
+        "--correction-ranker=bm25",
+        "--folds=4",
+        "--min-calibration=2",
+        f"--cache-dir={tmp_path / 'cache'}",
+        f"--report={report_path}",
+    ]
+    assert main(args) == 0
+    gated = json.loads(report_path.read_text())["gated"]["selected"]
+    assert len(gated["folds"]) == 4 and gated["n_queries"] == 12
+    systems = gated["systems"]
+    assert set(systems) == {SELECTED, f"{SELECTED}+residual", f"{SELECTED}+gated"}
+    for stats in systems.values():
+        assert 0.0 <= stats["recall@10"] <= 1.0 and stats["n"] == 12
+    assert systems[SELECTED]["delta"]["recall@10"] == 0.0  # the cascade is its own baseline
+    assert 0.0 <= gated["gate_open_share"] <= 1.0
