@@ -567,11 +567,11 @@ def _named_runs(items: list[str], dataset) -> dict[str, dict[str, dict[str, floa
 
 def cmd_cascade(args: argparse.Namespace) -> dict:
     """Cross-validate the cascade (first stage -> stage-2 top k -> optional gated correction)."""
-    from fincrowd_ltr.crossencoder.crossfit import run_scores
     from fincrowd_ltr.evaluation.cascade import (
         crossvalidate_cascade,
         fold_corrections,
         gated_cascade,
+        run_scores,
     )
     from fincrowd_ltr.retrieval.cascade import CascadeSettings, settings_grid
 
@@ -644,8 +644,9 @@ def _print_cascade(systems: dict, title: str) -> None:
 def cmd_train_cross_encoder(args: argparse.Namespace) -> None:
     """Out-of-fold scores on group folds (a TREC run), then a final adapter on every group."""
     from fincrowd_ltr.crossencoder import CrossEncoder, CrossEncoderConfig, train_cross_encoder
-    from fincrowd_ltr.crossencoder.crossfit import crossfit, write_run
+    from fincrowd_ltr.crossencoder.crossfit import crossfit
     from fincrowd_ltr.crossencoder.training import hard_negative_groups
+    from fincrowd_ltr.data.beir import write_trec_run
 
     dataset = load_dataset(args.dataset, args.data_root, args.split)
     spec = BankSpec(size=args.depth, mode="retrieved", first_stage=args.first_stage)
@@ -675,7 +676,8 @@ def cmd_train_cross_encoder(args: argparse.Namespace) -> None:
             args.depth,
             train_kwargs,
         )
-        write_run(run, args.run_out, "cross-encoder")
+        args.run_out.parent.mkdir(parents=True, exist_ok=True)
+        write_trec_run(args.run_out, run, "cross-encoder")
         report["folds"] = folds
         print(f"out-of-fold scores of {len(run)} questions written to {args.run_out}")
     if args.out is not None:

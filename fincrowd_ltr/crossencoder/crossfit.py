@@ -1,15 +1,14 @@
 """Out-of-fold cross-encoder scores: for each group fold, a cross-encoder trained on the other
 folds scores that fold's bank candidates, so every score comes from a model that never saw the
-question's company (FinanceBench) or context (TAT-QA). Written as a TREC run, which
-``fincrowd evaluate --run`` and ``fincrowd cascade --scores`` read like any other ranker.
+question's company (FinanceBench) or context (TAT-QA). Written as a TREC run
+(:func:`fincrowd_ltr.data.beir.write_trec_run`), which ``fincrowd evaluate --run`` and
+``fincrowd cascade --scores`` read like any other ranker.
 """
 
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
-import numpy as np
 from tqdm.auto import tqdm
 
 from fincrowd_ltr.crossencoder.model import CrossEncoder, CrossEncoderConfig
@@ -35,16 +34,6 @@ def score_banks_with(
         scores = model.score(dataset.queries[qid].text, texts)
         out[qid] = dict(zip(pids, scores.tolist(), strict=True))
     return out
-
-
-def write_run(run: dict[str, dict[str, float]], path: Path, name: str) -> None:
-    """TREC run format: ``qid Q0 pid rank score name``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as fh:
-        for qid, scores in run.items():
-            ranked = sorted(scores.items(), key=lambda kv: -kv[1])
-            for rank, (pid, score) in enumerate(ranked, 1):
-                fh.write(f"{qid} Q0 {pid} {rank} {score:.6f} {name}\n")
 
 
 def crossfit(
@@ -86,15 +75,3 @@ def crossfit(
         )
         summaries.append(summary)
     return run, summaries
-
-
-def run_scores(run: dict[str, dict[str, float]], bankset: BankSet) -> dict[str, np.ndarray]:
-    """A run's scores aligned to each bank's candidates; candidates the run lacks get the run's
-    minimum for that question minus one (they rank after every scored one)."""
-    out = {}
-    for qid, scores in run.items():
-        if qid not in bankset.banks:
-            continue
-        floor = min(scores.values()) - 1.0 if scores else 0.0
-        out[qid] = np.array([scores.get(p, floor) for p in bankset.banks[qid].pids], np.float64)
-    return out

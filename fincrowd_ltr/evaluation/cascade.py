@@ -19,11 +19,21 @@ from fincrowd_ltr.evaluation.selection import best, choose_per_fold
 from fincrowd_ltr.model.gate import DEFAULT_REGRESSION_CAP, MIN_CALIBRATION_QUERIES, calibrate
 from fincrowd_ltr.retrieval.banks import BankSet, CandidateBank
 from fincrowd_ltr.retrieval.cascade import CascadeSettings, cascade_order
+from fincrowd_ltr.retrieval.rankers import scores_from_run
 
 SELECT_ON = ("recall@10", "ndcg@10")
 FIRST = "first-stage"
 SELECTED = "cascade:selected"
 COLUMN = "cascade"  # the fused score's column in top-k banks
+
+
+def run_scores(run: dict[str, dict[str, float]], bankset: BankSet) -> dict[str, np.ndarray]:
+    """A TREC run's scores aligned to each bank's candidates (``--scores NAME=FILE``)."""
+    return {
+        qid: scores_from_run(scores, bankset.banks[qid].pids)
+        for qid, scores in run.items()
+        if qid in bankset.banks
+    }
 
 
 def _second(bank: CandidateBank, ranker: str, extra: dict[str, dict[str, np.ndarray]]):

@@ -82,9 +82,14 @@ class RunRanker:
         self.qid_of = qid_of  # query text -> qid
 
     def score(self, query: str, pids: list[str]) -> np.ndarray:
-        scores = self.run.get(self.qid_of[query], {})
-        floor = (min(scores.values()) - 1.0) if scores else 0.0
-        return np.array([scores.get(p, floor) for p in pids], dtype=np.float64)
+        return scores_from_run(self.run.get(self.qid_of[query], {}), pids)
+
+
+def scores_from_run(scores: dict[str, float], pids: list[str]) -> np.ndarray:
+    """One question's run scores aligned to ``pids``; a candidate the run lacks gets the run's
+    minimum for the question minus one, so it ranks after every scored one."""
+    floor = (min(scores.values()) - 1.0) if scores else 0.0
+    return np.array([scores.get(p, floor) for p in pids], dtype=np.float64)
 
 
 def check_scores(scores: np.ndarray, where: str) -> np.ndarray:
@@ -141,4 +146,5 @@ __all__ = [
     "RunRanker",
     "check_scores",
     "make_rankers",
+    "scores_from_run",
 ]
