@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 
 
@@ -86,6 +88,44 @@ class Dataset:
     missing_gold: dict[str, list[str]] = field(default_factory=dict)
     gold_equivalents: dict[str, dict[str, str]] | None = None
     notes: list[str] = field(default_factory=list)
+
+    def corpus_fingerprint(self) -> str:
+        """A hash of every passage's id, text and metadata (computed once)."""
+        cached = self.__dict__.get("_corpus_fingerprint")
+        if cached is None:
+            digest = hashlib.sha1()
+            for pid, p in self.passages.items():
+                digest.update(pid.encode("utf-8", "replace") + b"\0")
+                digest.update(p.text.encode("utf-8", "replace") + b"\0")
+                digest.update(json.dumps(p.metadata(), sort_keys=True, default=str).encode())
+                digest.update(b"\1")
+            cached = self.__dict__["_corpus_fingerprint"] = digest.hexdigest()[:16]
+        return cached
+
+    def queries_fingerprint(self, with_qrels: bool) -> str:
+        """A hash of the question ids and texts (and, with ``with_qrels``, their judgements)."""
+        digest = hashlib.sha1()
+        for qid, query in self.queries.items():
+            digest.update(f"{qid}\0{query.text}\1".encode("utf-8", "replace"))
+            if with_qrels:
+                rels = sorted(self.qrels.get(qid, {}).items())
+                digest.update(json.dumps(rels).encode())
+        return digest.hexdigest()[:16]
+
+    def question_fingerprint(self, qid: str) -> str:
+        """The content identity of a question: its normalised text and the texts of its gold
+        evidence. The same labelled question under another id, or loaded through another
+        loader, has the same fingerprint; the same wording about other evidence (TAT-QA's
+        repeated questions over different tables) does not."""
+        text = " ".join(self.queries[qid].text.lower().split())
+        gold = sorted(
+            hashlib.sha1(
+                " ".join(self.passages[p].text.split()).encode("utf-8", "replace")
+            ).hexdigest()
+            for p, g in self.qrels.get(qid, {}).items()
+            if g > 0 and p in self.passages
+        )
+        return hashlib.sha1(json.dumps([text, gold]).encode("utf-8")).hexdigest()[:20]
 
     def covered(self, qid: str) -> bool:
         """Whether all gold evidence of ``qid`` is in the corpus (the coverage rule)."""

@@ -1,15 +1,22 @@
-"""Group-disjoint splits: FinanceBench by company, TAT-QA by context, never a group in two parts.
+"""Group-disjoint folds: FinanceBench by company, TAT-QA by context, never a group in two parts.
 
 Folds are assigned by hashing the group name with a seed, so a new company or context lands in a
 fold without any list of known groups, and the assignment of existing groups never changes when
 others are added (held-out data runs unchanged).
+
+:class:`FoldPlan` is the one fold protocol every workflow uses: round ``k`` tests on fold ``k``,
+validates or calibrates on fold ``k + 1`` and trains on the rest; :meth:`FoldPlan.inner` gives the
+cross-fitting rounds inside a set of training folds (each training fold scored by a model trained
+on the others).
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
 
-from fincrowd_ltr.data.schema import Dataset
+from fincrowd_ltr.data.schema import DataError, Dataset
 
 
 def group_fold(group: str, k: int, seed: int = 0) -> int:
@@ -20,25 +27,92 @@ def group_fold(group: str, k: int, seed: int = 0) -> int:
 
 def group_kfold(dataset: Dataset, k: int = 5, seed: int = 0) -> list[list[str]]:
     """Query ids per fold; all queries of one group share a fold."""
+    if k < 1:
+        raise DataError(f"the number of folds must be at least 1; got {k}")
     folds: list[list[str]] = [[] for _ in range(k)]
     for qid, query in dataset.queries.items():
         folds[group_fold(query.group, k, seed)].append(qid)
     return folds
 
 
+@dataclass(frozen=True)
+class Round:
+    """One round of a fold plan: fold indices that test, validate/calibrate and train."""
+
+    test: int | None
+    validation: int
+    train: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class FoldPlan:
+    """Query ids per group fold, and the rounds every workflow walks.
+
+    Attributes:
+        folds: Query ids of each fold (groups never straddle folds).
+        seed: Seed of the fold assignment.
+    """
+
+    folds: tuple[tuple[str, ...], ...]
+    seed: int = 0
+
+    @classmethod
+    def by_group(
+        cls, dataset: Dataset, k: int = 5, seed: int = 0, qids: Iterable[str] | None = None
+    ) -> FoldPlan:
+        """Fold ``k`` groups of ``dataset`` (restricted to ``qids`` when given)."""
+        keep = None if qids is None else set(qids)
+        folds = group_kfold(dataset, k, seed)
+        return cls(tuple(tuple(q for q in f if keep is None or q in keep) for f in folds), seed)
+
+    def __len__(self) -> int:
+        return len(self.folds)
+
+    def qids(self, folds: Iterable[int]) -> list[str]:
+        """Query ids of the given folds, fold by fold."""
+        return [q for f in folds for q in self.folds[f]]
+
+    def without(self, fold: int) -> FoldPlan:
+        """The plan with fold ``fold`` held out entirely (``fit-residual --test-fold``)."""
+        if not 0 <= fold < len(self.folds):
+            raise DataError(f"test fold {fold} is outside 0..{len(self.folds) - 1}")
+        return FoldPlan(tuple(f for i, f in enumerate(self.folds) if i != fold), self.seed)
+
+    def round(self, test: int) -> Round:
+        """Test on ``test``, validate/calibrate on the next fold, train on the rest."""
+        n = len(self.folds)
+        val = (test + 1) % n
+        return Round(test, val, tuple(f for f in range(n) if f not in (test, val)))
+
+    def rounds(self) -> list[Round]:
+        """Every fold tested once (cross-validation)."""
+        return [self.round(k) for k in range(len(self.folds))]
+
+    def final(self, validation: int) -> Round:
+        """No test fold: ``validation`` validates/calibrates, every other fold trains."""
+        return Round(None, validation, tuple(f for f in range(len(self.folds)) if f != validation))
+
+    @staticmethod
+    def inner(train: tuple[int, ...], validation: int) -> list[Round]:
+        """Cross-fitting inside ``train``: fold ``j`` is scored by a model trained on the other
+        training folds (validated on ``validation``)."""
+        return [Round(j, validation, tuple(f for f in train if f != j)) for j in train]
+
+
 def fold_split(
     dataset: Dataset, test_fold: int, k: int = 5, seed: int = 0, validation: bool = True
 ) -> dict[str, list[str]]:
-    """Train / validation / test query ids for one cross-validation round.
-
-    The test part is fold ``test_fold``; the validation part is the next fold (when
-    ``validation``); the rest is training. Groups never straddle parts.
-    """
-    folds = group_kfold(dataset, k, seed)
-    val_fold = (test_fold + 1) % k if validation else None
-    out = {"train": [], "val": [], "test": list(folds[test_fold])}
-    for i, qids in enumerate(folds):
-        if i == test_fold:
-            continue
-        out["val" if i == val_fold else "train"].extend(qids)
-    return out
+    """Train / validation / test query ids of round ``test_fold`` (see :class:`FoldPlan`)."""
+    plan = FoldPlan.by_group(dataset, k, seed)
+    r = plan.round(test_fold)
+    if not validation:
+        return {
+            "train": plan.qids([*r.train, r.validation]),
+            "val": [],
+            "test": plan.qids([test_fold]),
+        }
+    return {
+        "train": plan.qids(r.train),
+        "val": plan.qids([r.validation]),
+        "test": plan.qids([test_fold]),
+    }

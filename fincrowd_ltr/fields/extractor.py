@@ -8,9 +8,10 @@ text otherwise. Periods are ``"2018"`` (a fiscal or calendar year) or ``"2018Q2"
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from fincrowd_ltr.data.schema import Passage
 from fincrowd_ltr.fields import vocabulary as V
@@ -172,20 +173,22 @@ class FieldExtractor:
         vocab = {k: list(v) for k, v in (companies or V.COMPANIES).items()}
         lowered = {k.lower(): k for k in vocab}
         for passage in passages:
-            name = passage.company
+            name = None if passage.company is None else str(passage.company)
             if name and name.lower() not in lowered:
                 vocab[name] = []
                 lowered[name.lower()] = name
         return cls(vocab)
 
     def _build_entity_patterns(self) -> None:
+        self._canonical: dict[str, str] = {}
+        for canonical, aliases in self.companies.items():  # the first company listed wins
+            for form in (canonical, *aliases):
+                self._canonical.setdefault(str(form).lower(), canonical)
         insensitive: dict[str, str] = {}
         sensitive: dict[str, str] = {}
         for canonical, aliases in self.companies.items():
             forms = {canonical.lower(), *(a.lower() for a in aliases)}
-            stripped = re.sub(
-                r"\b(corporation|corp|inc|company|co|plc|ltd|group)\.?$", "", canonical.lower()
-            ).strip()
+            stripped = _strip_suffix(canonical.lower())
             if len(stripped) >= MIN_ALIAS_CHARS:
                 forms.add(stripped)
             for form in forms:
@@ -315,9 +318,21 @@ class FieldExtractor:
             is_table=None if query else looks_like_table(text),
         )
 
-    def extract_query(self, text: str) -> FinancialFields:
-        """Fields of a question."""
-        return self.extract_text(text, query=True)
+    def extract_query(self, text: str, companies: Iterable[str] = ()) -> FinancialFields:
+        """Fields of a question.
+
+        ``companies`` are the candidates' own metadata companies: the question's entity also
+        includes any of them it names, whether or not the vocabulary lists them (the rule every
+        path follows: the extractor's vocabulary plus the candidates' own metadata).
+        """
+        fields = self.extract_text(text, query=True)
+        lowered = text.lower()
+        extra = {
+            self.canonical_company(c)
+            for c in companies
+            if c and str(c).lower() not in self._alias_names and _names(str(c), lowered)
+        }
+        return replace(fields, entity=fields.entity | extra) if extra - fields.entity else fields
 
     def extract_passage(self, passage: Passage) -> FinancialFields:
         """Fields of a passage; metadata company and period win over the text."""
@@ -338,10 +353,31 @@ class FieldExtractor:
             is_table=is_table,
         )
 
+    def known_company(self, name: str) -> bool:
+        """Whether ``name`` is a company (or alias) of the vocabulary."""
+        return name.lower() in self._canonical
+
     def canonical_company(self, name: str) -> str:
         """Map a metadata company name (or alias) to its canonical vocabulary name."""
-        lowered = name.lower()
-        for canonical, aliases in self.companies.items():
-            if lowered == canonical.lower() or lowered in (a.lower() for a in aliases):
-                return canonical
-        return name
+        name = str(name)
+        return self._canonical.get(name.lower(), name)
+
+
+def _strip_suffix(name: str) -> str:
+    return re.sub(r"\b(corporation|corp|inc|company|co|plc|ltd|group)\.?$", "", name).strip()
+
+
+@functools.lru_cache(maxsize=4096)
+def _company_pattern(name: str) -> re.Pattern | None:
+    forms = {name.lower(), _strip_suffix(name.lower())}
+    forms = sorted(f for f in forms if len(f) >= MIN_ALIAS_CHARS)
+    if not forms:
+        return None
+    return re.compile(r"(?<![\w&])(?:" + "|".join(re.escape(f) for f in forms) + r")(?![\w&])")
+
+
+def _names(company: str, lowered: str) -> bool:
+    """Whether the lower-cased text names ``company`` (its name or the name without a legal
+    suffix, whole words)."""
+    pattern = _company_pattern(company)
+    return pattern is not None and pattern.search(lowered) is not None

@@ -22,6 +22,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from fincrowd_ltr.data.jsonl import read_jsonl
+from fincrowd_ltr.data.ranking import rank_order
 from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.retrieval.bm25 import BM25Index
 from fincrowd_ltr.retrieval.rankers import BaseRanker, EncoderRanker, HybridRanker, check_scores
@@ -52,7 +53,7 @@ class CandidateBank:
         """Candidate indices by descending ``ranker`` score; ties by bank position."""
         if ranker not in self.scores:
             raise DataError(f"bank {self.qid!r} has no scores for ranker {ranker!r}")
-        return np.argsort(-self.scores[ranker], kind="stable")
+        return rank_order(self.scores[ranker])
 
     def ranking(self, ranker: str) -> list[str]:
         """Passage ids ordered by ``ranker``."""
@@ -68,6 +69,8 @@ class BankSet:
     mode: str
     size: int
     banks: dict[str, CandidateBank]
+    key: str = ""  # content key of the cached file (empty: built in memory, not cached)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def rankers(self) -> list[str]:
@@ -168,9 +171,13 @@ def retrieve_candidates(
         raise DataError("bank size must be at least 1")
     banks = {}
     for qid, query in dataset.queries.items():
-        pids, scores = index.search(query.text, size)
+        search = getattr(index, "search_query", None)
+        pids, scores = search(query, size) if search else index.search(query.text, size)
         if not pids:
-            raise DataError(f"empty bank for query {qid!r}: the corpus has no passages")
+            raise DataError(
+                f"empty bank for query {qid!r}: the first stage retrieved nothing "
+                "(an empty corpus, or a run without scores for this question)"
+            )
         injected: list[str] = []
         if mode == "injected" and dataset.qrels.get(qid):
             gold = [p for p in dataset.qrels[qid] if dataset.qrels[qid][p] > 0]
@@ -180,8 +187,9 @@ def retrieve_candidates(
                 others = [p for p in pids if p not in gold]
                 others = others[: max(0, size - len(keep) - len(missing))]
                 pids = [p for p in pids if p in set(keep) | set(others)] + missing
-                scores = index.score_ids(query.text, pids)
-                order = np.argsort(-scores, kind="stable")  # keep first-stage order
+                score = getattr(index, "score_query", None)
+                scores = score(query, pids) if score else index.score_ids(query.text, pids)
+                order = rank_order(scores)  # keep first-stage order
                 pids, scores = [pids[i] for i in order], scores[order]
                 injected = missing
         banks[qid] = CandidateBank(
@@ -211,7 +219,7 @@ def score_banks(
             disable=not progress,
             mininterval=2.0,
         ):
-            query = dataset.queries[bank.qid].text
+            query = dataset.queries[bank.qid]
             bank.scores[ranker.name] = check_scores(
                 ranker.score(query, bank.pids), f"ranker {ranker.name!r}, query {bank.qid!r}"
             )

@@ -1,4 +1,14 @@
-"""Build (or reload) the scored candidate banks of a dataset split, cached on disk."""
+"""Build (or reload) the scored candidate banks of a dataset, cached on disk by content.
+
+A cached bank file is named by a key over everything its content depends on: the corpus (ids,
+texts, metadata), the questions (ids, texts; and the judgements for gold-injected banks), the first
+stage and its vocabulary, the BM25 settings, the dense window policy, the bank size and mode and the
+format version. Change any of them and the cache misses.
+
+A user's own ranker (``run``: a TREC run, a mapping or a callable) can score the banks or be the
+first stage itself (``first_stage="run"``: its own top ``size`` candidates form each bank). Banks
+that depend on a run are built in memory and never cached.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +17,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from fincrowd_ltr.data.schema import Dataset
+import numpy as np
+
+from fincrowd_ltr.data.ranking import rank_order
+from fincrowd_ltr.data.schema import DataError, Dataset, Query
 from fincrowd_ltr.fields import FieldExtractor
+from fincrowd_ltr.fields.vocabulary import EXTRACTOR_VERSION
 from fincrowd_ltr.retrieval.banks import (
     DEFAULT_BANK_SIZE,
     BankSet,
@@ -16,14 +30,17 @@ from fincrowd_ltr.retrieval.banks import (
     score_banks,
 )
 from fincrowd_ltr.retrieval.bm25 import BM25Config, BM25Index
-from fincrowd_ltr.retrieval.first_stage import FirstStage, resolve_first_stage
-from fincrowd_ltr.retrieval.rankers import make_rankers
+from fincrowd_ltr.retrieval.first_stage import RUN, FirstStage, resolve_first_stage
+from fincrowd_ltr.retrieval.query import synonyms_fingerprint
+from fincrowd_ltr.retrieval.rankers import RunRanker, RunScores, make_rankers, scores_from_run
 from fincrowd_ltr.retrieval.windows import WindowPolicy
+
+CACHE_FORMAT = 2  # bump when what a bank file holds, or how it is made, changes
 
 
 @dataclass(frozen=True)
 class BankSpec:
-    """Everything that determines a bank file's content."""
+    """How banks are made: size, mode, first stage and the rankers' settings."""
 
     size: int = DEFAULT_BANK_SIZE
     mode: str = "retrieved"
@@ -36,23 +53,45 @@ class BankSpec:
         return resolve_first_stage(self.first_stage, dataset.name)
 
     def key(self, dataset: Dataset, split: str) -> str:
-        digest = hashlib.sha1()
+        """The content key of the bank file of ``dataset`` under this spec."""
+        stage = self.stage(dataset)
         parts = [
+            CACHE_FORMAT,
             self.size,
             self.mode,
             self.bm25.key(),
             self.dense_policy.key(),
             self.dense_policy.pooling,
+            stage,
+            EXTRACTOR_VERSION if stage != "bm25" else None,
+            synonyms_fingerprint() if "synonyms" in stage or "query" in stage else None,
+            dataset.corpus_fingerprint(),
+            dataset.queries_fingerprint(with_qrels=self.mode == "injected"),
         ]
-        if self.stage(dataset) != "bm25":  # plain BM25 banks keep their earlier keys
-            parts.append(self.stage(dataset))
-        digest.update(json.dumps(parts).encode())
-        for qid, query in dataset.queries.items():
-            digest.update(f"{qid}\0{query.text}\1".encode())
-        return (
-            f"{dataset.name.replace(':', '_').replace('/', '_')}-{split}-{self.mode}-"
-            f"{digest.hexdigest()[:12]}"
-        )
+        digest = hashlib.sha1(json.dumps(parts).encode()).hexdigest()[:16]
+        name = dataset.name.replace(":", "_").replace("/", "_")
+        return f"{name}-{split.replace('/', '_')}-{self.mode}-{digest}"
+
+
+class RunFirstStage:
+    """A user's run as the first stage: each question's own top-``k`` scored candidates."""
+
+    name = RUN
+
+    def __init__(self, run: RunScores) -> None:
+        if callable(run):
+            raise DataError("a callable ranker cannot be a first stage; pass its scores as a run")
+        self.run = run
+
+    def search_query(self, query: Query, k: int) -> tuple[list[str], np.ndarray]:
+        scores = self.run.get(query.qid, {})
+        pids = list(scores)
+        values = np.array([scores[p] for p in pids], dtype=np.float64)
+        order = rank_order(values)[:k]
+        return [pids[i] for i in order], values[order]
+
+    def score_query(self, query: Query, pids: list[str]) -> np.ndarray:
+        return scores_from_run(self.run.get(query.qid, {}), pids)
 
 
 def build_banks(
@@ -63,27 +102,54 @@ def build_banks(
     cache_dir: Path | None,
     index: BM25Index | None = None,
     progress: bool = True,
+    run: RunScores | None = None,
 ) -> BankSet:
-    """Banks for every query of ``dataset`` scored by ``rankers``; reuses and extends the cache."""
-    path = (
-        None
-        if cache_dir is None
-        else Path(cache_dir) / "banks" / f"{spec.key(dataset, split)}.jsonl"
-    )
+    """Banks for every query of ``dataset`` scored by ``rankers``; reuses and extends the cache.
+
+    ``rankers`` may include ``run`` (scored from ``run``; candidates it lacks are counted in the
+    bank set's notes). ``spec.first_stage == "run"`` makes the run the first stage.
+    """
+    stage_name = spec.stage(dataset)
+    wants_run = "run" in rankers or stage_name == RUN
+    if wants_run and run is None:
+        raise DataError("ranker or first stage 'run' needs your ranker's scores (--run FILE)")
+    built_in = [r for r in rankers if r != "run"]
+    cacheable = cache_dir is not None and stage_name != RUN
+    key = spec.key(dataset, split) if cacheable else ""
+    path = Path(cache_dir) / "banks" / f"{key}.jsonl" if cacheable else None
     bankset = BankSet.load(path, dataset) if path is not None and path.exists() else None
-    missing = [r for r in rankers if bankset is None or r not in bankset.rankers]
-    if bankset is not None and not missing:
-        return bankset
-    index = index or BM25Index.build(dataset.passages, spec.bm25, cache_dir, progress)
-    if bankset is None:
-        stage = index
-        if spec.stage(dataset) != "bm25":
-            extractor = FieldExtractor.from_passages(dataset.passages.values())
-            stage = FirstStage(spec.stage(dataset), index, dataset.passages, extractor)
-        bankset = retrieve_candidates(dataset, stage, spec.size, spec.mode)
-        bankset.split = split
-    built = make_rankers(missing, dataset.passages, index, cache_dir, spec.dense_policy, progress)
-    score_banks(bankset, dataset, built, progress)
-    if path is not None:
-        bankset.save(path)
+    missing = [r for r in built_in if bankset is None or r not in bankset.rankers]
+    if bankset is None or missing:
+        needs_index = (
+            bankset is None and stage_name != RUN or any(r in ("bm25", "hybrid") for r in missing)
+        )
+        if needs_index:
+            index = index or BM25Index.build(dataset.passages, spec.bm25, cache_dir, progress)
+        if bankset is None:
+            if stage_name == RUN:
+                stage = RunFirstStage(run)
+            elif stage_name == "bm25":
+                stage = index
+            else:
+                extractor = FieldExtractor.from_passages(dataset.passages.values())
+                stage = FirstStage(stage_name, index, dataset.passages, extractor)
+            bankset = retrieve_candidates(dataset, stage, spec.size, spec.mode)
+            bankset.split = split
+        built = make_rankers(
+            missing, dataset.passages, index, cache_dir, spec.dense_policy, progress
+        )
+        score_banks(bankset, dataset, built, progress)
+        if path is not None:
+            bankset.save(path)
+    bankset.key = key
+    if "run" in rankers:
+        ranker = RunRanker(run)
+        score_banks(bankset, dataset, [ranker], progress=False)
+        unscored = [n for n in ranker.missing.values() if n]
+        if unscored:
+            bankset.notes.append(
+                f"your run did not score {sum(unscored)} bank candidates in {len(unscored)} of "
+                f"{len(bankset.banks)} banks (mean {np.mean(list(ranker.missing.values())):.1f} "
+                "per bank); they rank after every scored candidate"
+            )
     return bankset

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fincrowd_ltr.data.ranking import rank_order
 from fincrowd_ltr.retrieval.fusion import NORMALISATIONS, weighted_fusion
 
 DEFAULT_N = 200
@@ -61,7 +62,7 @@ def cascade_order(
         settings.weight,
         settings.normalisation,
     )
-    return np.argsort(-fused, kind="stable"), fused
+    return rank_order(fused), fused
 
 
 def settings_grid(

@@ -35,6 +35,7 @@ FIRST_STAGES = (
 )
 PARTS = (*STEPS, "query", "entity")
 AUTO = "auto"
+RUN = "run"  # a user's own run is the first stage (``build_banks(run=...)``)
 # ``auto``: the first stage chosen on training folds for each dataset by
 # ``fincrowd first-stage --dataset NAME`` (README, "First stage"): on FinanceBench every fold's
 # training folds chose bm25+query+entity; on TAT-QA dev (no company names, synonyms hurt) plain
@@ -50,13 +51,14 @@ def resolve_first_stage(name: str, dataset: str) -> str:
 
 def parse_first_stage(name: str) -> tuple[tuple[str, ...], bool]:
     """``(query processing steps, entity-aware)`` of a first-stage name; errors list the parts."""
-    if name == AUTO:
+    if name in (AUTO, RUN):
         return (), False
     head, *parts = name.split("+")
     unknown = [p for p in parts if p not in PARTS]
     if head != "bm25" or unknown or len(set(parts)) != len(parts):
         raise DataError(
-            f"unknown first stage {name!r}: write 'auto', or 'bm25' then any of "
+            f"unknown first stage {name!r}: write 'auto', 'run' (your run's own top N), or "
+            f"'bm25' then any of "
             f"{', '.join('+' + p for p in PARTS)} (e.g. bm25+query+entity)"
         )
     steps = {s for p in parts for s in (QUERY_STEPS if p == "query" else (p,)) if s != "entity"}

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from fincrowd_ltr.data.ranking import rank_order
+
 RRF_K = 60
 
 
 def ranks(scores: np.ndarray) -> np.ndarray:
     """1-based ranks by descending score; ties keep input order (stable)."""
-    order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
+    order = rank_order(np.asarray(scores, dtype=np.float64))
     out = np.empty(len(order), dtype=np.int64)
     out[order] = np.arange(1, len(order) + 1)
     return out

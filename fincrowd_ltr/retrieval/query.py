@@ -6,8 +6,10 @@ Steps (each can be switched on alone, for ablations):
   places", "Give a response to the question by relying on ...", "Assume that you are ...");
 - ``periods``: normalise fiscal-year spellings to the years filings print ("FY2018", "FY 18",
   "FY'18" -> "2018");
-- ``synonyms``: append the surface forms the field vocabulary lists for each metric the question
-  names ("capital expenditure" -> "purchases of property, plant and equipment", ...);
+- ``synonyms``: append plain phrases from ``synonyms.txt`` for each metric the question names
+  ("capital expenditure" -> "purchases of property, plant and equipment", ...); the list is plain
+  text, separate from the extractor's patterns (which say what *not* to match, e.g. "deferred
+  revenue", and must never be searched as words);
 - ``keywords``: append the question's key phrases found by YAKE (Campos et al., 2020), a
   statistical keyword extractor without a model: the reviewed FinanceRAG system's "original query
   plus extracted keywords" expansion, without an LLM.
@@ -15,15 +17,17 @@ Steps (each can be switched on alone, for ablations):
 
 from __future__ import annotations
 
+import hashlib
 import re
 from functools import lru_cache
+from pathlib import Path
 
 from fincrowd_ltr.fields import FieldExtractor
-from fincrowd_ltr.fields import vocabulary as V
 
 STEPS = ("instructions", "periods", "synonyms", "keywords")
 QUERY_STEPS = ("instructions", "periods", "synonyms")  # what "query" stands for in stage names
-MAX_SYNONYMS = 6  # surface forms added per metric
+MAX_SYNONYMS = 6  # phrases added per metric
+SYNONYMS_FILE = Path(__file__).with_name("synonyms.txt")
 MAX_KEYWORDS = 5  # key phrases added by the keywords step
 MAX_KEYWORD_WORDS = 3
 
@@ -40,6 +44,24 @@ _FISCAL_YEAR = re.compile(r"(?i)\bFY\s?'?(\d{4}|\d{2})\b")
 def _year(match: re.Match) -> str:
     year = match.group(1)
     return year if len(year) == 4 else f"20{year}"
+
+
+@lru_cache(maxsize=1)
+def synonyms() -> dict[str, list[str]]:
+    """``{metric: [phrase, ...]}`` from ``synonyms.txt``."""
+    out: dict[str, list[str]] = {}
+    for line in SYNONYMS_FILE.read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        metric, _, phrases = line.partition(":")
+        out[metric.strip()] = [p.strip() for p in phrases.split(";") if p.strip()]
+    return out
+
+
+def synonyms_fingerprint() -> str:
+    """A hash of the synonym list (part of the bank cache key)."""
+    return hashlib.sha1(SYNONYMS_FILE.read_bytes()).hexdigest()[:12]
 
 
 @lru_cache(maxsize=1)
@@ -81,7 +103,7 @@ class QueryProcessor:
             extra += [
                 form
                 for metric in sorted(self.extractor.extract_query(text).metric)
-                for form in V.METRICS.get(metric, [])[:MAX_SYNONYMS]
+                for form in synonyms().get(metric, [])[:MAX_SYNONYMS]
             ]
         if "keywords" in self.steps:
             extra += keywords(text)  # key phrases of the question itself

@@ -1,18 +1,20 @@
 """Base rankers: each scores the candidates of a bank for a query (higher is better).
 
-A ranker is anything with a ``name`` and ``score(query, pids) -> float64 array``. Built in:
-``bm25`` (the corpus index), ``dense`` (MiniLM), ``splade`` (SPLADE-tiny), ``hybrid`` (RRF of
-BM25 and dense) and ``run`` (scores read from a user's TREC run file).
+A ranker is anything with a ``name`` and ``score(query, pids) -> float64 array`` where ``query``
+is a :class:`~fincrowd_ltr.data.schema.Query` (id and text). Built in: ``bm25`` (the corpus
+index), ``dense`` (MiniLM), ``splade`` (SPLADE-tiny), ``hybrid`` (RRF of BM25 and dense) and
+``run`` (a user's own ranker: scores read from a TREC run file, a mapping, or a callable).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
-from fincrowd_ltr.data.schema import DataError, Passage
+from fincrowd_ltr.data.schema import DataError, Passage, Query
 from fincrowd_ltr.retrieval.bm25 import BM25Index
 from fincrowd_ltr.retrieval.fusion import reciprocal_rank_fusion
 from fincrowd_ltr.retrieval.windows import WindowPolicy
@@ -23,7 +25,7 @@ RANKERS = ("bm25", "dense", "splade", "hybrid")
 class BaseRanker(Protocol):
     name: str
 
-    def score(self, query: str, pids: list[str]) -> np.ndarray: ...
+    def score(self, query: Query, pids: list[str]) -> np.ndarray: ...
 
 
 class BM25Ranker:
@@ -34,8 +36,8 @@ class BM25Ranker:
     def __init__(self, index: BM25Index) -> None:
         self.index = index
 
-    def score(self, query: str, pids: list[str]) -> np.ndarray:
-        return self.index.score_ids(query, pids)
+    def score(self, query: Query, pids: list[str]) -> np.ndarray:
+        return self.index.score_ids(query.text, pids)
 
 
 class EncoderRanker:
@@ -56,8 +58,8 @@ class EncoderRanker:
             self.encoder.encode_queries(list(queries))
         self.encoder.encode_texts(texts, progress=self.progress)
 
-    def score(self, query: str, pids: list[str]) -> np.ndarray:
-        return self.encoder.score(query, [self.passages[p].text for p in pids])
+    def score(self, query: Query, pids: list[str]) -> np.ndarray:
+        return self.encoder.score(query.text, [self.passages[p].text for p in pids])
 
 
 class HybridRanker:
@@ -67,25 +69,37 @@ class HybridRanker:
         self.parts = parts
         self.name = name
 
-    def score(self, query: str, pids: list[str]) -> np.ndarray:
+    def score(self, query: Query, pids: list[str]) -> np.ndarray:
         return reciprocal_rank_fusion([p.score(query, pids) for p in self.parts])
 
 
+RunScores = Mapping[str, Mapping[str, float]] | Callable[[Query, list[str]], "np.ndarray"]
+
+
 class RunRanker:
-    """Scores from a TREC run (a user's own ranker). Candidates absent from the run get the
-    run's minimum score for that query minus one, so they rank last."""
+    """A user's own ranker: ``run[qid][pid] = score`` (a TREC run read with
+    :func:`~fincrowd_ltr.data.beir.read_trec_run`, or any mapping), or a callable
+    ``(query, pids) -> scores``. Scores are matched by question id, never by text.
 
-    name = "run"
+    A candidate the run did not score ranks after every scored one (the run's minimum for the
+    question minus one); how many there were is counted in ``missing`` (per question) so reports
+    can say so.
+    """
 
-    def __init__(self, run: dict[str, dict[str, float]], qid_of: dict[str, str]) -> None:
+    def __init__(self, run: RunScores, name: str = "run") -> None:
         self.run = run
-        self.qid_of = qid_of  # query text -> qid
+        self.name = name
+        self.missing: dict[str, int] = {}
 
-    def score(self, query: str, pids: list[str]) -> np.ndarray:
-        return scores_from_run(self.run.get(self.qid_of[query], {}), pids)
+    def score(self, query: Query, pids: list[str]) -> np.ndarray:
+        if callable(self.run):
+            return np.asarray(self.run(query, pids), dtype=np.float64)
+        scores = self.run.get(query.qid, {})
+        self.missing[query.qid] = sum(1 for p in pids if p not in scores)
+        return scores_from_run(scores, pids)
 
 
-def scores_from_run(scores: dict[str, float], pids: list[str]) -> np.ndarray:
+def scores_from_run(scores: Mapping[str, float], pids: list[str]) -> np.ndarray:
     """One question's run scores aligned to ``pids``; a candidate the run lacks gets the run's
     minimum for the question minus one, so it ranks after every scored one."""
     floor = (min(scores.values()) - 1.0) if scores else 0.0
