@@ -1,8 +1,60 @@
 """fincrowd_ltr: constraint-aware learning-to-rank for financial retrieval-augmented generation.
 
-The package follows the data flow: ``data`` (schema and loaders) -> ``fields`` (typed financial
-field extraction and compatibility) -> ``retrieval`` (first stage, base rankers, candidate banks)
--> ``evaluation`` (metrics, bootstrap intervals, reports) -> ``cli``.
+The public API (imported lazily, so ``import fincrowd_ltr`` and ``fincrowd --help`` are instant)::
+
+    import fincrowd_ltr as fc
+    model, report = fc.fit_correction("financebench", "dense")      # cross-validate and fit
+    model.save_pretrained("checkpoints/mine")
+    model = fc.GatedCorrection.from_pretrained("checkpoints/mine")
+    result = model.rerank(question, candidates, base_scores, domain="financebench")
+
+Layers, each importing only from those before it: ``data``/``metrics`` -> ``fields`` ->
+``retrieval`` -> ``features`` -> ``model``/``packing`` -> ``training``/``diagnostics`` ->
+``evaluation``/``crossencoder`` -> ``serving`` -> ``api`` -> ``cli`` (``tests/test_layers.py``).
 """
 
-__version__ = "0.1.0"
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.2.0"
+
+_EXPORTS = {
+    "load_dataset": "fincrowd_ltr.api.corpus",
+    "build_banks": "fincrowd_ltr.api.corpus",
+    "fit_correction": "fincrowd_ltr.api.fit",
+    "CrossValReport": "fincrowd_ltr.api.fit",
+    "calibrate_domain": "fincrowd_ltr.api.evaluate",
+    "evaluate": "fincrowd_ltr.api.evaluate",
+    "diagnose": "fincrowd_ltr.api.diagnose",
+    "pack": "fincrowd_ltr.api.pack",
+    "cascade": "fincrowd_ltr.api.cascade",
+    "first_stage_ablation": "fincrowd_ltr.api.first_stage",
+    "train_cross_encoder": "fincrowd_ltr.api.cross_encoder",
+    "GatedCorrection": "fincrowd_ltr.model.correction",
+    "Candidate": "fincrowd_ltr.model.correction",
+    "RerankResult": "fincrowd_ltr.model.correction",
+    "TrainingSummary": "fincrowd_ltr.model.correction",
+    "Dataset": "fincrowd_ltr.data.schema",
+    "Passage": "fincrowd_ltr.data.schema",
+    "Query": "fincrowd_ltr.data.schema",
+    "DataError": "fincrowd_ltr.data.schema",
+    "BankSet": "fincrowd_ltr.retrieval.banks",
+    "CandidateBank": "fincrowd_ltr.retrieval.banks",
+    "FoldPlan": "fincrowd_ltr.data.splits",
+    "Report": "fincrowd_ltr.evaluation.results",
+    "SystemResult": "fincrowd_ltr.evaluation.results",
+}
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'fincrowd_ltr' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
+
+
+__all__ = sorted(_EXPORTS)

@@ -28,7 +28,7 @@ def test_round_trip_gives_identical_scores(saved):
     x = torch.randn(100, len(FEATURE_NAMES), dtype=torch.float64)
     base = torch.randn(100, dtype=torch.float64)
     assert torch.allclose(loaded(x, base), scorer(x, base), atol=1e-12, rtol=0)
-    assert config["training"] == {"train_banks": 3} and loaded.alpha == 0.8
+    assert config["training"]["train_banks"] == 3 and loaded.alpha == 0.8
 
 
 def test_wrong_ranker_version_and_corrupt_files(saved):

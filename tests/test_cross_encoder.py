@@ -14,6 +14,7 @@ from fincrowd_ltr.crossencoder import (
     hard_negative_groups,
     train_cross_encoder,
 )
+from fincrowd_ltr.data.schema import Query
 from tests.conftest import tiny_config
 
 
@@ -87,7 +88,8 @@ def test_hard_negatives_come_from_the_bank_and_skip_gold(financebench):
 
 def test_ranker_scores_bank_candidates(tiny_cross_encoder, financebench):
     pids = list(financebench.passages)[:3]
-    scores = CrossEncoderRanker(tiny_cross_encoder, financebench.passages).score("revenue?", pids)
+    query = Query("q", "revenue?", "g")
+    scores = CrossEncoderRanker(tiny_cross_encoder, financebench.passages).score(query, pids)
     assert scores.shape == (3,) and np.isfinite(scores).all()
 
 

@@ -11,14 +11,13 @@ from hypothesis import strategies as st
 
 from fincrowd_ltr.cli import main
 from fincrowd_ltr.data.schema import DataError
-from fincrowd_ltr.evaluation.correction import base_rankings
 from fincrowd_ltr.features import FEATURE_NAMES
-from fincrowd_ltr.features.gate_features import GATE_FEATURE_NAMES, gate_features
+from fincrowd_ltr.fields.extractor import FinancialFields
 from fincrowd_ltr.model import ResidualScorer
 from fincrowd_ltr.model.checkpoint import add_domain, domain_calibration, load_gate, save_residual
+from fincrowd_ltr.model.correction import GatedCorrection
 from fincrowd_ltr.model.gate import GateCalibration, IdentityGate, calibrate, choose_threshold
-from fincrowd_ltr.training.data import BankExample
-from fincrowd_ltr.training.gating import GateRows, gated_rankings
+from fincrowd_ltr.model.gate_features import GATE_FEATURE_NAMES
 from tests.test_training import write_corpus
 
 D = len(FEATURE_NAMES)
@@ -40,33 +39,35 @@ def _gate(seed=0):
     return gate
 
 
-@settings(max_examples=60, deadline=None)
+FINITE = st.one_of(
+    st.sampled_from([0.0, 0.5, 1.0, 2.0, -1.0]),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from([1e160, 2e160, -1.79e308, 1.79e308, -2.2e294, 5e-324]),
+)
+
+
+@settings(max_examples=80, deadline=None)
 @given(
-    base=st.lists(st.sampled_from([0.0, 0.5, 1.0, 2.0, -1.0]), min_size=1, max_size=30),
+    base=st.lists(FINITE, min_size=1, max_size=30),
     threshold=st.floats(0.0, 1.0),
     seed=st.integers(0, 1000),
 )
 def test_closed_gate_keeps_exactly_the_base_order(base, threshold, seed):
+    """Any finite scores, whatever their magnitude: closed means the input order (ties by
+    position), open means the corrected order; membership never changes; scores are finite."""
     rng = np.random.default_rng(seed)
     n = len(base)
     features = rng.integers(0, 2, size=(n, D)).astype(np.float64)
-    example = BankExample("q", [f"p{i}" for i in range(n)], features, np.array(base), np.zeros(n))
-    scorer, gate = _scorer(seed % 7), _gate(seed % 5)
-    x = gate_features(scorer, features, example.base, ("period",))[None, :]
-    from fincrowd_ltr.evaluation.correction import corrected_rankings
-
-    rows = GateRows(
-        ["q"], x, np.zeros(1), base_rankings([example]), corrected_rankings(scorer, [example])
-    )
     calibration = GateCalibration(1.0, threshold, 0.03, 10, 0.0, 0.0, 0.0)
-    gated, opened = gated_rankings(rows, gate, calibration)
-    # ties keep bank position: the original order, whatever the scores
-    expected = [example.pids[i] for i in np.argsort(-np.array(base), kind="stable")]
-    if not opened["q"]:
-        assert gated["q"] == expected
+    model = GatedCorrection(_scorer(seed % 7), _gate(seed % 5), {"d": calibration})
+    d = model.decide(features, np.array(base), FinancialFields(period=frozenset({"2019"})), "d")
+    expected = sorted(range(n), key=lambda i: (-base[i], i))
+    if not d.applied:
+        assert d.order.tolist() == expected
     else:
-        assert gated["q"] == rows.residual["q"]
-    assert sorted(gated["q"]) == sorted(example.pids)  # membership never changes
+        assert d.order.tolist() == d.corrected_order.tolist()
+    assert sorted(d.order.tolist()) == list(range(n))  # membership never changes
+    assert np.isfinite(d.scores).all() and np.isfinite(d.corrected).all()
 
 
 @settings(max_examples=60, deadline=None)

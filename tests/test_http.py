@@ -30,28 +30,31 @@ def _post(url: str, body: bytes) -> tuple[int, dict]:
         return err.code, json.loads(err.read())
 
 
-@pytest.fixture
-def server(checkpoint):  # noqa: F811
+def start_server(folder, *extra: str):
+    """A real ``fincrowd serve`` process on a free loopback port: ``(proc, url, health)``."""
     port = _free_port()
-    args = ["serve", f"--checkpoint={checkpoint}", f"--port={port}", "--max-candidates=50"]
+    args = ["serve", f"--checkpoint={folder}", f"--port={port}", *extra]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "fincrowd_ltr.cli", *args, "--max-text-chars=500"],
+        [sys.executable, "-m", "fincrowd_ltr.cli", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
-    for _ in range(300):
+    for _ in range(600):
         try:
             with urllib.request.urlopen(url + "/health", timeout=1) as r:
-                health = json.loads(r.read())
-                break
+                return proc, url, json.loads(r.read())
         except OSError:
             if proc.poll() is not None:
                 raise RuntimeError(proc.stdout.read().decode()) from None
             time.sleep(0.1)
-    else:
-        proc.kill()
-        raise RuntimeError("server did not start")
+    proc.kill()
+    raise RuntimeError("server did not start")
+
+
+@pytest.fixture
+def server(checkpoint):  # noqa: F811
+    proc, url, health = start_server(checkpoint, "--max-candidates=50", "--max-text-chars=500")
     yield url, health
     proc.terminate()
     proc.wait(timeout=10)

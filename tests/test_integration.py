@@ -2,12 +2,13 @@
 
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from fincrowd_ltr.cli import main
-from fincrowd_ltr.evaluation.metrics import recall_at_k
+from fincrowd_ltr.metrics import recall_at_k
 from fincrowd_ltr.retrieval.bm25 import BM25Index
 
 pytestmark = pytest.mark.integration
@@ -102,11 +103,11 @@ def test_cli_reports_bad_input_without_a_traceback(tmp_path, capsys):
 
 
 def test_demo_config_is_checked(tmp_path):
-    from fincrowd_ltr.cli import DEFAULT_DEMO_CONFIG, load_demo_config
+    from fincrowd_ltr.api.demo import load_demo_config
     from fincrowd_ltr.data.schema import DataError
 
-    config = load_demo_config(DEFAULT_DEMO_CONFIG)
-    assert {r["dataset"] for r in config["runs"]} == {"financebench", "tatqa"}
+    config = load_demo_config(Path(__file__).resolve().parents[1] / "configs" / "demo.yaml")
+    assert {r["dataset"] for r in config.runs} == {"financebench", "tatqa"}
     bad = tmp_path / "demo.yaml"
     bad.write_text(
         "runs:\n  - dataset: tatqa\n    split: dev\n    rankers: [bm25]\n    modes: [x]\n"

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from fincrowd_ltr.evaluation.metrics import (
+from fincrowd_ltr.metrics import (
     bootstrap_ci,
     first_relevant_rank,
     ndcg_at_k,

@@ -14,7 +14,7 @@ from tqdm.auto import tqdm
 from fincrowd_ltr.crossencoder.model import CrossEncoder, CrossEncoderConfig
 from fincrowd_ltr.crossencoder.training import hard_negative_groups, train_cross_encoder
 from fincrowd_ltr.data.schema import Dataset
-from fincrowd_ltr.data.splits import group_kfold
+from fincrowd_ltr.data.splits import FoldPlan
 from fincrowd_ltr.retrieval.banks import BankSet
 
 
@@ -51,7 +51,7 @@ def crossfit(
     summaries (training groups, seconds, pairs scored per second)."""
     covered = [q for q in dataset.queries if q in bankset.banks and dataset.covered(q)]
     keep = set(covered)
-    fold_qids = [[q for q in fold if q in keep] for fold in group_kfold(dataset, folds, seed)]
+    fold_qids = [list(f) for f in FoldPlan.by_group(dataset, folds, seed, keep).folds]
     run: dict[str, dict[str, float]] = {}
     summaries = []
     for f, test in enumerate(fold_qids):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from fincrowd_ltr.crossencoder.model import CrossEncoder
-from fincrowd_ltr.data.schema import Passage
+from fincrowd_ltr.data.schema import Passage, Query
 
 
 class CrossEncoderRanker:
@@ -18,5 +18,5 @@ class CrossEncoderRanker:
         self.passages = passages
         self.batch_size = batch_size
 
-    def score(self, query: str, pids: list[str]) -> np.ndarray:
-        return self.model.score(query, [self.passages[p].text for p in pids], self.batch_size)
+    def score(self, query: Query, pids: list[str]) -> np.ndarray:
+        return self.model.score(query.text, [self.passages[p].text for p in pids], self.batch_size)

@@ -14,10 +14,10 @@ import re
 import numpy as np
 
 from fincrowd_ltr.data.schema import Dataset
-from fincrowd_ltr.evaluation.metrics import bootstrap_ci
 from fincrowd_ltr.features.bank_features import BankFeaturizer
 from fincrowd_ltr.features.lexical import cosine_similarities
 from fincrowd_ltr.fields.compatibility import Compatibility, compare_field
+from fincrowd_ltr.metrics import bootstrap_ci
 from fincrowd_ltr.retrieval.banks import CandidateBank
 
 TOP_KS = (4, 8, 10, 16)

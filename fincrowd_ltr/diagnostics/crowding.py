@@ -85,3 +85,35 @@ def summarise_failures(labels: dict[str, dict]) -> dict:
             Counter(f for lab in crowded for f in lab["conflict_fields"])
         ),
     }
+
+
+def crowded_labels(dataset, examples) -> dict[str, dict]:
+    """Crowding labels of the base order of (retrieved) banks given as
+    :class:`~fincrowd_ltr.features.BankExample` (conflicts read from their features)."""
+    from fincrowd_ltr.data.ranking import rank_order
+    from fincrowd_ltr.features.bank_features import FEATURE_NAMES
+
+    columns = {name: FEATURE_NAMES.index(f"{name}_conflict") for name in FIELD_NAMES}
+    out = {}
+    for e in examples:
+        if not dataset.covered(e.qid):
+            continue
+        conflicts = {
+            pid: tuple(name for name, col in columns.items() if e.features[i, col] > 0)
+            for i, pid in enumerate(e.pids)
+        }
+        relevant = {p for p, g in dataset.qrels[e.qid].items() if g > 0}
+        ranking = [e.pids[i] for i in rank_order(e.base)]
+        out[e.qid] = label_failure(ranking, relevant, conflicts, depth=len(ranking))
+    return out
+
+
+def repair_counts(dataset, labels: dict[str, dict], system: dict[str, list[str]]) -> dict:
+    """Crowded failures of the base order whose evidence ``system`` puts in the top 10."""
+    crowded = [q for q, lab in labels.items() if lab["status"] == "crowded" and q in system]
+    repaired = sum(any(dataset.qrels[q].get(p, 0) > 0 for p in system[q][:TOP_K]) for q in crowded)
+    return {
+        "crowded_repaired": repaired,
+        "crowded_failures": len(crowded),
+        "repair_rate": repaired / len(crowded) if crowded else float("nan"),
+    }

@@ -31,17 +31,7 @@ def _banks(
     run: dict | None,
 ) -> BankSet:
     names = list(dict.fromkeys([ranker, similarity, *(HYBRID_PARTS if ranker == "hybrid" else ())]))
-    built = [n for n in names if n != "run"]
-    bankset = build_banks(dataset, split, built, spec, cache_dir, progress=True)
-    if "run" in names:
-        if run is None:
-            raise DataError("ranker 'run' needs a TREC run file (--run)")
-        from fincrowd_ltr.retrieval.banks import score_banks
-        from fincrowd_ltr.retrieval.rankers import RunRanker
-
-        qid_of = {q.text: q.qid for q in dataset.queries.values()}
-        score_banks(bankset, dataset, [RunRanker(run, qid_of)], progress=False)
-    return bankset
+    return build_banks(dataset, split, names, spec, cache_dir, progress=True, run=run)
 
 
 def crowding_labels(

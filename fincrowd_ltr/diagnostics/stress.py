@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fincrowd_ltr.data.ranking import rank_order
 from fincrowd_ltr.data.schema import Dataset
 from fincrowd_ltr.diagnostics.matching import (
     COVARIATES,
@@ -27,9 +28,9 @@ from fincrowd_ltr.diagnostics.matching import (
     standardise_within,
     standardised_mean_differences,
 )
-from fincrowd_ltr.evaluation.metrics import bootstrap_ci, first_relevant_rank, per_query
 from fincrowd_ltr.features.bank_features import BankFeaturizer
 from fincrowd_ltr.fields.compatibility import Compatibility, compare_field, conflicts
+from fincrowd_ltr.metrics import bootstrap_ci, first_relevant_rank, per_query
 from fincrowd_ltr.retrieval.banks import CandidateBank
 from fincrowd_ltr.retrieval.fusion import reciprocal_rank_fusion
 
@@ -84,7 +85,7 @@ def query_candidates(
     supporting = {p for p, g in qrels.items() if g > 0}
     supporting |= set((dataset.gold_equivalents or {}).get(bank.qid, {}))
     gold = [p for p in bank.pids if qrels.get(p, 0) > 0]
-    order = np.argsort(-bank.first_stage, kind="stable")
+    order = rank_order(bank.first_stage)
     pids = [bank.pids[i] for i in order if bank.pids[i] not in supporting]
     q_fields = featurizer.query_fields(dataset.queries[bank.qid].text)
     gold_entities = set().union(*(featurizer.passage_fields(p).entity for p in gold))
@@ -136,7 +137,7 @@ def _pool_outcome(
     # distractors first: a tie with a distractor goes against the gold
     pids = distractors + gold
     scores = pool_scores(bank, ranker, pids)
-    ranking = [pids[i] for i in np.argsort(-scores, kind="stable")]
+    ranking = [pids[i] for i in rank_order(scores)]
     qrels = dataset.qrels[bank.qid]
     row = per_query(ranking, qrels)
     return {

@@ -3,9 +3,8 @@ optionally followed by the residual correction and identity gate trained and cal
 folds than the reported one.
 
 For test fold ``f`` the cascade settings (stage-2 ranker, normalisation, fusion weight) are the
-best mean Recall@10 (tie-break nDCG@10) over the covered questions of every other fold. With the
-gate, fold ``f + 1`` calibrates it on its own cascade top-``k`` banks and the remaining folds train
-the residual and (cross-fitted) the gate, exactly as in :func:`crossvalidate_gated`.
+best mean Recall@10 (tie-break nDCG@10) over the covered questions of every other fold. The gated
+correction on the cascade's top ``k`` is a workflow (``fincrowd_ltr.api.cascade``).
 """
 
 from __future__ import annotations
@@ -13,10 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from fincrowd_ltr.data.schema import DataError, Dataset
-from fincrowd_ltr.evaluation.correction import compare
-from fincrowd_ltr.evaluation.metrics import per_query
+from fincrowd_ltr.evaluation.results import compare
 from fincrowd_ltr.evaluation.selection import best, choose_per_fold
-from fincrowd_ltr.model.gate import DEFAULT_REGRESSION_CAP, MIN_CALIBRATION_QUERIES, calibrate
+from fincrowd_ltr.metrics import per_query
 from fincrowd_ltr.retrieval.banks import BankSet, CandidateBank
 from fincrowd_ltr.retrieval.cascade import CascadeSettings, cascade_order
 from fincrowd_ltr.retrieval.rankers import scores_from_run
@@ -109,97 +107,6 @@ def crossvalidate_cascade(
         "systems": {name: compare(dataset, r, first, qids) for name, r in systems.items()},
     }
     return report, chosen
-
-
-def fold_corrections(fitter, grid: tuple[dict, ...] = ({},)) -> dict[int, tuple]:
-    """``{test fold f: (residual, gate)}`` trained on the folds other than ``f`` and ``f + 1``
-    (``fitter``: a :class:`~fincrowd_ltr.training.gating.GateFitter`); fold ``f + 1`` is left
-    for calibration. Fit once, reuse for every cascade."""
-    n = len(fitter.folds)
-    out = {}
-    for f in range(n):
-        calib = (f + 1) % n
-        train = [g for g in range(n) if g not in (f, calib)]
-        scorer, setting = fitter.fit_residual(train, calib, grid)
-        out[f] = (scorer, fitter.fit_gate(train, calib, setting))
-    return out
-
-
-def gated_cascade(
-    fitter,
-    corrections: dict[int, tuple],
-    bankset: BankSet,
-    chosen: dict[str, CascadeSettings],
-    extra: dict | None = None,
-    cap: float = DEFAULT_REGRESSION_CAP,
-    min_queries: int = MIN_CALIBRATION_QUERIES,
-    label: str = SELECTED,
-) -> dict:
-    """Residual and gate on the cascade's top-``k`` banks, cross-validated: test fold ``f`` is
-    reordered by ``corrections[f]`` (:func:`fold_corrections`) with the gate calibrated on fold
-    ``f + 1``'s own top-``k`` banks. ``label`` names the cascade in the returned systems."""
-    from fincrowd_ltr.training.data import make_examples
-    from fincrowd_ltr.training.gating import gate_rows, gated_rankings
-
-    data = fitter.data
-    n = len(fitter.folds)
-    systems: dict[str, dict[str, list[str]]] = {"cascade": {}, "residual": {}, "gated": {}}
-    opened: dict[str, bool] = {}
-    folds_out = []
-
-    def rows_of(fold: int, scorer, settings_of: dict[str, CascadeSettings]):
-        qids = [q for q in fitter.folds[fold] if q in chosen and q in bankset.banks]
-        kept, rests = {}, {}
-        for q in qids:
-            kept[q], rests[q] = top_k_bank(bankset.banks[q], settings_of[q], extra)
-        top = BankSet(data.name, bankset.split, bankset.mode, 0, kept)
-        examples = make_examples(data, top, COLUMN, fitter.featurizer, qids)
-        return gate_rows(data, fitter.featurizer, scorer, examples), rests
-
-    for f in range(n):
-        calib = (f + 1) % n
-        test_q = [q for q in fitter.folds[f] if q in chosen]
-        if not test_q:
-            continue
-        scorer, gate = corrections[f]
-        # calibration banks: the test fold's cascade settings on the calibration questions
-        settings = chosen[test_q[0]]
-        cal_rows, _ = rows_of(calib, scorer, dict.fromkeys(fitter.folds[calib], settings))
-        calibration = calibrate(
-            gate.logits(cal_rows.features),
-            cal_rows.gains,
-            cal_rows.qids,
-            cap,
-            min_queries,
-            data.name,
-        )
-        rows, rests = rows_of(f, scorer, chosen)
-        gated, decisions = gated_rankings(rows, gate, calibration)
-        for q in rows.qids:
-            systems["cascade"][q] = rows.base[q] + rests[q]
-            systems["residual"][q] = rows.residual[q] + rests[q]
-            systems["gated"][q] = gated[q] + rests[q]
-        opened.update(decisions)
-        folds_out.append(
-            {
-                "test_fold": f,
-                "calibration_fold": calib,
-                "threshold": calibration.threshold,
-                "calibration_queries": calibration.n_queries,
-            }
-        )
-    qids = sorted(systems["cascade"])
-    base = systems["cascade"]
-    return {
-        "n_queries": len(qids),
-        "gate_open_share": float(np.mean([opened[q] for q in qids])) if qids else float("nan"),
-        "folds": folds_out,
-        "systems": {
-            label: compare(data, base, base, qids),
-            f"{label}+residual": compare(data, systems["residual"], base, qids),
-            f"{label}+gated": compare(data, systems["gated"], base, qids),
-        },
-    }
 
 
 def add_cascade_systems(

@@ -13,10 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from fincrowd_ltr.data.schema import Dataset
-from fincrowd_ltr.evaluation.metrics import bootstrap_ci, per_query
 from fincrowd_ltr.evaluation.report import system_metrics
 from fincrowd_ltr.evaluation.selection import best, choose_per_fold
 from fincrowd_ltr.fields import FieldExtractor
+from fincrowd_ltr.metrics import bootstrap_ci, per_query
 from fincrowd_ltr.retrieval.bm25 import BM25Index
 from fincrowd_ltr.retrieval.first_stage import FirstStage
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from fincrowd_ltr.data.schema import Dataset
-from fincrowd_ltr.evaluation.metrics import bootstrap_ci
 from fincrowd_ltr.fields import FieldExtractor
+from fincrowd_ltr.metrics import bootstrap_ci
 from fincrowd_ltr.packing.order import ORDERS, assemble
 from fincrowd_ltr.packing.packer import Packer, Packing, fuse_groups, rank_halves_exceed
 from fincrowd_ltr.packing.pruning import PruningPolicy, near_duplicate_of

@@ -16,7 +16,7 @@ import numpy as np
 
 from fincrowd_ltr.data.quirks import collapse_duplicates
 from fincrowd_ltr.data.schema import Dataset
-from fincrowd_ltr.evaluation.metrics import METRICS, bootstrap_ci, per_query
+from fincrowd_ltr.metrics import METRICS, bootstrap_ci, per_query
 from fincrowd_ltr.retrieval.banks import BankSet
 
 TOP_K_CONTEXT = 10

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from fincrowd_ltr.data.schema import Dataset
-from fincrowd_ltr.data.splits import group_kfold
+from fincrowd_ltr.data.splits import FoldPlan
 
 Rows = dict[str, dict[str, dict[str, float]]]  # alternative -> qid -> metric -> value
 
@@ -31,8 +31,7 @@ def choose_per_fold(
 ) -> tuple[dict[str, str], list[str | None]]:
     """``({qid: alternative chosen for its fold}, [choice per fold])``; a fold without test or
     training questions gets no choice (None) and its questions none."""
-    keep = set(qids)
-    folds = [[q for q in fold if q in keep] for fold in group_kfold(dataset, k, seed)]
+    folds = [list(f) for f in FoldPlan.by_group(dataset, k, seed, qids).folds]
     chosen: dict[str, str] = {}
     per_fold: list[str | None] = []
     for i, test in enumerate(folds):

@@ -60,7 +60,7 @@ class BankFeaturizer:
         self.passages = passages
         self.terms = TermCounter()
         self._fields: dict[str, FinancialFields] = {}
-        self._query_fields: dict[str, FinancialFields] = {}
+        self._query_fields: dict[tuple[str, frozenset], FinancialFields] = {}
 
     def passage_fields(self, pid: str) -> FinancialFields:
         fields = self._fields.get(pid)
@@ -68,11 +68,22 @@ class BankFeaturizer:
             fields = self._fields[pid] = self.extractor.extract_passage(self.passages[pid])
         return fields
 
-    def query_fields(self, text: str) -> FinancialFields:
-        fields = self._query_fields.get(text)
+    def query_fields(self, text: str, pids: list[str] | None = None) -> FinancialFields:
+        """The question's fields, reading companies with the extractor's vocabulary plus the
+        metadata companies of the candidates ``pids`` (see ``FieldExtractor.extract_query``)."""
+        companies = frozenset() if pids is None else self.bank_companies(pids)
+        key = (text, companies)
+        fields = self._query_fields.get(key)
         if fields is None:
-            fields = self._query_fields[text] = self.extractor.extract_query(text)
+            fields = self._query_fields[key] = self.extractor.extract_query(text, companies)
         return fields
+
+    def bank_companies(self, pids: list[str]) -> frozenset[str]:
+        """Metadata companies of the candidates that the extractor's vocabulary lacks."""
+        known = self.extractor.known_company
+        return frozenset(
+            str(c) for c in {self.passages[p].company for p in pids} if c and not known(str(c))
+        )
 
     def bank_terms(self, pids: list[str], query: str = "") -> tuple[sparse.csr_matrix, np.ndarray]:
         """Term counts of the bank (rows in bank order, columns the bank's terms) and the columns
@@ -83,7 +94,7 @@ class BankFeaturizer:
 
     def features(self, query: str, pids: list[str]) -> np.ndarray:
         """``(len(pids), len(FEATURE_NAMES))`` float64 features, rows in bank order."""
-        q_fields = self.query_fields(query)
+        q_fields = self.query_fields(query, pids)
         docs, q_terms = self.bank_terms(pids, query)
         out = np.zeros((len(pids), len(FEATURE_NAMES)), dtype=np.float64)
         out[:, 0] = zscore(bank_bm25(docs, q_terms))

@@ -1,6 +1,28 @@
-"""The correction as plain torch modules (Lightning wraps them in ``fincrowd_ltr.training``)."""
+"""The correction: residual and gate as plain torch modules, their calibration, and
+:class:`GatedCorrection`, the one object that turns scores into an order (Lightning wraps the
+modules in ``fincrowd_ltr.training``). Imported lazily: the ONNX runtime needs no torch."""
 
-from fincrowd_ltr.model.pairs import MAX_DISTRACTORS, pair_weights, pairwise_loss
-from fincrowd_ltr.model.residual import ResidualScorer, normalise_base
+from __future__ import annotations
 
-__all__ = ["MAX_DISTRACTORS", "ResidualScorer", "normalise_base", "pair_weights", "pairwise_loss"]
+import importlib
+
+_EXPORTS = {
+    "MAX_DISTRACTORS": "fincrowd_ltr.model.pairs",
+    "pair_weights": "fincrowd_ltr.model.pairs",
+    "pairwise_loss": "fincrowd_ltr.model.pairs",
+    "ResidualScorer": "fincrowd_ltr.model.residual",
+    "normalise_base": "fincrowd_ltr.model.residual",
+    "IdentityGate": "fincrowd_ltr.model.gate",
+    "GateCalibration": "fincrowd_ltr.model.calibration",
+    "GatedCorrection": "fincrowd_ltr.model.correction",
+    "TrainingSummary": "fincrowd_ltr.model.correction",
+}
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'fincrowd_ltr.model' has no attribute {name!r}")
+
+
+__all__ = sorted(_EXPORTS)

@@ -1,64 +1,102 @@
-"""Saving and loading a trained correction as a small directory (``config.json`` + weights).
+"""A trained correction on disk: ``config.json``, weights and a SHA-256 manifest.
 
-``config.json`` records the format version, the feature names, the extractor version, alpha,
-gamma, the base ranker the residual was fitted for, a training summary (with the training query
-ids, so calibration data can be checked for overlap) and, when a gate was fitted, the gate's
-feature names and its per-domain calibrations. ``residual.safetensors`` and ``gate.safetensors``
-hold weights and standardisation statistics. Loading checks all of them before returning.
+``config.json`` records the format version, the feature names, the extractor version and company
+vocabulary, alpha, gamma, the base ranker, the training summary (query ids and content
+fingerprints, so evaluation and calibration can leave training questions out) and, when a gate was
+fitted, the gate's feature names and its per-domain calibrations. ``residual.safetensors`` and
+``gate.safetensors`` hold weights and standardisation statistics; ``residual.onnx`` and
+``gate.onnx`` (optional) the same computation for the torch-free runtime. ``manifest.json`` lists
+the SHA-256 of every other file; loading checks it first.
+
+Reading a config needs neither torch nor onnxruntime; the weights are read by the runtime that
+needs them (:mod:`fincrowd_ltr.model.runtime`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from pathlib import Path
 
-from safetensors.torch import load_file, save_file
-
 from fincrowd_ltr.data.schema import DataError
-from fincrowd_ltr.features import FEATURE_NAMES
+from fincrowd_ltr.features.bank_features import FEATURE_NAMES
 from fincrowd_ltr.fields.vocabulary import EXTRACTOR_VERSION
-from fincrowd_ltr.model.gate import GateCalibration, IdentityGate
-from fincrowd_ltr.model.residual import ResidualScorer
+from fincrowd_ltr.model.calibration import GateCalibration
+from fincrowd_ltr.model.gate_features import GATE_FEATURE_NAMES
 
 FORMAT_VERSION = 2
 CONFIG = "config.json"
 WEIGHTS = "residual.safetensors"
 GATE_WEIGHTS = "gate.safetensors"
+RESIDUAL_ONNX = "residual.onnx"
+GATE_ONNX = "gate.onnx"
+MANIFEST = "manifest.json"
+FILES = (CONFIG, WEIGHTS, GATE_WEIGHTS, RESIDUAL_ONNX, GATE_ONNX)
 
 
-def _gate_feature_names() -> list[str]:
-    from fincrowd_ltr.features.gate_features import GATE_FEATURE_NAMES
-
-    return list(GATE_FEATURE_NAMES)
+def file_digest(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def save_residual(
-    directory: Path,
-    scorer: ResidualScorer,
+def write_json_atomic(path: Path, data: dict) -> None:
+    """Write JSON to ``path`` through a temporary file (a crash never leaves half a file)."""
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1))  # an infinite threshold (never open) round-trips
+    tmp.replace(path)
+
+
+def write_manifest(directory: Path) -> None:
+    """SHA-256 of every checkpoint file present (config, weights, ONNX graphs)."""
+    directory = Path(directory)
+    files = [name for name in FILES if (directory / name).is_file()]
+    write_json_atomic(
+        directory / MANIFEST, {"sha256": {n: file_digest(directory / n) for n in files}}
+    )
+
+
+def check_manifest(directory: Path) -> None:
+    """Compare every listed file with the manifest (no manifest: a training checkpoint)."""
+    path = Path(directory) / MANIFEST
+    if not path.is_file():
+        return
+    try:
+        manifest = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise DataError(f"{path}: malformed JSON ({err.msg})") from None
+    for name, digest in manifest.get("sha256", {}).items():
+        if not (path.parent / name).is_file():
+            raise DataError(f"{path.parent / name}: listed in {MANIFEST} but missing")
+        if file_digest(path.parent / name) != digest:
+            raise DataError(f"{path.parent / name}: SHA-256 differs from {MANIFEST} (corrupted?)")
+    for name in FILES:
+        if (path.parent / name).is_file() and name not in manifest.get("sha256", {}):
+            raise DataError(f"{path.parent / name}: not listed in {MANIFEST}")
+
+
+def make_config(
+    alpha: float,
+    gamma: float,
+    feature_mean: list[float],
+    feature_std: list[float],
     ranker: str,
     summary: dict,
-    gate: IdentityGate | None = None,
-    domains: dict[str, GateCalibration] | None = None,
-    companies: dict[str, list[str]] | None = None,
-) -> None:
-    """Write ``scorer`` fitted for base ranker ``ranker`` (and its gate, with calibrations per
-    domain, and the extractor's company vocabulary) to ``directory``."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
+    companies: dict[str, list[str]] | None,
+    gate: dict | None,
+    domains: dict[str, GateCalibration],
+) -> dict:
+    """The ``config.json`` content."""
     config = {
         "format_version": FORMAT_VERSION,
         "kind": "fincrowd-residual",
         "feature_names": list(FEATURE_NAMES),
         "extractor_version": EXTRACTOR_VERSION,
-        "alpha": scorer.alpha,
-        "gamma": scorer.gamma,
+        "alpha": alpha,
+        "gamma": gamma,
         "base_ranker": ranker,
         "training": summary,
-        # copies for readers of the config; loading uses the safetensors weights
-        "standardisation": {
-            "feature_mean": scorer.feature_mean.tolist(),
-            "feature_std": scorer.feature_std.tolist(),
-        },
+        # copies for readers of the config; loading uses the weights files
+        "standardisation": {"feature_mean": feature_mean, "feature_std": feature_std},
     }
     if companies is not None:
         from fincrowd_ltr.fields import vocabulary as V
@@ -72,27 +110,13 @@ def save_residual(
                 for name in ("METRICS", "SEGMENTS", "STATEMENTS", "UNITS", "CURRENCIES")
             },
         }
-    tensors = {k: v.detach().contiguous() for k, v in scorer.state_dict().items()}
-    save_file(tensors, str(directory / WEIGHTS))
     if gate is not None:
         config["gate"] = {
-            "feature_names": _gate_feature_names(),
-            "standardisation": {
-                "feature_mean": gate.feature_mean.tolist(),
-                "feature_std": gate.feature_std.tolist(),
-            },
-            "domains": {name: c.to_dict() for name, c in (domains or {}).items()},
+            "feature_names": list(GATE_FEATURE_NAMES),
+            "standardisation": gate,
+            "domains": {name: c.to_dict() for name, c in domains.items()},
         }
-        gate_tensors = {k: v.detach().contiguous() for k, v in gate.state_dict().items()}
-        save_file(gate_tensors, str(directory / GATE_WEIGHTS))
-    _write_config(directory, config)
-
-
-def _write_config(directory: Path, config: dict) -> None:
-    """Replace ``config.json`` atomically (a crash never leaves half a file)."""
-    tmp = directory / (CONFIG + ".tmp")
-    tmp.write_text(json.dumps(config, indent=1))
-    tmp.replace(directory / CONFIG)
+    return config
 
 
 def read_config(directory: Path) -> dict:
@@ -117,68 +141,94 @@ def read_config(directory: Path) -> dict:
             f"{path}: fitted with field extractor {config.get('extractor_version')}, this "
             f"version has {EXTRACTOR_VERSION}; refit or use a matching fincrowd_ltr"
         )
+    gate = config.get("gate")
+    if gate is not None and gate.get("feature_names") != list(GATE_FEATURE_NAMES):
+        raise DataError(f"{path}: gate features differ from this version's")
     return config
 
 
-def load_residual(directory: Path, ranker: str | None = None) -> tuple[ResidualScorer, dict]:
-    """Load a residual; with ``ranker``, refuse one fitted for another base ranker."""
-    directory = Path(directory)
-    path = directory / CONFIG
-    config = read_config(directory)
-    if ranker is not None and config.get("base_ranker") != ranker:
-        raise DataError(
-            f"{path}: residual was fitted for base ranker "
-            f"{config.get('base_ranker')!r}, not {ranker!r}"
-        )
-    scorer = ResidualScorer(len(FEATURE_NAMES), alpha=config["alpha"], gamma=config["gamma"])
+def domains_of(config: dict, where: Path) -> dict[str, GateCalibration]:
+    """The per-domain gate calibrations of a config."""
     try:
-        state = load_file(str(directory / WEIGHTS))
-    except Exception as err:  # safetensors raises several types for bad files
-        raise DataError(f"{directory / WEIGHTS}: cannot read weights ({err})") from None
-    scorer.load_state_dict(state)
+        return {
+            n: GateCalibration.from_dict(c)
+            for n, c in (config.get("gate") or {}).get("domains", {}).items()
+        }
+    except TypeError as err:
+        raise DataError(f"{where / CONFIG}: malformed gate calibration ({err})") from None
+
+
+def save_residual(
+    directory: Path,
+    scorer,
+    ranker: str,
+    summary: dict,
+    gate=None,
+    domains: dict[str, GateCalibration] | None = None,
+    companies: dict[str, list[str]] | None = None,
+) -> None:
+    """Write a residual (and its gate with per-domain calibrations) to ``directory``."""
+    from fincrowd_ltr.model.correction import GatedCorrection, TrainingSummary
+
+    model = GatedCorrection(
+        scorer,
+        gate,
+        domains,
+        companies,
+        TrainingSummary.from_dict({**summary, "base_ranker": ranker}),
+    )
+    model.save_pretrained(directory, manifest=False)
+
+
+def load_residual(directory: Path, ranker: str | None = None):
+    """``(ResidualScorer, config)``; with ``ranker``, refuse one fitted for another base ranker."""
+    from fincrowd_ltr.model.runtime import load_torch
+
+    config = read_config(directory)
+    check_ranker(config, ranker, Path(directory))
+    scorer, _ = load_torch(Path(directory), config)
     return scorer, config
 
 
-def load_gate(directory: Path) -> tuple[IdentityGate, dict[str, GateCalibration]]:
-    """Load the gate and its per-domain calibrations."""
-    directory = Path(directory)
+def load_gate(directory: Path):
+    """``(IdentityGate, {domain: GateCalibration})``."""
+    from fincrowd_ltr.model.runtime import load_torch
+
     config = read_config(directory)
-    spec = config.get("gate")
-    if spec is None:
-        raise DataError(f"{directory / CONFIG}: checkpoint has no identity gate")
-    if spec.get("feature_names") != _gate_feature_names():
-        raise DataError(f"{directory / CONFIG}: gate features differ from this version's")
-    gate = IdentityGate(len(spec["feature_names"]))
-    try:
-        state = load_file(str(directory / GATE_WEIGHTS))
-    except Exception as err:
-        raise DataError(f"{directory / GATE_WEIGHTS}: cannot read weights ({err})") from None
-    gate.load_state_dict(state)
-    try:
-        domains = {n: GateCalibration.from_dict(c) for n, c in spec.get("domains", {}).items()}
-    except TypeError as err:
-        raise DataError(f"{directory / CONFIG}: malformed gate calibration ({err})") from None
-    return gate, domains
+    if config.get("gate") is None:
+        raise DataError(f"{Path(directory) / CONFIG}: checkpoint has no identity gate")
+    _, gate = load_torch(Path(directory), config)
+    return gate, domains_of(config, Path(directory))
+
+
+def check_ranker(config: dict, ranker: str | None, directory: Path) -> None:
+    if ranker is not None and config.get("base_ranker") != ranker:
+        raise DataError(
+            f"{directory / CONFIG}: residual was fitted for base ranker "
+            f"{config.get('base_ranker')!r}, not {ranker!r}"
+        )
 
 
 def add_domain(directory: Path, name: str, calibration: GateCalibration) -> None:
-    """Store (or replace) a domain's gate calibration in a checkpoint."""
+    """Store (or replace) a domain's gate calibration in a checkpoint (manifest refreshed)."""
     directory = Path(directory)
     config = read_config(directory)
     if config.get("gate") is None:
         raise DataError(f"{directory / CONFIG}: checkpoint has no identity gate to calibrate")
     config["gate"].setdefault("domains", {})[name] = calibration.to_dict()
-    _write_config(directory, config)
+    write_json_atomic(directory / CONFIG, config)
+    if (directory / MANIFEST).is_file():
+        write_manifest(directory)
 
 
 def domain_calibration(
-    domains: dict[str, GateCalibration], name: str, directory: Path
+    domains: dict[str, GateCalibration], name: str, directory: Path | None = None
 ) -> GateCalibration:
     """A domain's calibration, or an error naming the domains the checkpoint has."""
     if name not in domains:
         known = ", ".join(sorted(domains)) or "none"
         raise DataError(
-            f"{directory}: no gate calibration for domain {name!r} (calibrated: {known}); run "
-            f"`fincrowd calibrate --domain {name}` or use --domain-fallback identity"
+            f"no gate calibration for domain {name!r} (calibrated: {known}); calibrate it first "
+            "or fall back to the base order (fallback 'identity')"
         )
     return domains[name]

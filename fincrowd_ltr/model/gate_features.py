@@ -1,16 +1,26 @@
 """Per-query inputs of the identity gate: what the query asks, what conflicts crowd the top of
 the base order, how unusual the bank looks to the residual, how confident the base order is, and
-how much the residual would change the top 10.
+how much the residual would change the top 10. NumPy only (the torch-free runtime uses it too).
+
+- ``observes_<field>``: 1 if the query states the field;
+- ``top10_<field>_conflicts``: share of the base top 10 conflicting on the field;
+- ``out_of_distribution``: root mean square of the top 10's standardised features (large when the
+  bank lies outside what the residual was trained on);
+- ``base_margin_top`` / ``base_margin_cut``: normalised base score gap between ranks 1 and 2, and
+  between ranks 10 and 11 (a confident base order);
+- ``top_concentration``: mean local lexical concentration of the base top 10;
+- ``top10_changed``: share of the base top 10 the residual order pushes out;
+- ``top10_rank_shift``: mean absolute rank change of the base top 10, over the bank size;
+- ``correction_spread``: standard deviation of the residual's score changes in the bank.
 """
 
 from __future__ import annotations
 
 import numpy as np
-import torch
 
+from fincrowd_ltr.data.ranking import rank_order
 from fincrowd_ltr.features.bank_features import FEATURE_NAMES
 from fincrowd_ltr.fields.extractor import FIELD_NAMES
-from fincrowd_ltr.model.residual import ResidualScorer, normalise_base
 
 TOP = 10
 GATE_FEATURE_NAMES: tuple[str, ...] = (
@@ -28,35 +38,6 @@ _CONFLICT = [FEATURE_NAMES.index(f"{name}_conflict") for name in FIELD_NAMES]
 _CONCENTRATION = FEATURE_NAMES.index("concentration")
 
 
-def gate_features(
-    scorer: ResidualScorer,
-    features: np.ndarray,
-    base: np.ndarray,
-    observed: tuple[str, ...],
-) -> np.ndarray:
-    """Gate inputs for one bank (rows of ``features`` in bank order, ``base`` its base scores,
-    ``observed`` the fields the query states).
-
-    - ``observes_<field>``: 1 if the query states the field;
-    - ``top10_<field>_conflicts``: share of the base top 10 conflicting on the field;
-    - ``out_of_distribution``: root mean square of the top 10's standardised features (large
-      when the bank lies outside what the residual was trained on);
-    - ``base_margin_top`` / ``base_margin_cut``: normalised base score gap between ranks 1 and 2,
-      and between ranks 10 and 11 (a confident base order);
-    - ``top_concentration``: mean local lexical concentration of the base top 10;
-    - ``top10_changed``: share of the base top 10 the residual order pushes out;
-    - ``top10_rank_shift``: mean absolute rank change of the base top 10, over the bank size;
-    - ``correction_spread``: standard deviation of the residual's score changes in the bank.
-    """
-    with torch.no_grad():
-        x = torch.from_numpy(np.asarray(features, dtype=np.float64))
-        b = torch.from_numpy(np.asarray(base, dtype=np.float64))
-        s_hat = normalise_base(b).numpy()
-        final = scorer(x, b).numpy()
-        z = scorer.standardise(x).numpy()
-    return gate_features_from_scores(features, base, observed, final, s_hat, z)
-
-
 def gate_features_from_scores(
     features: np.ndarray,
     base: np.ndarray,
@@ -65,13 +46,14 @@ def gate_features_from_scores(
     s_hat: np.ndarray,
     standardised: np.ndarray,
 ) -> np.ndarray:
-    """``gate_features`` from the residual's outputs (corrected scores, normalised base scores,
-    standardised features), in NumPy only: the path ``residual.onnx`` feeds without PyTorch."""
+    """Gate inputs of one bank from the residual's outputs (corrected scores, normalised base
+    scores, standardised features); rows of ``features`` in bank order, ``observed`` the fields
+    the question states."""
     n = len(base)
     k = min(TOP, n)
     z = standardised
-    base_order = np.argsort(-base, kind="stable")
-    final_order = np.argsort(-final, kind="stable")
+    base_order = rank_order(base)
+    final_order = rank_order(final)
     top = base_order[:k]
     final_rank = np.empty(n, dtype=np.int64)
     final_rank[final_order] = np.arange(n)

@@ -30,6 +30,11 @@ def normalise_base(scores: torch.Tensor, mask: torch.Tensor | None = None) -> to
     if mask is None:
         mask = torch.ones_like(scores, dtype=torch.bool)
     weight = mask.to(torch.float64)
+    # divide by a power of two near the largest magnitude first (exact in floating point), so any
+    # finite scores (1e300, -1.79e308) stay finite through the variance
+    largest = torch.where(mask, scores.abs(), torch.zeros_like(scores)).amax(-1, keepdim=True)
+    exponent = torch.floor(torch.log2(torch.where(largest > 0, largest, torch.ones_like(largest))))
+    scores = scores / torch.pow(torch.full_like(exponent, 2.0), exponent)
     count = weight.sum(-1, keepdim=True).clamp(min=1.0)
     mean = (scores * weight).sum(-1, keepdim=True) / count
     var = (((scores - mean) * weight) ** 2).sum(-1, keepdim=True) / count

@@ -16,7 +16,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from fincrowd_ltr.data.schema import DataError
-from fincrowd_ltr.serving.reranker import FinCrowdReranker
+from fincrowd_ltr.fields.vocabulary import EXTRACTOR_VERSION
+from fincrowd_ltr.model.checkpoint import FORMAT_VERSION
+from fincrowd_ltr.model.correction import GatedCorrection as FinCrowdReranker
 
 
 @dataclass(frozen=True)
@@ -98,7 +100,7 @@ def parse_request(body: bytes, limits: Limits) -> dict:
 def create_app(reranker: FinCrowdReranker, limits: Limits | None = None) -> FastAPI:
     """The ASGI app serving ``reranker``."""
     limits = limits or Limits()
-    app = FastAPI(title="fincrowd_ltr", version=str(reranker.config.get("format_version")))
+    app = FastAPI(title="fincrowd_ltr", version=str(FORMAT_VERSION))
     lock = threading.Lock()  # the reranker's caches are not thread-safe
 
     @app.get("/health")
@@ -107,8 +109,9 @@ def create_app(reranker: FinCrowdReranker, limits: Limits | None = None) -> Fast
             "status": "ok",
             "base_ranker": reranker.base_ranker,
             "domains": sorted(reranker.domains),
-            "format_version": reranker.config.get("format_version"),
-            "extractor_version": reranker.config.get("extractor_version"),
+            "format_version": FORMAT_VERSION,
+            "extractor_version": EXTRACTOR_VERSION,
+            "runtime": reranker.runtime.name,
             "limits": limits.__dict__,
         }
 

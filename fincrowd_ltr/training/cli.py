@@ -29,6 +29,14 @@ class ResidualCLI(LightningCLI):
         ]
         print(f"best checkpoint: {where}")
         print(f"logs: {', '.join(str(x) for x in logs if x)}")
+        if callback is not None and callback.best_model_path:
+            from pathlib import Path
+
+            from fincrowd_ltr.training.export import from_lightning
+
+            target = Path(trainer.default_root_dir) / "model"
+            from_lightning(Path(callback.best_model_path), self.datamodule).save_pretrained(target)
+            print(f"servable correction (GatedCorrection.from_pretrained): {target}")
 
 
 def run_cli(args: list[str] | None = None, run: bool = True) -> ResidualCLI:

@@ -1,14 +1,10 @@
-"""Banks as training examples, and the Lightning data module that serves them.
-
-An example is one bank: its candidates' features, frozen base scores of one ranker, and binary
-relevance labels. Features are computed once per bank file and cached next to it.
-"""
+"""The Lightning data module that serves banks (:class:`~fincrowd_ltr.features.BankExample`) to
+the residual: in memory (``examples=``, what the Python API passes) or built from a dataset named
+in a config (``python train.py fit --config ...``)."""
 
 from __future__ import annotations
 
 import functools
-import hashlib
-from dataclasses import dataclass
 from pathlib import Path
 
 import lightning as L
@@ -20,16 +16,15 @@ from fincrowd_ltr.data import load_dataset as _load_dataset
 from fincrowd_ltr.data.schema import Dataset
 from fincrowd_ltr.data.splits import fold_split
 from fincrowd_ltr.features import FEATURE_NAMES, BankFeaturizer
+from fincrowd_ltr.features.examples import BankExample, make_examples
 from fincrowd_ltr.fields import FieldExtractor
-from fincrowd_ltr.fields.vocabulary import EXTRACTOR_VERSION
-from fincrowd_ltr.retrieval.banks import DEFAULT_BANK_SIZE, BankSet
+from fincrowd_ltr.retrieval.banks import DEFAULT_BANK_SIZE
 from fincrowd_ltr.retrieval.build import BankSpec, build_banks
 
 
 @functools.lru_cache(maxsize=4)
 def load_dataset(name: str, data_root: str | None, split: str) -> Dataset:
-    """Datasets are loaded once per process: cross-validation builds many data modules over the
-    same corpus (datasets are never modified after loading)."""
+    """Datasets named in a config are loaded once per process (never modified after loading)."""
     return _load_dataset(name, data_root, split)
 
 
@@ -37,45 +32,6 @@ def load_dataset(name: str, data_root: str | None, split: str) -> Dataset:
 def _featurizer(name: str, data_root: str | None, split: str) -> BankFeaturizer:
     data = load_dataset(name, data_root, split)
     return BankFeaturizer(FieldExtractor.from_passages(data.passages.values()), data.passages)
-
-
-@dataclass
-class BankExample:
-    """One bank ready for the residual: rows in bank order."""
-
-    qid: str
-    pids: list[str]
-    features: np.ndarray  # (n, d) float64
-    base: np.ndarray  # (n,) float64
-    labels: np.ndarray  # (n,) int64, 1 = supporting
-
-    @property
-    def has_support(self) -> bool:
-        return bool(self.labels.any())
-
-
-def make_examples(
-    dataset: Dataset,
-    bankset: BankSet,
-    ranker: str,
-    featurizer: BankFeaturizer,
-    qids: list[str] | None = None,
-) -> list[BankExample]:
-    """Examples for ``qids`` (default: every bank) with ``ranker``'s base scores."""
-    out = []
-    for qid in qids if qids is not None else list(bankset.banks):
-        bank = bankset.banks[qid]
-        rels = dataset.qrels.get(qid, {})
-        out.append(
-            BankExample(
-                qid=qid,
-                pids=bank.pids,
-                features=featurizer.features(dataset.queries[qid].text, bank.pids),
-                base=bank.scores[ranker],
-                labels=np.array([int(rels.get(p, 0) > 0) for p in bank.pids], dtype=np.int64),
-            )
-        )
-    return out
 
 
 def collate(examples: list[BankExample]) -> dict:
@@ -121,6 +77,8 @@ class BankDataModule(L.LightningDataModule):
         parts: Explicit ``{"train", "val", "test"}`` query ids (overrides the fold arguments).
         first_stage: The first stage that retrieves the banks (see
             :mod:`fincrowd_ltr.retrieval.first_stage`).
+        examples: In-memory ``{"train", "val", "test"}`` examples; with them nothing is loaded
+            (the other data arguments are ignored).
     """
 
     def __init__(
@@ -139,12 +97,19 @@ class BankDataModule(L.LightningDataModule):
         val_bank_mode: str | None = None,
         parts: dict[str, list[str]] | None = None,
         first_stage: str = "auto",
+        examples: dict[str, list[BankExample]] | None = None,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters()
+        self.save_hyperparameters(ignore=["examples"])
         self.examples: dict[str, list[BankExample]] = {}
         self.skipped_without_support: dict[str, int] = {}
         self.feature_names = FEATURE_NAMES
+        if examples is not None:
+            for part in ("train", "val", "test"):
+                given = list(examples.get(part, []))
+                kept = [e for e in given if e.has_support] if part == "train" else given
+                self.skipped_without_support[part] = len(given) - len(kept)
+                self.examples[part] = kept
 
     def setup(self, stage: str | None = None) -> None:
         if self.examples:
@@ -192,46 +157,8 @@ class BankDataModule(L.LightningDataModule):
         spec = BankSpec(size=hp.bank_size, mode=mode, first_stage=hp.first_stage)
         bankset = build_banks(data, hp.split, [hp.ranker], spec, Path(hp.cache_dir), progress=False)
         featurizer = _featurizer(hp.dataset, hp.data_root, hp.split)
-        cache = self._feature_cache(spec.key(data, hp.split))
-        return {e.qid: e for e in self._load_or_make(cache, data, bankset, featurizer)}
-
-    def _feature_cache(self, bank_key: str) -> Path:
-        """Features depend on the bank and the extractor, not on the base ranker."""
-        digest = hashlib.sha1(
-            f"{bank_key}:{EXTRACTOR_VERSION}:{','.join(FEATURE_NAMES)}".encode()
-        ).hexdigest()[:12]
-        return Path(self.hparams.cache_dir) / "features" / f"{bank_key}-{digest}.npz"
-
-    def _load_or_make(
-        self, path: Path, data: Dataset, bankset: BankSet, featurizer: BankFeaturizer
-    ) -> list[BankExample]:
-        if path.exists():
-            with np.load(path, allow_pickle=False) as stored:
-                # read each array once: NpzFile re-reads an array on every item access
-                qids, features = stored["qids"].tolist(), stored["features"]
-            out = []
-            for i, qid in enumerate(qids):
-                bank = bankset.banks[qid]
-                n = len(bank.pids)
-                rels = data.qrels.get(qid, {})
-                out.append(
-                    BankExample(
-                        qid,
-                        bank.pids,
-                        features[i, :n].copy(),
-                        bank.scores[self.hparams.ranker],
-                        np.array([int(rels.get(p, 0) > 0) for p in bank.pids]),
-                    )
-                )
-            return out
-        examples = make_examples(data, bankset, self.hparams.ranker, featurizer)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        n = max(len(e.pids) for e in examples)
-        features = np.zeros((len(examples), n, len(FEATURE_NAMES)))
-        for i, e in enumerate(examples):
-            features[i, : len(e.pids)] = e.features
-        np.savez(path, qids=np.array([e.qid for e in examples]), features=features)
-        return examples
+        examples = make_examples(data, bankset, hp.ranker, featurizer, cache=Path(hp.cache_dir))
+        return {e.qid: e for e in examples}
 
     def train_features(self) -> torch.Tensor:
         """All training candidates' features (rows), for the standardisation statistics."""
@@ -253,3 +180,6 @@ class BankDataModule(L.LightningDataModule):
 
     def test_dataloader(self) -> DataLoader:
         return self._loader("test", shuffle=False)
+
+
+__all__ = ["BankDataModule", "BankExample", "collate", "load_dataset", "make_examples"]

@@ -1,0 +1,24 @@
+"""The workflows a user calls from Python; the ``fincrowd`` command line is a shell over them."""
+
+from fincrowd_ltr.api.cascade import cascade
+from fincrowd_ltr.api.corpus import build_banks, load_dataset
+from fincrowd_ltr.api.cross_encoder import train_cross_encoder
+from fincrowd_ltr.api.diagnose import diagnose
+from fincrowd_ltr.api.evaluate import calibrate_domain, evaluate
+from fincrowd_ltr.api.first_stage import first_stage_ablation
+from fincrowd_ltr.api.fit import CrossValReport, fit_correction
+from fincrowd_ltr.api.pack import pack
+
+__all__ = [
+    "CrossValReport",
+    "build_banks",
+    "calibrate_domain",
+    "cascade",
+    "diagnose",
+    "evaluate",
+    "first_stage_ablation",
+    "fit_correction",
+    "load_dataset",
+    "pack",
+    "train_cross_encoder",
+]

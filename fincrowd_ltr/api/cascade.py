@@ -1,0 +1,182 @@
+"""``cascade``: the reranker cascade cross-validated on group folds, optionally with the gated
+correction on each question's top ``k`` (residual and gate trained on other folds, the gate
+calibrated on fold ``f + 1``'s own top-``k`` banks)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from fincrowd_ltr.api.corpus import DEFAULT_CACHE, build_banks, load_dataset, rankers_of
+from fincrowd_ltr.data.beir import read_trec_run
+from fincrowd_ltr.data.schema import Dataset
+from fincrowd_ltr.data.splits import FoldPlan
+from fincrowd_ltr.evaluation.cascade import (
+    COLUMN,
+    SELECTED,
+    crossvalidate_cascade,
+    run_scores,
+    top_k_bank,
+)
+from fincrowd_ltr.evaluation.results import compare
+from fincrowd_ltr.features.examples import make_examples
+from fincrowd_ltr.fields import FieldExtractor
+from fincrowd_ltr.model.calibration import DEFAULT_REGRESSION_CAP, MIN_CALIBRATION_QUERIES
+from fincrowd_ltr.retrieval.banks import BankSet
+from fincrowd_ltr.retrieval.build import BankSpec
+from fincrowd_ltr.retrieval.cascade import CascadeSettings, settings_grid
+
+DOMAIN = "cascade"
+
+
+def fold_corrections(
+    data: Dataset, ranker: str, plan: FoldPlan, *, first_stage: str, cache_dir, seed: int = 0
+) -> dict[int, object]:
+    """``{test fold f: GatedCorrection}`` trained on the folds other than ``f`` and ``f + 1``
+    (uncalibrated: fold ``f + 1`` calibrates it on the cascade's banks)."""
+    from fincrowd_ltr.api.fit import MODES, _fit_gate, _Folds
+    from fincrowd_ltr.features import BankFeaturizer
+    from fincrowd_ltr.model.correction import GatedCorrection, TrainingSummary
+    from fincrowd_ltr.training.fitting import ResidualFits
+
+    extractor = FieldExtractor.from_passages(data.passages.values())
+    featurizer = BankFeaturizer(extractor, data.passages)
+    examples = {}
+    for mode in MODES:
+        banks = build_banks(data, [ranker], first_stage=first_stage, mode=mode, cache_dir=cache_dir)
+        cache = None if cache_dir is None else Path(cache_dir)
+        examples[mode] = {
+            e.qid: e for e in make_examples(data, banks, ranker, featurizer, cache=cache)
+        }
+    ex, fits = _Folds(plan, examples), ResidualFits()
+
+    def model(scorer, gate=None, domains=None):
+        summary = TrainingSummary(dataset=data.name, base_ranker=ranker)
+        return GatedCorrection(scorer, gate, domains, extractor.companies, summary)
+
+    out = {}
+    for r in plan.rounds():
+        module, _ = fits.get(
+            ex.of("injected", r.train), ex.of("retrieved", [r.validation]), {}, seed
+        )
+        gate = _fit_gate(
+            data, ex, fits, model, r.train, r.validation, {}, seed, "injected", "retrieved"
+        )
+        out[r.test] = model(module.scorer, gate)
+    return out
+
+
+def gated_cascade(
+    data: Dataset,
+    plan: FoldPlan,
+    corrections: dict[int, object],
+    bankset: BankSet,
+    chosen: dict[str, CascadeSettings],
+    extra: dict | None = None,
+    cap: float = DEFAULT_REGRESSION_CAP,
+    min_queries: int = MIN_CALIBRATION_QUERIES,
+    label: str = SELECTED,
+) -> dict:
+    """Residual and gate on the cascade's top-``k`` banks, cross-validated."""
+    systems: dict[str, dict[str, list[str]]] = {"cascade": {}, "residual": {}, "gated": {}}
+    opened: dict[str, bool] = {}
+    folds_out = []
+
+    def examples_of(fold: int, model, settings_of: dict[str, CascadeSettings]):
+        qids = [q for q in plan.folds[fold] if q in settings_of and q in bankset.banks]
+        kept, rests = {}, {}
+        for q in qids:
+            kept[q], rests[q] = top_k_bank(bankset.banks[q], settings_of[q], extra)
+        top = BankSet(data.name, bankset.split, bankset.mode, 0, kept)
+        featurizer = model.featurizer(data.passages)
+        return make_examples(data, top, COLUMN, featurizer, qids), rests
+
+    for f in range(len(plan)):
+        calib = (f + 1) % len(plan)
+        test_q = [q for q in plan.folds[f] if q in chosen]
+        if not test_q:
+            continue
+        model = corrections[f]
+        settings = chosen[test_q[0]]  # the test fold's settings on the calibration questions
+        cal_examples, _ = examples_of(calib, model, dict.fromkeys(plan.folds[calib], settings))
+        calibration = model.calibrate(DOMAIN, data, cal_examples, cap, min_queries)
+        test_examples, rests = examples_of(f, model, chosen)
+        test_examples = [e for e in test_examples if data.covered(e.qid)]
+        for qid, res in model.score_examples(data, test_examples, DOMAIN).items():
+            systems["cascade"][qid] = res.base_ranking + rests[qid]
+            systems["residual"][qid] = res.corrected_ranking + rests[qid]
+            systems["gated"][qid] = res.ranking + rests[qid]
+            opened[qid] = res.decision.applied
+        folds_out.append(
+            {
+                "test_fold": f,
+                "calibration_fold": calib,
+                "threshold": calibration.threshold,
+                "calibration_queries": calibration.n_queries,
+            }
+        )
+    qids = sorted(systems["cascade"])
+    base = systems["cascade"]
+    return {
+        "n_queries": len(qids),
+        "gate_open_share": float(np.mean([opened[q] for q in qids])) if qids else float("nan"),
+        "folds": folds_out,
+        "systems": {
+            label: compare(data, base, base, qids),
+            f"{label}+residual": compare(data, systems["residual"], base, qids),
+            f"{label}+gated": compare(data, systems["gated"], base, qids),
+        },
+    }
+
+
+def cascade(
+    dataset: str | Dataset,
+    stage2: str | list[str] = "dense,hybrid",
+    *,
+    n: int = 200,
+    k: int = 20,
+    gated: bool = False,
+    correction_ranker: str = "dense",
+    scores: dict[str, str | Path] | None = None,
+    first_stage: str = "auto",
+    folds: int = 5,
+    seed: int = 0,
+    regression_cap: float = DEFAULT_REGRESSION_CAP,
+    min_calibration: int = MIN_CALIBRATION_QUERIES,
+    split: str = "all",
+    data_root: str | Path | None = None,
+    cache_dir: str | Path | None = DEFAULT_CACHE,
+) -> dict:
+    """The cascade report: first stage, each stage-2 ranker, the settings chosen on training
+    folds, and with ``gated`` the correction on the top ``k``. ``scores`` adds runs
+    (``{name: TREC file}``) as fixed stage-2 rankers."""
+    data = load_dataset(dataset, data_root, split)
+    stage2 = rankers_of(stage2)
+    bankset = build_banks(
+        data, stage2, first_stage=first_stage, size=n, split=split, cache_dir=cache_dir
+    )
+    extra = {
+        name: run_scores(read_trec_run(Path(path), data), bankset)
+        for name, path in (scores or {}).items()
+    }
+    grid = settings_grid(stage2, n, k)
+    fixed = [CascadeSettings(n, k, r) for r in [*stage2, *extra]]
+    report, chosen = crossvalidate_cascade(data, bankset, grid, folds, seed, extra, fixed)
+    report["first_stage"] = BankSpec(first_stage=first_stage).stage(data)
+    report["scores_from_runs"] = {name: str(path) for name, path in (scores or {}).items()}
+    if gated:
+        plan = FoldPlan.by_group(data, folds, seed)
+        corrections = fold_corrections(
+            data, correction_ranker, plan, first_stage=first_stage, cache_dir=cache_dir, seed=seed
+        )
+        limits = {"cap": regression_cap, "min_queries": min_calibration}
+        report["gated"] = {
+            "selected": gated_cascade(data, plan, corrections, bankset, chosen, extra, **limits)
+        }
+        for name in extra:  # a run-based stage 2 (e.g. cross-encoder) with the correction
+            same = dict.fromkeys(chosen, CascadeSettings(n, k, name))
+            report["gated"][name] = gated_cascade(
+                data, plan, corrections, bankset, same, extra, label=f"cascade:{name}", **limits
+            )
+    return report

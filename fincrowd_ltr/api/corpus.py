@@ -1,0 +1,94 @@
+"""Datasets and banks from names or in-memory objects: what every workflow starts from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fincrowd_ltr.data.beir import read_trec_run
+from fincrowd_ltr.data.registry import load_dataset as _load_dataset
+from fincrowd_ltr.data.schema import DataError, Dataset
+from fincrowd_ltr.retrieval.banks import DEFAULT_BANK_SIZE, BankSet
+from fincrowd_ltr.retrieval.bm25 import BM25Config
+from fincrowd_ltr.retrieval.build import BankSpec
+from fincrowd_ltr.retrieval.build import build_banks as _build_banks
+from fincrowd_ltr.retrieval.rankers import RANKERS, RunScores
+from fincrowd_ltr.retrieval.windows import WindowPolicy
+
+DEFAULT_CACHE = Path(".cache")
+RUN = "run"
+
+
+def load_dataset(
+    name: str | Dataset, data_root: str | Path | None = None, split: str = "all"
+) -> Dataset:
+    """A dataset by name (``financebench``, ``tatqa``, ``finqa``, ``beir``, ``beir:DIR``) under
+    the data root (``$FINCROWD_DATA``, else ``../shared/data``), or an in-memory ``Dataset``
+    returned as it is.
+
+    Example:
+        >>> fb = load_dataset("financebench")  # doctest: +SKIP
+    """
+    if isinstance(name, Dataset):
+        return name
+    return _load_dataset(name, data_root, split)
+
+
+def rankers_of(text: str | list[str]) -> list[str]:
+    """Ranker names from a comma list (or ``all``); ``run`` is the user's own ranker."""
+    names = text if isinstance(text, list) else [r.strip() for r in text.split(",") if r.strip()]
+    if names == ["all"]:
+        return list(RANKERS)
+    unknown = [r for r in names if r not in (*RANKERS, RUN, "cross-encoder")]
+    if unknown:
+        raise DataError(f"unknown ranker(s) {unknown}; choose from {(*RANKERS, RUN)}")
+    return names
+
+
+def read_run(run: RunScores | str | Path | None, dataset: Dataset) -> RunScores | None:
+    """A run given as a TREC file path (read and checked against ``dataset``), a mapping or a
+    callable."""
+    if run is None or callable(run) or isinstance(run, dict):
+        return run
+    return read_trec_run(Path(run), dataset)
+
+
+def build_banks(
+    dataset: str | Dataset,
+    rankers: str | list[str] = "bm25",
+    *,
+    first_stage: str = "auto",
+    mode: str = "retrieved",
+    size: int = DEFAULT_BANK_SIZE,
+    split: str = "all",
+    data_root: str | Path | None = None,
+    cache_dir: str | Path | None = DEFAULT_CACHE,
+    run: RunScores | str | Path | None = None,
+    dense_pooling: str = "max",
+    dense_window: int = 254,
+    stemmer: str | None = None,
+    progress: bool = True,
+) -> BankSet:
+    """Candidate banks of every question, scored by ``rankers``.
+
+    Args:
+        dataset: A dataset name or an in-memory ``Dataset``.
+        rankers: ``bm25``, ``dense``, ``splade``, ``hybrid`` and/or ``run`` (your ranker).
+        first_stage: ``auto``, ``bm25[+steps]`` or ``run`` (your run's own top ``size``).
+        mode: ``retrieved`` or ``injected`` (gold replaces the lowest candidates).
+        run: Your ranker's scores: a TREC run file, ``{qid: {pid: score}}`` or a callable
+            ``(query, pids) -> scores``; needed for ranker or first stage ``run``.
+
+    Returns:
+        The bank set; ``notes`` says how many candidates your run did not score.
+    """
+    data = load_dataset(dataset, data_root, split)
+    spec = BankSpec(
+        size=size,
+        mode=mode,
+        bm25=BM25Config(stemmer=stemmer),
+        dense_policy=WindowPolicy(pooling=dense_pooling, window_tokens=dense_window),
+        first_stage=first_stage,
+    )
+    names = rankers_of(rankers)
+    cache = None if cache_dir is None else Path(cache_dir)
+    return _build_banks(data, split, names, spec, cache, progress=progress, run=read_run(run, data))

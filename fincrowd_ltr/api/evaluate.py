@@ -1,0 +1,184 @@
+"""``evaluate``: base rankers, and a saved correction's always-on and gated rows, on banks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from fincrowd_ltr.api.corpus import DEFAULT_CACHE, build_banks, load_dataset, rankers_of, read_run
+from fincrowd_ltr.data.schema import DataError, Dataset
+from fincrowd_ltr.diagnostics.crowding import crowded_labels, repair_counts
+from fincrowd_ltr.evaluation.report import evaluate_bankset
+from fincrowd_ltr.evaluation.results import system_result
+from fincrowd_ltr.model.correction import GatedCorrection
+from fincrowd_ltr.retrieval.banks import BankSet
+
+CROSS_ENCODER = "cross-encoder"
+
+
+def evaluate(
+    dataset: str | Dataset,
+    rankers: str | list[str] = "bm25,dense",
+    *,
+    checkpoint: str | Path | GatedCorrection | None = None,
+    domain: str | None = None,
+    fallback: str = "error",
+    banks: BankSet | None = None,
+    first_stage: str = "auto",
+    mode: str = "retrieved",
+    size: int = 100,
+    split: str = "all",
+    data_root: str | Path | None = None,
+    cache_dir: str | Path | None = DEFAULT_CACHE,
+    run=None,
+    cross_encoder: str | Path | None = None,
+    progress: bool = True,
+) -> dict:
+    """The evaluation report (the JSON contract of ``fincrowd evaluate --out``).
+
+    Every ranker gets a ``base:<r>`` row. With ``checkpoint`` (a folder or a loaded
+    :class:`GatedCorrection`), ``residual:<r>`` (always on) and, with ``domain``, ``gated:<r>``
+    are added for the ranker it was fitted for, on the questions it never trained or calibrated
+    on (left out by content; the report says how many).
+    """
+    data = load_dataset(dataset, data_root, split)
+    names = rankers_of(rankers)
+    run = read_run(run, data)
+    built = [r for r in names if r != CROSS_ENCODER] or ["bm25"]
+    if banks is None:
+        banks = build_banks(
+            data,
+            built,
+            first_stage=first_stage,
+            mode=mode,
+            size=size,
+            split=split,
+            cache_dir=cache_dir,
+            run=run,
+            progress=progress,
+        )
+    if CROSS_ENCODER in names:
+        from fincrowd_ltr.crossencoder import CrossEncoder, CrossEncoderRanker
+        from fincrowd_ltr.retrieval.banks import score_banks
+
+        model = CrossEncoder.load(Path(cross_encoder or "checkpoints/cross-encoder"))
+        score_banks(banks, data, [CrossEncoderRanker(model, data.passages)])
+    report = evaluate_bankset(data, banks, [r for r in names if r in banks.rankers])
+    report["notes"] = list(data.notes) + list(banks.notes)
+    if checkpoint is not None:
+        add_correction_rows(report, data, banks, checkpoint, domain, fallback)
+    return report
+
+
+def add_correction_rows(
+    report: dict,
+    data: Dataset,
+    banks: BankSet,
+    checkpoint: str | Path | GatedCorrection,
+    domain: str | None = None,
+    fallback: str = "error",
+) -> None:
+    """Add ``residual:<r>`` (and with ``domain`` ``gated:<r>``) rows, decided by the model."""
+    model = (
+        checkpoint
+        if isinstance(checkpoint, GatedCorrection)
+        else GatedCorrection.from_pretrained(checkpoint)
+    )
+    ranker = model.base_ranker
+    if ranker not in banks.rankers:
+        raise DataError(
+            f"the correction was fitted for base ranker {ranker!r}; add it to the rankers"
+        )
+    if domain is not None:
+        model.calibration(domain, fallback)  # an unknown domain fails before any work
+    seen = model.seen(data, calibration_of=domain)
+    qids = [q for q in data.queries if q in banks.banks and data.covered(q) and q not in seen]
+    if not qids:
+        raise DataError(
+            "every covered query was used to train or calibrate this correction; evaluate on "
+            "other questions (hold some out with fit_correction(test_fold=K) / "
+            "`fit-residual --test-fold K`)"
+        )
+    examples = model.examples(data, banks, ranker, qids)
+    always = model.score_examples(data, examples)
+    base = {q: r.base_ranking for q, r in always.items()}
+    systems = {"residual": {q: r.ranking for q, r in always.items()}}
+    opened = {}
+    if domain is not None:
+        gated = model.score_examples(data, examples, domain, fallback)
+        systems["gated"] = {q: r.ranking for q, r in gated.items()}
+        opened = {q: r.decision.applied for q, r in gated.items()}
+    labels = crowded_labels(data, examples) if banks.mode == "retrieved" else {}
+    compared = {"base": base, **systems} if seen else systems
+    for name, rankings in compared.items():
+        result = system_result(data, rankings, qids, base)
+        if labels:
+            result.extra.update(repair_counts(data, labels, rankings))
+        if name == "gated":
+            result.extra["gate_open_share"] = float(np.mean([opened[q] for q in qids]))
+            result.extra["domain"] = domain
+        key = f"{name}:{ranker}" + (":unseen" if name == "base" else "")
+        report["systems"][key] = result.to_dict()
+    if seen:
+        report.setdefault("notes", []).append(
+            f"{len(seen)} questions the correction trained or calibrated on (matched by content: "
+            f"question text and gold evidence) are left out of the correction rows "
+            f"({len(qids)} scored)"
+        )
+
+
+def calibrate_domain(
+    checkpoint: str | Path | GatedCorrection,
+    domain: str,
+    dataset: str | Dataset,
+    *,
+    qids: list[str] | None = None,
+    fold: int | None = None,
+    folds: int = 5,
+    seed: int = 0,
+    regression_cap: float = 0.03,
+    min_calibration: int = 10,
+    first_stage: str | None = None,
+    size: int = 100,
+    split: str = "all",
+    data_root: str | Path | None = None,
+    cache_dir: str | Path | None = DEFAULT_CACHE,
+    run=None,
+    save: bool = True,
+):
+    """Fit ``domain``'s gate calibration on labelled questions the correction never saw (all of
+    ``dataset``, group fold ``fold`` or ``qids``) and, for a checkpoint folder, store it there.
+    Returns ``(model, calibration)``."""
+    from fincrowd_ltr.data.splits import FoldPlan
+
+    model = (
+        checkpoint
+        if isinstance(checkpoint, GatedCorrection)
+        else GatedCorrection.from_pretrained(checkpoint)
+    )
+    data = load_dataset(dataset, data_root, split)
+    if qids is None:
+        qids = (
+            FoldPlan.by_group(data, folds, seed).folds[fold]
+            if fold is not None
+            else list(data.queries)
+        )
+    stage = first_stage or model.summary.first_stage or "bm25"
+    banks = build_banks(
+        data,
+        [model.base_ranker],
+        first_stage=stage,
+        size=size,
+        split=split,
+        cache_dir=cache_dir,
+        run=read_run(run, data),
+    )
+    qids = [q for q in qids if q in banks.banks and data.covered(q)]
+    examples = model.examples(data, banks, model.base_ranker, qids)
+    calibration = model.calibrate(domain, data, examples, regression_cap, min_calibration)
+    if save and not isinstance(checkpoint, GatedCorrection):
+        from fincrowd_ltr.model.checkpoint import add_domain
+
+        add_domain(Path(checkpoint), domain, calibration)
+    return model, calibration

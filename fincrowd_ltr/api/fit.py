@@ -1,0 +1,374 @@
+"""``fit_correction``: cross-validate the gated correction over group folds, then fit the model a
+user keeps.
+
+One fold plan (:class:`~fincrowd_ltr.data.splits.FoldPlan`): round ``k`` tests on fold ``k``,
+validates and calibrates on fold ``k + 1`` and trains on the rest; the gate's labels come from
+cross-fitting inside the training folds. Every residual is fitted once
+(:class:`~fincrowd_ltr.training.fitting.ResidualFits`) and reused by the residual rows, the gated
+rows and the cross-fitting. The final model is trained on every fold but the one that calibrates
+its domain (or, with ``gate=False``, on every fold). ``test_fold`` holds a fold out of everything,
+so ``evaluate`` can report on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from fincrowd_ltr.api.corpus import DEFAULT_CACHE, build_banks, load_dataset, read_run
+from fincrowd_ltr.data.schema import DataError, Dataset
+from fincrowd_ltr.data.splits import FoldPlan
+from fincrowd_ltr.diagnostics.crowding import crowded_labels, repair_counts
+from fincrowd_ltr.evaluation.results import metadata_oracle, system_result, write_report
+from fincrowd_ltr.features import BankFeaturizer
+from fincrowd_ltr.features.examples import BankExample, make_examples
+from fincrowd_ltr.fields import FieldExtractor
+from fincrowd_ltr.model.calibration import DEFAULT_REGRESSION_CAP, MIN_CALIBRATION_QUERIES
+from fincrowd_ltr.model.correction import GatedCorrection, TrainingSummary
+from fincrowd_ltr.progress import Progress
+from fincrowd_ltr.retrieval.banks import BankSet
+from fincrowd_ltr.retrieval.build import BankSpec
+
+RANKING_DEPTH = 30  # candidates of each held-out ranking kept in the report (for packing)
+MODES = ("retrieved", "injected")
+CV_DOMAIN = "cross-validation"
+
+
+@dataclass
+class CrossValReport:
+    """Held-out results of a cross-validated correction.
+
+    ``modes[mode][system]`` are :class:`~fincrowd_ltr.evaluation.results.SystemResult` rows
+    (``base:<r>``, ``residual:<r>``, ``gated:<r>``, ``metadata_oracle``); ``rankings`` the
+    held-out orders (top 30) that ``pack --orders`` reads; ``info`` the settings and choices.
+    """
+
+    dataset: str
+    ranker: str
+    modes: dict = field(default_factory=dict)
+    rankings: dict = field(default_factory=dict)
+    info: dict = field(default_factory=dict)
+
+    def system(self, mode: str, name: str):
+        return self.modes[mode][name]
+
+    def to_dict(self) -> dict:
+        """The JSON form (the shape ``fincrowd fit-residual --report`` has always written)."""
+        modes, gated = {}, {}
+        for mode, rows in self.modes.items():
+            meta = rows["_meta"]
+            plain = {k: v.to_dict() for k, v in rows.items() if k != "_meta" and "gated" not in k}
+            modes[mode] = {**{k: v for k, v in meta.items() if k != "gate_open_share"}, **plain}
+            if any("gated" in k for k in rows):
+                gated[mode] = {
+                    **meta,
+                    **{
+                        k: v.to_dict()
+                        for k, v in rows.items()
+                        if k != "_meta" and k != "metadata_oracle"
+                    },
+                    "rankings": self.rankings.get(mode, {}),
+                }
+        out = {"dataset": self.dataset, "ranker": self.ranker, **self.info, "modes": modes}
+        if gated:
+            out["gated"] = {"modes": gated, "folds": self.info.get("gate_folds", [])}
+        return out
+
+    def save(self, path: Path) -> Path:
+        return write_report(path, self.to_dict())
+
+
+def held_out_rankings(report: dict) -> dict[str, dict[str, list[str]]]:
+    """The held-out orders of a saved ``fit-residual`` report, by system (for ``pack``)."""
+    try:
+        return report["gated"]["modes"]["retrieved"]["rankings"]
+    except (KeyError, TypeError):
+        raise DataError(
+            "no held-out rankings (field gated.modes.retrieved.rankings); write the report "
+            "with `fincrowd fit-residual --report` (a gated fit)"
+        ) from None
+
+
+class _Folds:
+    """Examples per bank mode, indexed by the fold plan."""
+
+    def __init__(self, plan: FoldPlan, examples: dict[str, dict[str, BankExample]]) -> None:
+        self.plan, self.examples = plan, examples
+
+    def of(self, mode: str, folds, covered_only: Dataset | None = None) -> list[BankExample]:
+        found = self.examples[mode]
+        out = [found[q] for q in self.plan.qids(folds) if q in found]
+        return [e for e in out if covered_only.covered(e.qid)] if covered_only else out
+
+
+def fit_correction(
+    dataset: str | Dataset,
+    ranker: str = "dense",
+    *,
+    gate: bool = True,
+    folds: int = 5,
+    seed: int = 0,
+    grid: tuple[dict, ...] | None = None,
+    first_stage: str = "auto",
+    split: str = "all",
+    data_root: str | Path | None = None,
+    cache_dir: str | Path | None = DEFAULT_CACHE,
+    train_mode: str = "injected",
+    val_mode: str = "retrieved",
+    bank_size: int = 100,
+    regression_cap: float = DEFAULT_REGRESSION_CAP,
+    min_calibration: int = MIN_CALIBRATION_QUERIES,
+    domain: str | None = None,
+    test_fold: int | None = None,
+    run=None,
+    banks: dict[str, BankSet] | None = None,
+    progress: bool = True,
+) -> tuple[GatedCorrection, CrossValReport]:
+    """Cross-validate and fit the gated correction of ``ranker``'s scores on a labelled corpus.
+
+    Args:
+        dataset: A dataset name or an in-memory ``Dataset`` (your corpus).
+        ranker: The base ranker to correct: a built-in name, or ``run`` with ``run=``.
+        gate: Fit the identity gate (needs at least 4 folds); False fits the residual alone.
+        folds: Group folds (companies, contexts, or your queries' ``group``).
+        grid: Residual settings chosen per fold on validation banks (default: the package
+            defaults only); ``fincrowd_ltr.training.fitting.HPARAM_GRID`` is the full grid.
+        test_fold: Hold this fold out of training and calibration entirely.
+        run: Your ranker's scores (TREC file, ``{qid: {pid: score}}`` or a callable).
+        banks: Prebuilt banks by mode (``{"retrieved": ..., "injected": ...}``) instead of
+            building them.
+        domain: Name of the gate domain the final model calibrates (default: the dataset name).
+
+    Returns:
+        ``(model, report)``: the fitted :class:`GatedCorrection` and the held-out results.
+    """
+    from fincrowd_ltr.training.fitting import ResidualFits, select_residual
+
+    data = load_dataset(dataset, data_root, split)
+    run = read_run(run, data)
+    grid = tuple(grid) if grid else ({},)
+    plan = FoldPlan.by_group(data, folds, seed)
+    held = None
+    if test_fold is not None:
+        held = plan.folds[test_fold] if 0 <= test_fold < len(plan) else None
+        plan = plan.without(test_fold)
+    if gate and len(plan) < 4:
+        raise DataError(
+            f"the gate needs at least 4 group folds for training (test, calibration and two for "
+            f"cross-fitting); got {len(plan)}"
+        )
+    if len(plan) < 3:
+        raise DataError(f"cross-validation needs at least 3 group folds; got {len(plan)}")
+    modes = sorted({train_mode, val_mode, *MODES})
+    extractor = FieldExtractor.from_passages(data.passages.values())
+    featurizer = BankFeaturizer(extractor, data.passages)
+    examples = {}
+    stage = BankSpec(first_stage=first_stage).stage(data)
+    notes: list[str] = []
+    for mode in modes:
+        bankset = (banks or {}).get(mode)
+        if bankset is None:
+            bankset = build_banks(
+                data,
+                [ranker],
+                first_stage=first_stage,
+                mode=mode,
+                size=bank_size,
+                split=split,
+                cache_dir=cache_dir,
+                run=run,
+                progress=progress,
+            )
+        notes += [f"{mode} banks: {n}" for n in bankset.notes]
+        cache = None if cache_dir is None else Path(cache_dir)
+        found = make_examples(data, bankset, ranker, featurizer, cache=cache)
+        examples[mode] = {e.qid: e for e in found}
+    ex = _Folds(plan, examples)
+    fits = ResidualFits()
+    companies = extractor.companies
+
+    def model(scorer, gate_module=None, domains=None) -> GatedCorrection:
+        return GatedCorrection(
+            scorer,
+            gate_module,
+            domains,
+            companies,
+            TrainingSummary(dataset=data.name, base_ranker=ranker),
+        )
+
+    rounds = plan.rounds()
+    bar = Progress(len(rounds), "cross-validation folds", enabled=progress)
+    pooled = {
+        m: {"base": {}, "residual": {}, "gated": {}, "oracle": {}, "opened": {}} for m in MODES
+    }
+    chosen, val_scores, gate_folds = [], [], []
+    for r in rounds:
+        val = ex.of(val_mode, [r.validation])
+        module, index, scores = select_residual(ex.of(train_mode, r.train), val, grid, seed, fits)
+        setting = grid[index]
+        chosen.append(setting)
+        val_scores.append(scores)
+        corrected = model(module.scorer)
+        for mode in MODES:
+            for qid, res in corrected.score_examples(data, ex.of(mode, [r.test], data)).items():
+                pooled[mode]["base"][qid] = res.base_ranking
+                pooled[mode]["residual"][qid] = res.corrected_ranking
+                pooled[mode]["oracle"][qid] = metadata_oracle(data, res.base_ranking, qid)
+        if gate:
+            gate_module = _fit_gate(
+                data, ex, fits, model, r.train, r.validation, setting, seed, train_mode, val_mode
+            )
+            gated = model(module.scorer, gate_module)
+            calibration = gated.calibrate(
+                CV_DOMAIN, data, ex.of("retrieved", [r.validation]), regression_cap, min_calibration
+            )
+            gate_folds.append(
+                {
+                    "test_fold": r.test,
+                    "calibration_fold": r.validation,
+                    "setting": setting,
+                    **{k: v for k, v in calibration.to_dict().items() if "query" not in k},
+                    "query_ids": calibration.n_queries,
+                }
+            )
+            for mode in MODES:
+                test = ex.of(mode, [r.test], data)
+                for qid, res in gated.score_examples(data, test, CV_DOMAIN).items():
+                    pooled[mode]["gated"][qid] = res.ranking
+                    pooled[mode]["opened"][qid] = res.decision.applied
+        bar.update()
+    bar.close()
+
+    report = CrossValReport(data.name, ranker)
+    mean_val = [float(np.mean(col)) for col in zip(*val_scores, strict=True)]
+    best = max(range(len(grid)), key=lambda i: (mean_val[i], -i))
+    setting = grid[best]
+    report.info = {
+        "first_stage": stage,
+        "train_mode": train_mode,
+        "val_mode": val_mode,
+        "folds": len(plan),
+        "test_fold": test_fold,
+        "selection": {"grid": list(grid), "chosen_per_fold": chosen, "mean_val_ndcg10": mean_val},
+        "regression_cap": regression_cap,
+        "gate_folds": gate_folds,
+        "notes": notes,
+    }
+    labels = crowded_labels(data, list(examples["retrieved"].values()))
+    for mode, systems in pooled.items():
+        qids = sorted(systems["base"])
+        base = systems["base"]
+        rows = {
+            "_meta": {
+                "n_queries": len(qids),
+                "n_groups": len({data.queries[q].group for q in qids}),
+            }
+        }
+        names = {
+            "base": f"base:{ranker}",
+            "residual": f"residual:{ranker}",
+            "oracle": "metadata_oracle",
+        }
+        if gate:
+            names["gated"] = f"gated:{ranker}"
+            rows["_meta"]["gate_open_share"] = float(np.mean([systems["opened"][q] for q in qids]))
+        for key, name in names.items():
+            result = system_result(data, systems[key], qids, base)
+            if mode == "retrieved" and key != "oracle":
+                result.extra.update(repair_counts(data, labels, systems[key]))
+            rows[name] = result
+        report.modes[mode] = rows
+        report.rankings[mode] = {
+            names[k]: {q: systems[k][q][:RANKING_DEPTH] for q in qids}
+            for k in ("base", "residual", "gated")
+            if k in names
+        }
+    report.info["residual_fits"] = fits.trained
+
+    final = _fit_final(
+        data,
+        ex,
+        fits,
+        model,
+        plan,
+        setting,
+        seed,
+        gate,
+        train_mode,
+        val_mode,
+        regression_cap,
+        min_calibration,
+        domain or data.name,
+    )
+    trained_qids = sorted(
+        q
+        for q in plan.qids(range(len(plan)))
+        if q in examples[train_mode]
+        and q not in set(final.summary.extra.pop("calibration_qids", []))
+    )
+    final.summary = TrainingSummary(
+        dataset=data.name,
+        base_ranker=ranker,
+        first_stage=stage,
+        split=split,
+        dataset_fingerprint=data.corpus_fingerprint(),
+        setting=setting,
+        bank_mode=train_mode,
+        val_bank_mode=val_mode,
+        folds=folds,
+        seed=seed,
+        calibration_fold=final.summary.calibration_fold,
+        test_fold=test_fold,
+        train_banks=final.summary.train_banks,
+        query_ids=trained_qids,
+        query_fingerprints=sorted(data.question_fingerprint(q) for q in trained_qids),
+        extra={"held_out_query_ids": sorted(held)} if held is not None else {},
+    )
+    report.info["residual_fits"] = fits.trained
+    return final, report
+
+
+def _fit_gate(data, ex, fits, model, train, validation, setting, seed, train_mode, val_mode):
+    """The gate trained on cross-fitted rows of the training folds (each scored by a residual
+    trained without it), both bank modes."""
+    from fincrowd_ltr.training.gate_module import train_gate
+
+    feats, labels = [], []
+    for inner in FoldPlan.inner(train, validation):
+        inner_val = validation if validation != inner.test else inner.train[0]
+        module, _ = fits.get(
+            ex.of(train_mode, inner.train), ex.of(val_mode, [inner_val]), setting, seed
+        )
+        scorer = model(module.scorer)
+        for mode in MODES:
+            _, f, gains = scorer.gate_rows(data, ex.of(mode, [inner.test]))
+            feats.append(f)
+            labels.append((gains > 1e-12).astype(np.float64))
+    return train_gate(np.concatenate(feats), np.concatenate(labels), seed=seed)
+
+
+def _fit_final(
+    data, ex, fits, model, plan, setting, seed, gate, train_mode, val_mode, cap, min_q, domain
+):
+    if not gate:
+        train = tuple(range(len(plan)))
+        module, _ = fits.get(ex.of(train_mode, train), ex.of(val_mode, [0]), setting, seed)
+        final = model(module.scorer)
+        final.summary.train_banks = sum(e.has_support for e in ex.of(train_mode, train))
+        return final
+    covered = [sum(data.covered(q) for q in fold) for fold in plan.folds]
+    calib = max(range(len(plan)), key=lambda f: (covered[f], -f))  # the largest calibration set
+    r = plan.final(calib)
+    val = r.train[0]
+    module, _ = fits.get(ex.of(train_mode, r.train), ex.of(val_mode, [val]), setting, seed)
+    gate_module = _fit_gate(
+        data, ex, fits, model, r.train, val, setting, seed, train_mode, val_mode
+    )
+    final = model(module.scorer, gate_module)
+    final.calibrate(domain, data, ex.of("retrieved", [calib]), cap, min_q)
+    final.summary.calibration_fold = calib
+    final.summary.train_banks = sum(e.has_support for e in ex.of(train_mode, r.train))
+    final.summary.extra["calibration_qids"] = plan.qids([calib])
+    return final

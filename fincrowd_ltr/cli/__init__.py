@@ -1,0 +1,381 @@
+"""The ``fincrowd`` command line: each command parses its arguments and calls one function of
+:mod:`fincrowd_ltr.api` (heavy libraries are imported by the command that needs them, so
+``fincrowd --help`` and argument errors are instant)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+
+from fincrowd_ltr.cli import commands as c
+
+DEFAULT_CACHE = Path(".cache")
+FIRST_STAGE_HELP = (
+    "candidate retrieval: 'auto' (the one chosen on training folds for the dataset: FinanceBench "
+    "bm25+query+entity, TAT-QA and other corpora bm25), 'run' (your --run's own top N), or 'bm25' "
+    "plus any of +instructions +periods +synonyms +keywords +query +entity"
+)
+
+
+class Terminated(Exception):
+    """SIGTERM or SIGINT arrived while a command ran."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _on_signal(signum, frame) -> None:
+    raise Terminated(signum)
+
+
+def _data(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--dataset",
+        default="financebench",
+        help="financebench | tatqa | finqa | beir | beir:SUBDIR",
+    )
+    p.add_argument(
+        "--data-root",
+        default=None,
+        help="data folder (default: $FINCROWD_DATA, else ../shared/data)",
+    )
+    p.add_argument("--split", default="all", help="'all' or a split/file name of the dataset")
+    p.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=DEFAULT_CACHE,
+        help="index, embedding, bank and feature cache",
+    )
+
+
+def _stage(p: argparse.ArgumentParser, default: str | None = "auto") -> None:
+    p.add_argument("--first-stage", default=default, help=FIRST_STAGE_HELP)
+
+
+def _run(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--run",
+        type=Path,
+        default=None,
+        help="your ranker's scores (TREC run file), ranker or first stage 'run'",
+    )
+
+
+def _cap(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--regression-cap",
+        type=float,
+        default=0.03,
+        help="largest share of calibration queries the gate may make worse",
+    )
+    p.add_argument(
+        "--min-calibration",
+        type=int,
+        default=10,
+        help="fewest labelled calibration queries accepted",
+    )
+
+
+def _banks(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--ranker",
+        default="bm25,dense",
+        help="comma list of bm25, dense, splade, hybrid, run (your --run), cross-encoder (evaluate), or 'all'",
+    )
+    p.add_argument("--bank-mode", choices=("retrieved", "injected"), default="retrieved")
+    _stage(p)
+    p.add_argument("--bank-size", type=int, default=100)
+    p.add_argument(
+        "--dense-pooling",
+        choices=("first", "max", "mean"),
+        default="max",
+        help="long passages: first window, or max/mean over windows",
+    )
+    p.add_argument("--dense-window", type=int, default=254, help="word pieces per window")
+    p.add_argument("--stemmer", default=None, help="BM25 stemmer (PyStemmer name)")
+    _run(p)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fincrowd", description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def command(name: str, func, text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(
+            name,
+            help=text,
+            description=text,
+            formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        )
+        p.set_defaults(func=func)
+        return p
+
+    p = command(
+        "evaluate", c.evaluate, "evaluate base rankers (and a correction) on candidate banks"
+    )
+    _data(p)
+    _banks(p)
+    p.add_argument("--out", type=Path, default=None, help="write the JSON report here")
+    p.add_argument(
+        "--checkpoint",
+        type=Path,
+        default=None,
+        help="a correction: adds residual:<ranker> (always on)",
+    )
+    p.add_argument(
+        "--domain",
+        default=None,
+        help="with --checkpoint: also gated:<ranker> with this domain's calibration",
+    )
+    p.add_argument(
+        "--domain-fallback",
+        choices=("error", "identity"),
+        default="error",
+        help="an uncalibrated domain: fail, or keep the base order",
+    )
+    p.add_argument(
+        "--cross-encoder",
+        type=Path,
+        default=Path("checkpoints/cross-encoder"),
+        help="adapter folder for --ranker cross-encoder",
+    )
+    p.add_argument(
+        "--cascade",
+        action="append",
+        help="add a cascade: RANKER[:NORM:WEIGHT] keeps the top --cascade-k by WEIGHT*norm(RANKER) + (1-WEIGHT)*norm(first stage)",
+    )
+    p.add_argument("--cascade-k", type=int, default=20, help="candidates stage 2 keeps")
+
+    p = command("fit-residual", c.fit_residual, "cross-validate, fit and save the gated correction")
+    _data(p)
+    p.add_argument(
+        "--ranker", default="dense", help="the base ranker to correct (or 'run' with --run)"
+    )
+    _stage(p)
+    _run(p)
+    p.add_argument(
+        "--train-mode",
+        choices=("retrieved", "injected"),
+        default="injected",
+        help="bank mode of the training banks",
+    )
+    p.add_argument(
+        "--val-mode",
+        choices=("retrieved", "injected"),
+        default="retrieved",
+        help="bank mode of validation (early stopping, selection)",
+    )
+    p.add_argument("--folds", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--test-fold",
+        type=int,
+        default=None,
+        help="hold this group fold out of training and calibration (evaluate reports on it)",
+    )
+    p.add_argument("--out", type=Path, default=Path("checkpoints/default"))
+    p.add_argument("--report", type=Path, default=None, help="write the cross-validation JSON")
+    p.add_argument("--onnx", action="store_true", help="also write residual.onnx and gate.onnx")
+    p.add_argument(
+        "--no-select",
+        dest="select",
+        action="store_false",
+        help="train the package defaults only (no alpha / weight decay grid)",
+    )
+    p.add_argument(
+        "--no-gate", dest="gate", action="store_false", help="residual only, trained on every group"
+    )
+    p.add_argument(
+        "--domain", default=None, help="gate domain to calibrate (default: the dataset's name)"
+    )
+    _cap(p)
+
+    p = command("calibrate", c.calibrate, "calibrate a checkpoint's gate for a domain")
+    _data(p)
+    p.add_argument("--checkpoint", type=Path, required=True)
+    p.add_argument("--domain", required=True, help="name to store the calibration under")
+    p.add_argument(
+        "--fold",
+        type=int,
+        default=None,
+        help="calibrate on this group fold only (default: every question)",
+    )
+    p.add_argument("--folds", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--bank-size", type=int, default=100)
+    _stage(p, None)
+    _run(p)
+    _cap(p)
+
+    p = command("diagnose", c.diagnose, "crowding diagnostics: matched pools, crowded failures")
+    _data(p)
+    p.add_argument(
+        "--ranker", default="dense", help="the base ranker to diagnose (or 'run' with --run)"
+    )
+    _run(p)
+    p.add_argument(
+        "--pool-depth",
+        type=int,
+        default=100,
+        help="first-stage candidates the matched pools are drawn from",
+    )
+    p.add_argument("--pool-sizes", default="10,30,60", help="distractors per pool, nested")
+    p.add_argument(
+        "--similarity",
+        default="dense",
+        help="ranker whose score is the 'model similarity' covariate (dense embeds the banks with MiniLM; bm25 is free)",
+    )
+    p.add_argument("--caliper", type=float, default=1.0, help="nearest-neighbour caliper (z units)")
+    p.add_argument("--out", type=Path, default=None, help="output folder")
+
+    p = command("export", c.export, "write a checkpoint as a checksummed serving directory")
+    p.add_argument("--checkpoint", type=Path, default=None, help="a correction folder")
+    p.add_argument(
+        "--from-lightning", type=Path, default=None, help="a `train.py fit` .ckpt file instead"
+    )
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--ranker", default=None, help="refuse a checkpoint fitted for another ranker")
+    p.add_argument("--onnx", action="store_true", help="also write residual.onnx and gate.onnx")
+
+    p = command("serve", c.serve, "serve a checkpoint over HTTP: /health, /rerank")
+    p.add_argument("--checkpoint", type=Path, required=True)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--ranker", default=None, help="refuse a checkpoint fitted for another ranker")
+    p.add_argument(
+        "--runtime",
+        choices=("torch", "onnx"),
+        default="torch",
+        help="onnx: no torch at serving time (needs the ONNX files)",
+    )
+    p.add_argument("--max-candidates", type=int, default=1000)
+    p.add_argument("--max-text-chars", type=int, default=20_000)
+    p.add_argument("--max-query-chars", type=int, default=2_000)
+
+    p = command("banks", c.banks, "build, score and save candidate banks")
+    _data(p)
+    _banks(p)
+    p.add_argument("--out", type=Path, default=None, help="also write the banks here (JSONL)")
+
+    p = command(
+        "first-stage",
+        c.first_stage,
+        "first-stage ablation on group folds and the training-fold choice",
+    )
+    _data(p)
+    p.add_argument("--variants", default="all", help="comma-separated first stages, or 'all'")
+    p.add_argument("--depth", type=int, default=100, help="passages retrieved per question")
+    p.add_argument("--folds", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--stemmer", default=None)
+    p.add_argument("--report", type=Path, default=None, help="write the JSON report here")
+
+    p = command("cascade", c.cascade, "cross-validate the reranker cascade (and the gate)")
+    _data(p)
+    _stage(p)
+    p.add_argument("--stage2", default="dense,hybrid", help="stage-2 rankers to choose from")
+    p.add_argument("--n", type=int, default=200, help="candidates stage 1 passes on")
+    p.add_argument("--k", type=int, default=20, help="candidates stage 2 keeps")
+    p.add_argument(
+        "--scores", action="append", help="NAME=FILE: a TREC run reported as another stage-2 ranker"
+    )
+    p.add_argument("--gated", action="store_true", help="add the residual and gate on the top k")
+    p.add_argument("--correction-ranker", default="dense", help="base ranker of the residual")
+    _cap(p)
+    p.add_argument("--folds", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--report", type=Path, default=None)
+
+    p = command(
+        "train-cross-encoder",
+        c.train_cross_encoder,
+        "LoRA cross-encoder: out-of-fold scores and a final adapter",
+    )
+    _data(p)
+    _stage(p)
+    p.add_argument("--depth", type=int, default=200, help="bank candidates scored per question")
+    p.add_argument("--negatives-from", default="dense", help="ranker ordering hard negatives")
+    p.add_argument("--max-length", type=int, default=128, help="word pieces per pair")
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--batch-size", type=int, default=4, help="groups (1 + 7 negatives) per step")
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--max-groups", type=int, default=120, help="cap on training groups (CPU time)")
+    p.add_argument("--folds", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--run-out", type=Path, default=None, help="write out-of-fold scores (TREC)")
+    p.add_argument("--out", type=Path, default=None, help="save the final adapter here")
+    p.add_argument("--report", type=Path, default=None)
+
+    p = command("pack", c.pack, "prune and pack rankings into a token budget")
+    _data(p)
+    _stage(p)
+    _run(p)
+    p.add_argument("--ranker", default="dense", help="base ranker (without --orders)")
+    p.add_argument("--bank-size", type=int, default=100)
+    p.add_argument("--budget", type=int, default=32_000, help="tokens of the whole prompt")
+    p.add_argument("--depth", type=int, default=30, help="ranked candidates considered")
+    p.add_argument(
+        "--orders",
+        type=Path,
+        default=None,
+        help="a `fit-residual --report` JSON: pack its held-out orders",
+    )
+    p.add_argument(
+        "--tokenizer", type=Path, default=None, help="tokenizer folder (default: MiniLM's)"
+    )
+    p.add_argument("--out", type=Path, required=True, help="output folder")
+
+    p = command("audit", c.audit, "field extractor precision/recall/F1 on the audit labels")
+    p.add_argument("--labels", type=Path, default=Path("audit/labels.jsonl"))
+    p.add_argument("--data-root", default=None)
+
+    p = command(
+        "demo", c.demo, "the main job: baselines, ablation, diagnostics, cascade, the correction"
+    )
+    p.add_argument("--data-root", default=None)
+    p.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE)
+    p.add_argument(
+        "--config", type=Path, default=Path("configs/demo.yaml"), help="YAML listing the runs"
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``fincrowd`` console script: 0 on success, 2 for bad input (the
+    message names the file, line or field), 128 + signal number when terminated."""
+    args = build_parser().parse_args(argv)
+    c.quiet_libraries()
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    for s in handlers:
+        signal.signal(s, _on_signal)
+    from fincrowd_ltr.data.schema import DataError
+
+    try:
+        args.func(args)
+    except DataError as err:
+        print(f"fincrowd: error: {err}", file=sys.stderr)
+        return 2
+    except Terminated as err:
+        print(
+            f"fincrowd: terminated by {err} before {args.command} finished; nothing half-written was kept (rerun to resume from the cache)",
+            file=sys.stderr,
+        )
+        return 128 + err.signum
+    except SystemExit as err:  # Lightning turns SIGTERM into SystemExit without a code
+        if err.code in (None, 0):
+            print(f"fincrowd: {args.command} was stopped before it finished", file=sys.stderr)
+            return 143
+        raise
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from fincrowd_ltr.cli import main
+
+sys.exit(main())

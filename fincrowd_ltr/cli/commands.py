@@ -1,0 +1,389 @@
+"""One function per ``fincrowd`` command: arguments in, one API call, a table out."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+
+def quiet_libraries() -> None:
+    """Offline, quiet libraries (set before any of them is imported)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("WANDB_MODE", "offline")
+    import logging
+    import warnings
+
+    warnings.filterwarnings("ignore", message=".*treespec.*")
+    warnings.filterwarnings("ignore", category=DeprecationWarning, module="torch.onnx")
+    for name in ("lightning.pytorch", "lightning.fabric", "lightning", "transformers"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def _common(args: argparse.Namespace) -> dict:
+    return {"split": args.split, "data_root": args.data_root, "cache_dir": args.cache_dir}
+
+
+def _write(path: Path | None, report: dict | object) -> None:
+    if path is not None:
+        from fincrowd_ltr.evaluation.results import write_report
+
+        write_report(path, report.to_dict() if hasattr(report, "to_dict") else report)
+        print(f"report written to {path}")
+
+
+def _rows(title: str, systems: dict) -> None:
+    print(title)
+    for name, s in systems.items():
+        if not isinstance(s, dict) or "delta" not in s:
+            continue
+        lo, hi = s["delta_ci95"]["recall@10"]
+        extra = ""
+        if s.get("crowded_failures"):
+            extra = f"  repaired {s['crowded_repaired']}/{s['crowded_failures']} crowded"
+        print(
+            f"  {name:<34} R@10 {s['recall@10']:.3f}  delta {s['delta']['recall@10']:+.3f} "
+            f"[{lo:+.3f},{hi:+.3f}]  nDCG@10 {s['ndcg@10']:.3f}  regression "
+            f"{s['regression_rate']:.3f}{extra}"
+        )
+
+
+def evaluate(args: argparse.Namespace) -> dict:
+    from fincrowd_ltr.api import evaluate as run
+    from fincrowd_ltr.evaluation.report import format_table
+
+    report = run(
+        args.dataset,
+        args.ranker,
+        checkpoint=args.checkpoint,
+        domain=args.domain,
+        fallback=args.domain_fallback,
+        first_stage=args.first_stage,
+        mode=args.bank_mode,
+        size=args.bank_size,
+        run=args.run,
+        cross_encoder=args.cross_encoder,
+        **_common(args),
+    )
+    if args.cascade:
+        from fincrowd_ltr.api.corpus import build_banks
+        from fincrowd_ltr.data.schema import DataError
+        from fincrowd_ltr.evaluation.cascade import add_cascade_systems
+        from fincrowd_ltr.retrieval.cascade import CascadeSettings
+
+        settings = []
+        for item in args.cascade:
+            ranker, _, rest = item.partition(":")
+            norm, _, weight = rest.partition(":")
+            try:
+                settings.append(
+                    CascadeSettings(
+                        args.bank_size,
+                        args.cascade_k,
+                        ranker,
+                        norm or "zscore",
+                        float(weight or 1.0),
+                    )
+                )
+            except ValueError as err:
+                raise DataError(f"--cascade {item!r}: {err}") from None
+        from fincrowd_ltr.api.corpus import load_dataset
+
+        data = load_dataset(args.dataset, args.data_root, args.split)
+        banks = build_banks(
+            data,
+            args.ranker,
+            first_stage=args.first_stage,
+            mode=args.bank_mode,
+            size=args.bank_size,
+            split=args.split,
+            cache_dir=args.cache_dir,
+            run=args.run,
+        )
+        add_cascade_systems(report, data, banks, settings)
+    print(format_table(report))
+    _write(args.out, report)
+    return report
+
+
+def fit_residual(args: argparse.Namespace) -> None:
+    from fincrowd_ltr.api import fit_correction
+    from fincrowd_ltr.training.fitting import HPARAM_GRID
+
+    model, report = fit_correction(
+        args.dataset,
+        args.ranker,
+        gate=args.gate,
+        folds=args.folds,
+        seed=args.seed,
+        grid=HPARAM_GRID if args.select else None,
+        first_stage=args.first_stage,
+        train_mode=args.train_mode,
+        val_mode=args.val_mode,
+        regression_cap=args.regression_cap,
+        min_calibration=args.min_calibration,
+        domain=args.domain,
+        test_fold=args.test_fold,
+        run=args.run,
+        **_common(args),
+    )
+    data = report.to_dict()
+    print(f"setting chosen per fold on validation groups: {data['selection']['chosen_per_fold']}")
+    for mode, res in data["modes"].items():
+        _rows(
+            f"\n{args.dataset} {args.ranker}: held-out folds, {mode} banks "
+            f"({res['n_queries']} questions, {res['n_groups']} groups)",
+            res,
+        )
+    for mode, res in data.get("gated", {}).get("modes", {}).items():
+        _rows(
+            f"\n{args.dataset} {args.ranker}: gated correction, held-out folds, {mode} banks "
+            f"(gate opened on {res['gate_open_share']:.3f})",
+            {k: v for k, v in res.items() if k.startswith("gated")},
+        )
+    _write(args.report, report)
+    model.save_pretrained(args.out, onnx=args.onnx)
+    s = model.summary
+    where = (
+        f"; domain {sorted(model.domains)} calibrated on fold {s.calibration_fold}"
+        if model.domains
+        else ""
+    )
+    print(
+        f"correction trained on {len(s.query_ids)} questions ({s.train_banks} banks with "
+        f"support){where}; saved to {args.out} ({report.info['residual_fits']} residual fits)"
+    )
+
+
+def calibrate(args: argparse.Namespace) -> None:
+    from fincrowd_ltr.api import calibrate_domain
+
+    _, cal = calibrate_domain(
+        args.checkpoint,
+        args.domain,
+        args.dataset,
+        fold=args.fold,
+        folds=args.folds,
+        seed=args.seed,
+        regression_cap=args.regression_cap,
+        min_calibration=args.min_calibration,
+        first_stage=args.first_stage,
+        size=args.bank_size,
+        run=args.run,
+        **_common(args),
+    )
+    print(
+        f"domain {args.domain!r}: calibrated on {cal.n_queries} questions (temperature "
+        f"{cal.temperature:.2f}, threshold {cal.threshold:.3f}, opens on "
+        f"{cal.calibration_open:.3f}, mean nDCG@10 gain {cal.calibration_gain:+.4f}, "
+        f"regression {cal.calibration_regression:.3f}"
+        f" <= cap {cal.regression_cap}); stored in {args.checkpoint}"
+    )
+
+
+def diagnose(args: argparse.Namespace) -> dict:
+    from fincrowd_ltr.api import diagnose as run
+
+    report = run(
+        args.dataset,
+        args.ranker,
+        out_dir=args.out,
+        pool_depth=args.pool_depth,
+        pool_sizes=tuple(int(s) for s in args.pool_sizes.split(",")),
+        similarity=args.similarity,
+        caliper=args.caliper,
+        run=args.run,
+        **_common(args),
+    )
+    print(f"{args.dataset} ({args.split}), ranker {args.ranker}: matched pools (Recall@10)")
+    for size, row in report["stress"]["variants"]["primary"].items():
+        if row["n_queries"]:
+            r = row["recall@10"]
+            lo, hi = r["delta_ci95"]
+            print(
+                f"  {size:>3} distractors: compatible {r['compatible']:.3f} incompatible "
+                f"{r['incompatible']:.3f} delta {r['delta']:+.3f} [{lo:+.3f},{hi:+.3f}] "
+                f"({row['n_queries']} queries, {row['n_dropped']} unmatched)"
+            )
+        else:
+            print(f"  {size:>3} distractors: no query could be matched ({row['n_dropped']})")
+    f = report["failures"]
+    print(
+        f"  retrieved banks: {f['top10_failures']}/{f['n_queries']} top-10 failures, "
+        f"{f['orderable_failures']} orderable, {f['crowded_failures']} crowded, "
+        f"{f['absent_failures']} absent from the top 100"
+    )
+    return report
+
+
+def export(args: argparse.Namespace) -> None:
+    from fincrowd_ltr.data.schema import DataError
+    from fincrowd_ltr.model.correction import GatedCorrection
+
+    if (args.checkpoint is None) == (args.from_lightning is None):
+        raise DataError("give exactly one of --checkpoint DIR or --from-lightning CKPT")
+    if args.from_lightning is not None:
+        from fincrowd_ltr.training.export import from_lightning
+
+        model = from_lightning(args.from_lightning)
+    else:
+        model = GatedCorrection.from_pretrained(args.checkpoint, base_ranker=args.ranker)
+    model.save_pretrained(args.out, onnx=args.onnx)
+    print(
+        f"exported (base ranker {model.base_ranker!r}, gate domains: "
+        f"{', '.join(sorted(model.domains)) or 'none'}) to {args.out}"
+    )
+
+
+def serve(args: argparse.Namespace) -> None:
+    from fincrowd_ltr.model.correction import GatedCorrection
+    from fincrowd_ltr.serving.http import Limits
+    from fincrowd_ltr.serving.http import serve as run
+
+    model = GatedCorrection.from_pretrained(
+        args.checkpoint, base_ranker=args.ranker, runtime=args.runtime
+    )
+    limits = Limits(args.max_candidates, args.max_text_chars, args.max_query_chars)
+    print(f"serving {args.checkpoint} on http://{args.host}:{args.port} (limits {limits})")
+    run(model, args.host, args.port, limits)
+
+
+def banks(args: argparse.Namespace) -> None:
+    from fincrowd_ltr.api import build_banks
+
+    bankset = build_banks(
+        args.dataset,
+        args.ranker,
+        first_stage=args.first_stage,
+        mode=args.bank_mode,
+        size=args.bank_size,
+        run=args.run,
+        dense_pooling=args.dense_pooling,
+        dense_window=args.dense_window,
+        stemmer=args.stemmer,
+        **_common(args),
+    )
+    for note in bankset.notes:
+        print(note)
+    if args.out:
+        bankset.save(args.out)
+        print(f"{len(bankset.banks)} banks written to {args.out}")
+
+
+def first_stage(args: argparse.Namespace) -> dict:
+    from fincrowd_ltr.api import first_stage_ablation
+    from fincrowd_ltr.evaluation.first_stage import format_ablation
+
+    report = first_stage_ablation(
+        args.dataset,
+        args.variants,
+        depth=args.depth,
+        folds=args.folds,
+        seed=args.seed,
+        stemmer=args.stemmer,
+        **_common(args),
+    )
+    print(format_ablation(report))
+    _write(args.report, report)
+    return report
+
+
+def cascade(args: argparse.Namespace) -> dict:
+    from fincrowd_ltr.api import cascade as run
+    from fincrowd_ltr.data.schema import DataError
+
+    scores = {}
+    for item in args.scores or []:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise DataError(f"--scores {item!r}: write NAME=FILE (a TREC run)")
+        scores[name] = Path(path)
+    report = run(
+        args.dataset,
+        args.stage2,
+        n=args.n,
+        k=args.k,
+        gated=args.gated,
+        correction_ranker=args.correction_ranker,
+        scores=scores,
+        first_stage=args.first_stage,
+        folds=args.folds,
+        seed=args.seed,
+        regression_cap=args.regression_cap,
+        min_calibration=args.min_calibration,
+        **_common(args),
+    )
+    _rows(
+        f"{args.dataset}: cascade n={args.n} k={args.k} ({report['n_queries']} questions)",
+        report["systems"],
+    )
+    print(f"chosen per fold on training folds: {report['chosen_per_fold']}")
+    for name, block in report.get("gated", {}).items():
+        _rows(f"\ngated correction on {name} top-k", block["systems"])
+    _write(args.report, report)
+    return report
+
+
+def train_cross_encoder(args: argparse.Namespace) -> None:
+    from fincrowd_ltr.api import train_cross_encoder as run
+
+    report = run(
+        args.dataset,
+        run_out=args.run_out,
+        out=args.out,
+        depth=args.depth,
+        negatives_from=args.negatives_from,
+        max_length=args.max_length,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        max_groups=args.max_groups,
+        folds=args.folds,
+        seed=args.seed,
+        first_stage=args.first_stage,
+        **_common(args),
+    )
+    if args.run_out:
+        print(f"out-of-fold scores written to {args.run_out}")
+    if args.out:
+        print(f"cross-encoder adapter ({report['final_groups']} groups) saved to {args.out}")
+    _write(args.report, report)
+
+
+def pack(args: argparse.Namespace) -> dict:
+    from fincrowd_ltr.api import pack as run
+    from fincrowd_ltr.packing import format_summary
+
+    report = run(
+        args.dataset,
+        args.out,
+        ranker=args.ranker,
+        orders=args.orders,
+        budget=args.budget,
+        depth=args.depth,
+        tokenizer=args.tokenizer,
+        first_stage=args.first_stage,
+        size=args.bank_size,
+        run=args.run,
+        **_common(args),
+    )
+    print(format_summary(report))
+    print(
+        f"report, summary and packed contexts ({report['contexts_system']}, budget, score "
+        f"order) in {args.out}/"
+    )
+    return report
+
+
+def audit(args: argparse.Namespace) -> None:
+    from fincrowd_ltr.fields.audit import run_audit
+
+    run_audit(args.labels, args.data_root)
+
+
+def demo(args: argparse.Namespace) -> None:
+    from fincrowd_ltr.api.demo import load_demo_config, run_demo
+
+    run_demo(load_demo_config(args.config), args.data_root, args.cache_dir)

@@ -1,0 +1,105 @@
+"""Banks as feature matrices: one :class:`BankExample` per bank, and their on-disk cache.
+
+An example is one bank: its candidates' features, the frozen base scores of one ranker and binary
+relevance labels. Features depend on the bank's candidates, the question and the extractor (its
+version and vocabulary), never on the base ranker, so one cached matrix serves every ranker.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fincrowd_ltr.data.schema import Dataset
+from fincrowd_ltr.features.bank_features import FEATURE_NAMES, BankFeaturizer
+from fincrowd_ltr.fields.vocabulary import EXTRACTOR_VERSION
+from fincrowd_ltr.retrieval.banks import BankSet
+
+
+@dataclass
+class BankExample:
+    """One bank ready for the residual: rows in bank order."""
+
+    qid: str
+    pids: list[str]
+    features: np.ndarray  # (n, d) float64
+    base: np.ndarray  # (n,) float64
+    labels: np.ndarray  # (n,) int64, 1 = supporting
+
+    @property
+    def has_support(self) -> bool:
+        return bool(self.labels.any())
+
+
+def labels_of(dataset: Dataset, qid: str, pids: list[str]) -> np.ndarray:
+    """Binary relevance of ``pids`` for ``qid`` (grade > 0)."""
+    rels = dataset.qrels.get(qid, {})
+    return np.array([int(rels.get(p, 0) > 0) for p in pids], dtype=np.int64)
+
+
+def vocabulary_key(featurizer: BankFeaturizer) -> str:
+    """A fingerprint of what features depend on besides the bank: extractor version and
+    vocabulary, and the feature names."""
+    blob = json.dumps(
+        [EXTRACTOR_VERSION, list(FEATURE_NAMES), sorted(featurizer.extractor.companies.items())],
+        sort_keys=True,
+    )
+    return hashlib.sha1(blob.encode()).hexdigest()[:12]
+
+
+def make_examples(
+    dataset: Dataset,
+    bankset: BankSet,
+    ranker: str,
+    featurizer: BankFeaturizer,
+    qids: list[str] | None = None,
+    cache: Path | None = None,
+) -> list[BankExample]:
+    """Examples for ``qids`` (default: every bank) with ``ranker``'s base scores.
+
+    With ``cache`` (a folder), the feature matrices of the whole bank set are read from (or
+    written to) a file named by the bank set's content key and :func:`vocabulary_key`.
+    """
+    features = _cached_features(dataset, bankset, featurizer, cache)
+    out = []
+    for qid in qids if qids is not None else list(bankset.banks):
+        bank = bankset.banks[qid]
+        x = features[qid] if features is not None else None
+        if x is None:
+            x = featurizer.features(dataset.queries[qid].text, bank.pids)
+        out.append(
+            BankExample(qid, bank.pids, x, bank.scores[ranker], labels_of(dataset, qid, bank.pids))
+        )
+    return out
+
+
+def _cached_features(
+    dataset: Dataset, bankset: BankSet, featurizer: BankFeaturizer, cache: Path | None
+) -> dict[str, np.ndarray] | None:
+    if cache is None or not bankset.key:
+        return None
+    path = Path(cache) / "features" / f"{bankset.key}-{vocabulary_key(featurizer)}.npz"
+    if path.exists():
+        with np.load(path, allow_pickle=False) as stored:
+            # read each array once: NpzFile re-reads an array on every item access
+            qids, matrix = stored["qids"].tolist(), stored["features"]
+        return {
+            q: matrix[i, : len(bankset.banks[q].pids)].copy()
+            for i, q in enumerate(qids)
+            if q in bankset.banks
+        }
+    qids = list(bankset.banks)
+    rows = {q: featurizer.features(dataset.queries[q].text, bankset.banks[q].pids) for q in qids}
+    n = max((len(r) for r in rows.values()), default=0)
+    matrix = np.zeros((len(qids), n, len(FEATURE_NAMES)))
+    for i, q in enumerate(qids):
+        matrix[i, : len(rows[q])] = rows[q]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp.npz")
+    np.savez(tmp, qids=np.array(qids), features=matrix)
+    tmp.replace(path)  # never a half-written cache file
+    return rows

@@ -1,0 +1,610 @@
+"""``GatedCorrection``: the one object that turns a question, its candidates, their base scores and
+a domain into an order.
+
+It owns the residual, the identity gate, the per-domain gate calibrations, the field extractor (its
+company vocabulary) and a typed training summary. Serving (:meth:`rerank`), evaluation
+(:meth:`rerank_banks`), cross-validation and calibration (:meth:`score_examples`,
+:meth:`calibrate`) and the torch-free ONNX runtime all decide through :meth:`decide`:
+
+- ``domain=None``: the always-on correction (the gate is not consulted);
+- a calibrated domain: the gate decides; closed means exactly the base order;
+- an uncalibrated domain: an error, unless ``fallback="identity"`` (keep the base order).
+
+Extractor vocabulary, everywhere: the checkpoint's company vocabulary plus the candidates' own
+metadata companies (a question naming a company that only the candidates' metadata knows still
+gets that entity).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from fincrowd_ltr.data.ranking import rank_order
+from fincrowd_ltr.data.schema import DataError, Dataset, Passage
+from fincrowd_ltr.features.bank_features import FEATURE_NAMES, BankFeaturizer
+from fincrowd_ltr.features.examples import BankExample, make_examples
+from fincrowd_ltr.fields import FieldExtractor
+from fincrowd_ltr.fields.extractor import FIELD_NAMES, FinancialFields
+from fincrowd_ltr.metrics import ndcg_at_k
+from fincrowd_ltr.model import checkpoint as io
+from fincrowd_ltr.model.calibration import (
+    DEFAULT_REGRESSION_CAP,
+    MIN_CALIBRATION_QUERIES,
+    GateCalibration,
+    calibrate,
+)
+from fincrowd_ltr.model.gate_features import gate_features_from_scores
+
+ALWAYS_ON = None  # domain=None: apply the residual without consulting the gate
+FALLBACKS = ("error", "identity")
+METADATA_FIELDS = ("company", "period", "doc_type", "document", "position", "is_table")
+CACHE_LIMIT = 200_000  # request passages whose fields and term counts are kept
+_CONFLICT_COLUMNS = [(f, FEATURE_NAMES.index(f"{f}_conflict")) for f in FIELD_NAMES]
+
+
+@dataclass
+class TrainingSummary:
+    """What a correction was trained on: the leakage checks read it, so every field is typed.
+
+    ``query_fingerprints`` (see ``Dataset.question_fingerprint``) identify the training questions
+    by content: evaluation and calibration leave them out under any id or loader.
+    """
+
+    dataset: str = ""
+    base_ranker: str = "dense"
+    first_stage: str = "bm25"
+    split: str = "all"
+    dataset_fingerprint: str = ""
+    setting: dict = field(default_factory=dict)
+    bank_mode: str = "injected"
+    val_bank_mode: str = "retrieved"
+    folds: int | None = None
+    seed: int | None = None
+    calibration_fold: int | None = None
+    test_fold: int | None = None
+    train_banks: int | None = None
+    query_ids: list[str] = field(default_factory=list)
+    query_fingerprints: list[str] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out.update(out.pop("extra"))
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TrainingSummary:
+        known = set(cls.__dataclass_fields__) - {"extra"}
+        return cls(
+            **{k: v for k, v in data.items() if k in known},
+            extra={k: v for k, v in data.items() if k not in known},
+        )
+
+
+@dataclass
+class Decision:
+    """What the correction did with one bank (arrays aligned to the input candidates)."""
+
+    order: np.ndarray  # candidate indices, the returned order
+    scores: np.ndarray  # the scores the order follows: corrected, or normalised base if closed
+    corrected: np.ndarray
+    normalised_base: np.ndarray
+    base_order: np.ndarray
+    corrected_order: np.ndarray
+    applied: bool
+    mode: str  # "always-on", "gated" or "identity"
+    domain: str | None = None
+    probability: float | None = None
+    threshold: float | None = None
+    gate_features: np.ndarray | None = None
+    standardised: np.ndarray | None = None  # the residual's standardised features
+
+    @property
+    def gate(self) -> dict:
+        """The decision as served: probability, threshold, applied, domain, mode."""
+        threshold = self.threshold
+        return {
+            "probability": self.probability,
+            "threshold": threshold if threshold is not None and math.isfinite(threshold) else None,
+            "applied": self.applied,
+            "domain": self.domain,
+            "mode": self.mode,
+        }
+
+
+@dataclass
+class BankResult:
+    """A bank's candidates and what the correction decided for them."""
+
+    qid: str
+    pids: list[str]
+    decision: Decision
+
+    @property
+    def ranking(self) -> list[str]:
+        return [self.pids[i] for i in self.decision.order]
+
+    @property
+    def base_ranking(self) -> list[str]:
+        return [self.pids[i] for i in self.decision.base_order]
+
+    @property
+    def corrected_ranking(self) -> list[str]:
+        return [self.pids[i] for i in self.decision.corrected_order]
+
+
+@dataclass
+class Candidate:
+    """A candidate passage: id, text and optional metadata (company, period, doc_type, ...)."""
+
+    id: str
+    text: str
+    metadata: dict = field(default_factory=dict)
+
+
+@dataclass
+class RerankResult:
+    """Ordered ids, their final scores, the gate's decision and the explanation."""
+
+    ranking: list[str]
+    scores: list[float]
+    gate: dict
+    explanation: dict
+
+
+def _candidate(c: Candidate | dict, index: int) -> Candidate:
+    if isinstance(c, dict):
+        missing = [k for k in ("id", "text") if k not in c]
+        if missing:
+            raise DataError(f"candidates[{index}]: missing field(s) {missing}")
+        c = Candidate(str(c["id"]), c["text"], dict(c.get("metadata") or {}))
+    if not isinstance(c.text, str):
+        raise DataError(f"candidates[{index}].text must be a string")
+    if not isinstance(c.metadata, dict):
+        raise DataError(f"candidates[{index}].metadata must be an object")
+    for key in METADATA_FIELDS:
+        value = c.metadata.get(key)
+        if value is not None and not isinstance(value, str | int | float | bool):
+            raise DataError(f"candidates[{index}].metadata.{key} must be a string or number")
+    return c
+
+
+def _passage(key: str, c: Candidate) -> Passage:
+    m = c.metadata
+    position = m.get("position")
+    is_table = m.get("is_table")
+    return Passage(
+        key,
+        c.text,
+        company=None if m.get("company") is None else str(m["company"]),
+        document=None if m.get("document") is None else str(m["document"]),
+        period=None if m.get("period") is None else str(m["period"]),
+        doc_type=None if m.get("doc_type") is None else str(m["doc_type"]),
+        position=position if isinstance(position, int) and not isinstance(position, bool) else None,
+        is_table=is_table if isinstance(is_table, bool) else None,
+    )
+
+
+class GatedCorrection:
+    """The residual correction, its identity gate and per-domain calibrations.
+
+    Args:
+        residual: The trained ``ResidualScorer`` (None with a ``runtime`` that needs none).
+        gate: The ``IdentityGate`` (None: always-on correction only).
+        domains: Gate calibration per domain.
+        companies: The extractor's company vocabulary (default: the shipped one).
+        summary: What it was trained on.
+        runtime: The numerics (default: PyTorch over ``residual`` and ``gate``).
+
+    Example:
+        >>> model = GatedCorrection.from_pretrained("checkpoints/default")  # doctest: +SKIP
+        >>> model.rerank("FY2019 capex of 3M?", candidates, scores, domain="financebench")
+    """
+
+    def __init__(
+        self,
+        residual=None,
+        gate=None,
+        domains: dict[str, GateCalibration] | None = None,
+        companies: dict[str, list[str]] | None = None,
+        summary: TrainingSummary | None = None,
+        runtime=None,
+        source: Path | None = None,
+    ) -> None:
+        if runtime is None:
+            from fincrowd_ltr.model.runtime import TorchRuntime
+
+            runtime = TorchRuntime(residual, gate)
+        self.residual = residual
+        self.gate = gate
+        self.runtime = runtime
+        self.has_gate = gate is not None or getattr(runtime, "_gate", None) is not None
+        self.domains = dict(domains or {})
+        self.extractor = FieldExtractor(companies)
+        self.summary = summary or TrainingSummary()
+        self.source = source
+        self._featurizers: dict[int, tuple[dict, BankFeaturizer]] = {}
+        self._reset_request_cache()
+
+    # --- identity -------------------------------------------------------------------------
+    @property
+    def base_ranker(self) -> str:
+        return self.summary.base_ranker
+
+    @property
+    def config(self) -> dict:
+        """The ``config.json`` content this model saves (for readers and ``/health``)."""
+        gate = None
+        if self.gate is not None:
+            gate = {
+                "feature_mean": self.gate.feature_mean.tolist(),
+                "feature_std": self.gate.feature_std.tolist(),
+            }
+        elif self.has_gate:
+            gate = {}
+        r = self.residual
+        return io.make_config(
+            r.alpha if r is not None else None,
+            r.gamma if r is not None else None,
+            r.feature_mean.tolist() if r is not None else [],
+            r.feature_std.tolist() if r is not None else [],
+            self.base_ranker,
+            self.summary.to_dict(),
+            self.extractor.companies,
+            gate,
+            self.domains,
+        )
+
+    # --- the decision ---------------------------------------------------------------------
+    def calibration(self, domain: str | None, fallback: str = "error") -> GateCalibration | str:
+        """The rule for a domain: ``"always-on"`` (domain None), ``"identity"`` (uncalibrated
+        with the identity fallback) or the domain's calibration; an uncalibrated domain is an
+        error otherwise. Raises before any work is done."""
+        if fallback not in FALLBACKS:
+            raise DataError(f"fallback must be one of {FALLBACKS}; got {fallback!r}")
+        if domain is ALWAYS_ON:
+            return "always-on"
+        if not self.has_gate:
+            raise DataError(
+                "this checkpoint has no identity gate; use domain=None (always-on correction)"
+            )
+        if domain in self.domains:
+            return self.domains[domain]
+        if fallback == "identity":
+            return "identity"
+        return io.domain_calibration(self.domains, domain)
+
+    def decide(
+        self,
+        features: np.ndarray,
+        base: np.ndarray,
+        query_fields: FinancialFields,
+        domain: str | None = ALWAYS_ON,
+        fallback: str = "error",
+        calibration: GateCalibration | str | None = None,
+    ) -> Decision:
+        """Correct one bank and decide (see the module docstring); every path ends here."""
+        calibration = calibration or self.calibration(domain, fallback)
+        base = np.asarray(base, dtype=np.float64)
+        corrected, normalised, standardised = self.runtime.residual(features, base)
+        base_order, corrected_order = rank_order(base), rank_order(corrected)
+        probability = threshold = gf = None
+        if calibration == "always-on":
+            applied, mode = True, "always-on"
+        elif calibration == "identity":
+            applied, mode = False, "identity"
+        else:
+            gf = gate_features_from_scores(
+                features, base, query_fields.observed(), corrected, normalised, standardised
+            )
+            probability = float(calibration.probability(np.array([self.runtime.gate_logit(gf)]))[0])
+            threshold = calibration.threshold
+            applied, mode = bool(probability >= threshold), "gated"
+        return Decision(
+            order=corrected_order if applied else base_order,
+            scores=corrected if applied else normalised,
+            corrected=corrected,
+            normalised_base=normalised,
+            base_order=base_order,
+            corrected_order=corrected_order,
+            applied=applied,
+            mode=mode,
+            domain=domain,
+            probability=probability,
+            threshold=threshold,
+            gate_features=gf,
+            standardised=standardised,
+        )
+
+    # --- serving ----------------------------------------------------------------------------
+    def _reset_request_cache(self) -> None:
+        self._keys: dict[tuple, str] = {}
+        self._passages: dict[str, Passage] = {}
+        self._field_dicts: dict[str, dict] = {}
+        self._featurizer = BankFeaturizer(self.extractor, self._passages)
+
+    def _passage_key(self, c: Candidate) -> str:
+        """Cache key of a candidate's text and metadata (the same text with other metadata is
+        another passage); new passages join the bounded request cache."""
+        identity = (c.text, tuple(str(c.metadata.get(k)) for k in METADATA_FIELDS))
+        key = self._keys.get(identity)
+        if key is None:
+            if len(self._passages) >= CACHE_LIMIT:  # bounded memory in a long-running server
+                self._reset_request_cache()
+            key = self._keys[identity] = f"p{len(self._keys)}"
+            self._passages[key] = _passage(key, c)
+        return key
+
+    def rerank(
+        self,
+        query: str,
+        candidates: list[Candidate | dict],
+        base_scores,
+        domain: str | None = ALWAYS_ON,
+        fallback: str = "error",
+    ) -> RerankResult:
+        """Reorder ``candidates`` given ``base_scores`` from any ranker (higher is better).
+
+        ``domain=None`` applies the always-on correction; a calibrated domain lets the gate
+        decide (closed: exactly your order); an uncalibrated domain raises unless ``fallback``
+        is ``"identity"``. Bad input raises ``DataError`` naming the field, before any cache
+        changes.
+        """
+        if not isinstance(query, str) or not query.strip():
+            raise DataError("query must be a non-empty string")
+        if not candidates:
+            raise DataError("candidates is empty: nothing to rerank")
+        items = [_candidate(c, i) for i, c in enumerate(candidates)]
+        ids = [c.id for c in items]
+        if len(set(ids)) != len(ids):
+            raise DataError("candidate ids must be unique")
+        try:
+            base = np.asarray(base_scores, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise DataError("base_scores must be numbers") from None
+        if base.shape != (len(items),):
+            raise DataError(f"base_scores has {base.size} values for {len(items)} candidates")
+        bad = np.flatnonzero(~np.isfinite(base))
+        if len(bad):
+            raise DataError(f"base_scores[{int(bad[0])}] is not finite ({base[bad[0]]})")
+        calibration = self.calibration(domain, fallback)  # fail before touching any cache
+        keys = [self._passage_key(c) for c in items]
+        x = self._featurizer.features(query, keys)
+        q_fields = self._featurizer.query_fields(query, keys)
+        d = self.decide(x, base, q_fields, domain, fallback, calibration)
+        explanation = {
+            "query_constraints": {k: v for k, v in q_fields.as_dict().items() if v},
+            "kept_original_order": not d.applied,
+            "candidates": {
+                c.id: {
+                    "fields": self._fields_dict(key),
+                    "conflicts": [f for f, col in _CONFLICT_COLUMNS if x[i, col] > 0],
+                    "base_score": float(base[i]),
+                    "correction": float(d.corrected[i] - d.normalised_base[i]),
+                }
+                for i, (c, key) in enumerate(zip(items, keys, strict=True))
+            },
+        }
+        return RerankResult(
+            [ids[i] for i in d.order], [float(d.scores[i]) for i in d.order], d.gate, explanation
+        )
+
+    def _fields_dict(self, key: str) -> dict:
+        fields = self._field_dicts.get(key)
+        if fields is None:
+            as_dict = self._featurizer.passage_fields(key).as_dict()
+            fields = self._field_dicts[key] = {k: v for k, v in as_dict.items() if v}
+        return fields
+
+    def rerank_batch(self, requests: list[dict]) -> list[RerankResult]:
+        """Many questions: each request is ``{"query", "candidates", "base_scores", "domain"?,
+        "fallback"?}``; errors name the request."""
+        out = []
+        for i, r in enumerate(requests):
+            try:
+                out.append(
+                    self.rerank(
+                        r["query"],
+                        r["candidates"],
+                        r["base_scores"],
+                        r.get("domain"),
+                        r.get("fallback", "error"),
+                    )
+                )
+            except KeyError as err:
+                raise DataError(f"requests[{i}]: missing field {err}") from None
+            except DataError as err:
+                raise DataError(f"requests[{i}]: {err}") from None
+        return out
+
+    # --- banks (evaluation, calibration, training) -------------------------------------------
+    def featurizer(self, passages: dict[str, Passage]) -> BankFeaturizer:
+        """The bank featurizer of a corpus, with this model's extractor (kept per corpus)."""
+        held = self._featurizers.get(id(passages))
+        if held is None or held[0] is not passages:
+            held = self._featurizers[id(passages)] = (
+                passages,
+                BankFeaturizer(self.extractor, passages),
+            )
+        return held[1]
+
+    def examples(
+        self, dataset: Dataset, bankset, ranker: str | None = None, qids=None, cache=None
+    ) -> list[BankExample]:
+        """Feature matrices of ``bankset``'s banks with ``ranker``'s base scores."""
+        ranker = ranker or self.base_ranker
+        if ranker not in bankset.rankers:
+            raise DataError(
+                f"the banks have no scores of ranker {ranker!r} (they have "
+                f"{', '.join(bankset.rankers) or 'none'})"
+            )
+        return make_examples(
+            dataset, bankset, ranker, self.featurizer(dataset.passages), qids, cache
+        )
+
+    def score_examples(
+        self,
+        dataset: Dataset,
+        examples: list[BankExample],
+        domain: str | None = ALWAYS_ON,
+        fallback: str = "error",
+    ) -> dict[str, BankResult]:
+        """Decide every bank (features already computed, with this model's extractor)."""
+        calibration = self.calibration(domain, fallback)
+        featurizer = self.featurizer(dataset.passages)
+        out = {}
+        for e in examples:
+            q_fields = featurizer.query_fields(dataset.queries[e.qid].text, e.pids)
+            d = self.decide(e.features, e.base, q_fields, domain, fallback, calibration)
+            out[e.qid] = BankResult(e.qid, e.pids, d)
+        return out
+
+    def rerank_banks(
+        self,
+        dataset: Dataset,
+        bankset,
+        ranker: str | None = None,
+        qids: list[str] | None = None,
+        domain: str | None = ALWAYS_ON,
+        fallback: str = "error",
+        cache: Path | None = None,
+    ) -> dict[str, BankResult]:
+        """Rerank many saved banks at once (evaluation); ``ranker`` defaults to the base ranker
+        the correction was fitted for."""
+        self.calibration(domain, fallback)
+        examples = self.examples(dataset, bankset, ranker, qids, cache)
+        return self.score_examples(dataset, examples, domain, fallback)
+
+    def gate_rows(
+        self, dataset: Dataset, examples: list[BankExample]
+    ) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """``(qids, gate features, nDCG@10 gains of the corrected over the base order)`` of the
+        covered banks: the gate's training and calibration data."""
+        covered = {e.qid: e for e in examples if dataset.covered(e.qid)}
+        scored = self.score_examples(dataset, list(covered.values()))
+        featurizer = self.featurizer(dataset.passages)
+        qids, feats, gains = [], [], []
+        for qid, r in scored.items():
+            d, e = r.decision, covered[qid]
+            observed = featurizer.query_fields(dataset.queries[qid].text, r.pids).observed()
+            feats.append(
+                gate_features_from_scores(
+                    e.features, e.base, observed, d.corrected, d.normalised_base, d.standardised
+                )
+            )
+            qrels = dataset.qrels[qid]
+            gains.append(
+                ndcg_at_k(r.corrected_ranking, qrels, 10) - ndcg_at_k(r.base_ranking, qrels, 10)
+            )
+            qids.append(qid)
+        width = len(feats[0]) if feats else 0
+        return qids, np.array(feats, dtype=np.float64).reshape(len(qids), width), np.array(gains)
+
+    def calibrate(
+        self,
+        domain: str,
+        dataset: Dataset,
+        examples: list[BankExample],
+        cap: float = DEFAULT_REGRESSION_CAP,
+        min_queries: int = MIN_CALIBRATION_QUERIES,
+    ) -> GateCalibration:
+        """Fit ``domain``'s temperature and threshold on labelled banks the correction never
+        trained on (training questions are refused, by content) and store it."""
+        if not self.has_gate:
+            raise DataError("this checkpoint has no identity gate to calibrate")
+        if not isinstance(domain, str) or not domain:
+            raise DataError("a domain is a non-empty name")
+        trained = self.seen(dataset, calibration_of=None) & {e.qid for e in examples}
+        if trained:
+            raise DataError(
+                f"{len(trained)} calibration queries were training queries (e.g. "
+                f"{sorted(trained)[:3]}); calibrate on queries the correction never saw"
+            )
+        qids, feats, gains = self.gate_rows(dataset, examples)
+        logits = np.array([self.runtime.gate_logit(f) for f in feats])
+        calibration = calibrate(
+            logits,
+            gains,
+            qids,
+            cap,
+            min_queries,
+            dataset=dataset.name,
+            query_fingerprints=[dataset.question_fingerprint(q) for q in qids],
+        )
+        self.domains[domain] = calibration
+        return calibration
+
+    def seen(self, dataset: Dataset, calibration_of: str | None = None) -> set[str]:
+        """Questions of ``dataset`` this correction trained on (and, with ``calibration_of``,
+        that calibrated that domain), by content fingerprint; checkpoints without fingerprints
+        fall back to the query ids of a dataset of the same name."""
+        prints = set(self.summary.query_fingerprints)
+        ids = set(self.summary.query_ids) if self.summary.dataset == dataset.name else set()
+        cal = self.domains.get(calibration_of) if calibration_of is not None else None
+        if cal is not None:
+            prints |= set(cal.query_fingerprints)
+            if not cal.query_fingerprints and cal.dataset in (None, dataset.name):
+                ids |= set(cal.query_ids)
+        if prints:
+            found = {q for q in dataset.queries if dataset.question_fingerprint(q) in prints}
+            return found | (
+                ids & set(dataset.queries) if not self.summary.query_fingerprints else set()
+            )
+        return ids & set(dataset.queries)
+
+    # --- files ------------------------------------------------------------------------------
+    def save_pretrained(self, directory: str | Path, onnx: bool = False, manifest: bool = True):
+        """Write config, weights (and with ``onnx`` the ONNX graphs) and a SHA-256 manifest of
+        every file; the ONNX graphs of a model loaded with them are kept."""
+        from safetensors.torch import save_file
+
+        if self.residual is None:
+            raise DataError("a model loaded for the ONNX runtime cannot be saved; copy its folder")
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        tensors = {k: v.detach().contiguous() for k, v in self.residual.state_dict().items()}
+        save_file(tensors, str(directory / io.WEIGHTS))
+        if self.gate is not None:
+            gate_tensors = {k: v.detach().contiguous() for k, v in self.gate.state_dict().items()}
+            save_file(gate_tensors, str(directory / io.GATE_WEIGHTS))
+        io.write_json_atomic(directory / io.CONFIG, self.config)
+        source_onnx = self.source is not None and (Path(self.source) / io.RESIDUAL_ONNX).is_file()
+        if onnx or source_onnx:
+            from fincrowd_ltr.model.onnx_export import export_onnx
+
+            export_onnx(self.residual, self.gate, directory)
+        if manifest:
+            io.write_manifest(directory)
+        return directory
+
+    @classmethod
+    def from_pretrained(
+        cls, directory: str | Path, base_ranker: str | None = None, runtime: str = "torch"
+    ) -> GatedCorrection:
+        """Load a checkpoint; with ``base_ranker``, refuse one fitted for another ranker.
+        ``runtime="onnx"`` uses ``residual.onnx``/``gate.onnx`` and imports no torch. Every file
+        is checked against the manifest first."""
+        directory = Path(directory)
+        io.check_manifest(directory)
+        config = io.read_config(directory)
+        io.check_ranker(config, base_ranker, directory)
+        summary = TrainingSummary.from_dict(
+            {**config.get("training", {}), "base_ranker": config["base_ranker"]}
+        )
+        companies = (config.get("extractor") or {}).get("companies")
+        domains = io.domains_of(config, directory)
+        if runtime == "onnx":
+            from fincrowd_ltr.model.runtime import OnnxRuntime
+
+            numerics = OnnxRuntime(directory, config.get("gate") is not None)
+            return cls(None, None, domains, companies, summary, numerics, directory)
+        if runtime != "torch":
+            raise DataError(f"runtime must be 'torch' or 'onnx'; got {runtime!r}")
+        from fincrowd_ltr.model.runtime import load_torch
+
+        scorer, gate = load_torch(directory, config)
+        return cls(scorer, gate, domains, companies, summary, source=directory)

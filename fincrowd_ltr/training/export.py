@@ -1,0 +1,51 @@
+"""Turning a ``python train.py fit`` Lightning checkpoint into a servable correction folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fincrowd_ltr.data.schema import DataError
+from fincrowd_ltr.model.correction import GatedCorrection, TrainingSummary
+from fincrowd_ltr.training.module import ResidualModule
+
+
+def from_lightning(ckpt: Path, datamodule=None) -> GatedCorrection:
+    """The always-on correction of a ``ResidualModule`` checkpoint (``.ckpt``), with the
+    training summary its data module's hyperparameters give (the same folder layout
+    ``fit-residual`` writes; no gate: calibrate one with ``fit-residual``)."""
+    ckpt = Path(ckpt)
+    if not ckpt.is_file():
+        raise DataError(f"expected a Lightning checkpoint at {ckpt} but it does not exist")
+    module = ResidualModule.load_from_checkpoint(str(ckpt), map_location="cpu")
+    import torch
+
+    stored = torch.load(str(ckpt), map_location="cpu", weights_only=False)
+    hp = dict(stored.get("datamodule_hyper_parameters") or {})
+    if datamodule is not None:
+        hp = dict(datamodule.hparams)
+    summary = TrainingSummary(
+        dataset=str(hp.get("dataset", "")),
+        base_ranker=str(hp.get("ranker", "dense")),
+        first_stage=str(hp.get("first_stage", "auto")),
+        split=str(hp.get("split", "all")),
+        setting={k: module.hparams[k] for k in ("alpha", "weight_decay") if k in module.hparams},
+        bank_mode=str(hp.get("bank_mode", "injected")),
+        val_bank_mode=str(hp.get("val_bank_mode") or hp.get("bank_mode", "injected")),
+        folds=hp.get("folds"),
+        seed=hp.get("seed"),
+        test_fold=hp.get("test_fold"),
+        extra={"lightning_checkpoint": str(ckpt)},
+    )
+    companies = None
+    if datamodule is not None and getattr(datamodule, "examples", None):
+        summary.query_ids = sorted(
+            {e.qid for p in ("train", "val") for e in datamodule.examples.get(p, [])}
+        )
+        data = getattr(datamodule, "dataset", None)
+        if data is not None:
+            summary.query_fingerprints = sorted(
+                data.question_fingerprint(q) for q in summary.query_ids
+            )
+            summary.dataset_fingerprint = data.corpus_fingerprint()
+            companies = datamodule.featurizer().extractor.companies
+    return GatedCorrection(module.scorer, None, None, companies, summary)

@@ -1,0 +1,123 @@
+"""The public Python API on a user's own in-memory corpus: train, calibrate, save, reload and
+rerank in a few lines; a held-out fold; the user's own ranker as base ranker and first stage."""
+
+import numpy as np
+import pytest
+
+import fincrowd_ltr as fc
+
+
+def user_corpus(prefix="Company", companies=16) -> fc.Dataset:
+    """A user's filings: each company's revenue page for three fiscal years; questions ask
+    for one year (the other years are the crowding distractors)."""
+    passages, queries, qrels = {}, {}, {}
+    for c in range(companies):
+        name = f"{prefix}{c}"
+        for year in (2019, 2020, 2021):
+            pid = f"{name}-{year}"
+            text = f"{name} revenue for fiscal {year} rose strongly on demand for cloud products"
+            passages[pid] = fc.Passage(pid, text, company=name, period=str(year), doc_type="10k")
+        qid = f"q-{name}"
+        queries[qid] = fc.Query(qid, f"What was {name} revenue in FY2020?", group=name)
+        qrels[qid] = {f"{name}-2020": 1}
+    return fc.Dataset("mycorpus", queries, passages, qrels)
+
+
+def test_readme_example_trains_calibrates_saves_reloads_and_reranks(tmp_path):
+    data = user_corpus()
+    model, report = fc.fit_correction(data, "bm25", folds=4, min_calibration=2, cache_dir=None)
+    model.save_pretrained(tmp_path / "model")
+    model = fc.GatedCorrection.from_pretrained(tmp_path / "model")
+    candidates = [
+        {
+            "id": f"acme-{year}",
+            "text": f"Acme revenue for fiscal {year} rose strongly",
+            "metadata": {"company": "Acme", "period": year},
+        }
+        for year in (2021, 2019, 2020, 2018, 2017)
+    ]
+    result = model.rerank(
+        "What was Acme revenue in FY2020?", candidates, [2.0, 1.95, 1.9, 1.0, 0.5]
+    )
+    assert result.ranking[0] == "acme-2020"  # the always-on correction lifts the asked year
+    assert result.gate["mode"] == "always-on"
+    assert "mycorpus" in model.domains  # the final model calibrated the dataset's domain
+    rows = report.to_dict()["modes"]["retrieved"]
+    assert rows["residual:bm25"]["delta"]["ndcg@10"] > 0
+    assert report.info["residual_fits"] > 0
+
+
+def test_residual_fits_are_never_trained_twice():
+    data = user_corpus()
+    _, report = fc.fit_correction(data, "bm25", folds=4, min_calibration=2, cache_dir=None)
+    # 4 rounds x (1 outer + 2 cross-fitted inner residuals) + the final residual and its 3
+    # inner ones = 16; training the outer residuals again for the gated rows would make 20
+    assert report.info["residual_fits"] == 4 * 3 + 1 + 3
+
+
+def test_held_out_fold_is_left_out_of_training_and_reported(tmp_path):
+    data = user_corpus(companies=30)
+    model, _ = fc.fit_correction(
+        data, "bm25", folds=5, test_fold=2, min_calibration=1, cache_dir=None
+    )
+    plan = fc.FoldPlan.by_group(data, 5, 0)
+    held = set(plan.folds[2])
+    assert held and not held & set(model.summary.query_ids)
+    cal = model.domains["mycorpus"]
+    assert not held & set(cal.query_ids)
+    report = fc.evaluate(data, "bm25", checkpoint=model, domain="mycorpus", cache_dir=None)
+    assert set(report["systems"]["gated:bm25"]["per_query"]) == held
+    assert any("left out" in n for n in report["notes"])
+
+
+def test_training_question_under_a_new_id_is_still_excluded():
+    data = user_corpus()
+    model, _ = fc.fit_correction(data, "bm25", folds=4, min_calibration=2, cache_dir=None)
+    renamed = fc.Dataset(
+        "beir",
+        {f"new-{q}": fc.Query(f"new-{q}", v.text, v.group) for q, v in data.queries.items()},
+        data.passages,
+        {f"new-{q}": r for q, r in data.qrels.items()},
+    )
+    assert model.seen(renamed) == {f"new-{q}" for q in model.summary.query_ids}
+
+
+def test_own_ranker_as_base_and_as_first_stage():
+    data = user_corpus()
+    rng = np.random.default_rng(0)
+    run = {q: {p: float(rng.normal()) for p in list(data.passages)[:30]} for q in data.queries}
+    banks = fc.build_banks(data, ["bm25", "run"], run=run, size=10, cache_dir=None)
+    assert any("did not score" in n for n in banks.notes)  # counted, never silent
+    own = fc.build_banks(data, ["run"], first_stage="run", run=run, size=10, cache_dir=None)
+    for qid, bank in own.banks.items():
+        top = sorted(run[qid], key=lambda p: -run[qid][p])[:10]
+        assert bank.pids == top
+    report = fc.evaluate(data, "run", banks=own, cache_dir=None)
+    assert "base:run" in report["systems"]
+
+
+def test_run_scores_are_matched_by_question_id_not_text():
+    data = user_corpus(companies=2)
+    # two questions with the same text get their own scores
+    q0, q1 = list(data.queries)
+    data.queries[q1] = fc.Query(q1, data.queries[q0].text, data.queries[q1].group)
+    pids = list(data.passages)
+    run = {q0: {pids[0]: 2.0, pids[1]: 1.0}, q1: {pids[0]: 1.0, pids[1]: 2.0}}
+    banks = fc.build_banks(data, ["run"], first_stage="run", run=run, size=2, cache_dir=None)
+    assert banks.banks[q0].pids == [pids[0], pids[1]]
+    assert banks.banks[q1].pids == [pids[1], pids[0]]
+
+
+def test_uncalibrated_domain_has_one_rule(tmp_path):
+    data = user_corpus()
+    model, _ = fc.fit_correction(data, "bm25", folds=4, min_calibration=2, cache_dir=None)
+    cands = [
+        {"id": p, "text": data.passages[p].text, "metadata": data.passages[p].metadata()}
+        for p in list(data.passages)[:3]
+    ]
+    with pytest.raises(fc.DataError, match="no gate calibration for domain 'nowhere'"):
+        model.rerank("revenue in 2020?", cands, [3.0, 2.0, 1.0], domain="nowhere")
+    kept = model.rerank(
+        "revenue in 2020?", cands, [3.0, 2.0, 1.0], domain="nowhere", fallback="identity"
+    )
+    assert kept.ranking == [c["id"] for c in cands] and kept.gate["mode"] == "identity"

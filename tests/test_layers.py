@@ -1,0 +1,64 @@
+"""The package's layers import one way: data/metrics -> fields -> retrieval -> features ->
+model/packing -> training/diagnostics -> evaluation/crossencoder -> serving -> api -> cli.
+Siblings in a layer never import each other."""
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "fincrowd_ltr"
+LAYERS = [
+    {"data", "metrics", "progress"},
+    {"fields"},
+    {"retrieval"},
+    {"features"},
+    {"model", "packing"},
+    {"training", "diagnostics"},
+    {"evaluation", "crossencoder"},
+    {"serving"},
+    {"api"},
+    {"cli"},
+]
+LEVEL = {name: i for i, layer in enumerate(LAYERS) for name in layer}
+
+
+def _imports(path: Path):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module
+        elif isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+
+
+def test_every_import_points_down_the_layers():
+    wrong = []
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        if parts[0] == "__init__":
+            continue  # the package root re-exports the API lazily
+        own = LEVEL.get(parts[0])
+        assert own is not None, f"{path}: module outside the declared layers"
+        for module in _imports(path):
+            if not module.startswith("fincrowd_ltr."):
+                continue
+            target = module.split(".")[1]
+            if target == parts[0]:
+                continue
+            level = LEVEL.get(target)
+            assert level is not None, f"{path}: imports {module}, outside the declared layers"
+            if level >= own:
+                wrong.append(f"{'/'.join(parts)} -> {module}")
+    assert not wrong, "imports against the layer order:\n" + "\n".join(sorted(wrong))
+
+
+def test_evaluating_needs_no_lightning():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "import fincrowd_ltr.api.evaluate, fincrowd_ltr.evaluation.report\n"
+        "assert 'lightning' not in sys.modules, 'lightning imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
