@@ -1,0 +1,63 @@
+"""A LlamaIndex node postprocessor: FinDeCrowd reranking inside a LlamaIndex query engine.
+
+``FinCrowdPostprocessor`` reorders the retrieved nodes (and keeps the top ``top_n``). Base scores
+are the nodes' own scores when every node has one, else the retriever's order. Filing metadata
+(company, period, doc_type, ...) is read from the nodes' metadata.
+"""
+
+from __future__ import annotations
+
+from llama_index.core.bridge.pydantic import ConfigDict
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import NodeWithScore, QueryBundle
+
+from fincrowd_ltr.data.schema import DataError
+from fincrowd_ltr.model.correction import METADATA_FIELDS, GatedCorrection
+
+
+class FinCrowdPostprocessor(BaseNodePostprocessor):
+    """Rerank retrieved nodes with a FinCrowd correction.
+
+    Args:
+        model: A loaded :class:`~fincrowd_ltr.model.correction.GatedCorrection`.
+        domain: The gate calibration to apply (None: the always-on correction).
+        top_n: Nodes to keep (all when None).
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    model: GatedCorrection
+    domain: str | None = None
+    top_n: int | None = None
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "FinCrowdPostprocessor"
+
+    def _postprocess_nodes(
+        self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
+    ) -> list[NodeWithScore]:
+        if not nodes:
+            return []
+        if query_bundle is None:
+            raise DataError("FinCrowdPostprocessor needs the query (query_bundle)")
+        if all(n.score is not None for n in nodes):
+            scores = [float(n.score) for n in nodes]
+        else:  # the retriever's order is the base order
+            scores = [float(len(nodes) - i) for i in range(len(nodes))]
+        candidates = [
+            {
+                "id": str(i),
+                "text": n.node.get_content(),
+                "metadata": {k: n.node.metadata.get(k) for k in METADATA_FIELDS},
+            }
+            for i, n in enumerate(nodes)
+        ]
+        result = self.model.rerank(query_bundle.query_str, candidates, scores, self.domain)
+        out = []
+        for cid, score in list(zip(result.ranking, result.scores, strict=True))[: self.top_n]:
+            node = nodes[int(cid)].node
+            node.metadata["fincrowd_conflicts"] = result.explanation["candidates"][cid]["conflicts"]
+            node.metadata["fincrowd_gate_applied"] = result.gate["applied"]
+            out.append(NodeWithScore(node=node, score=score))
+        return out

@@ -1,0 +1,100 @@
+"""The documented journey on one corpus of a user's own, from the command line: fit with a
+held-out fold, evaluate on it; LightningCLI output that serves; a terminated fit never looks
+finished."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+from fincrowd_ltr.cli import main
+from fincrowd_ltr.data.splits import FoldPlan
+from fincrowd_ltr.model.correction import GatedCorrection
+from tests.test_api import user_corpus
+
+
+def write_beir(root, companies=30):
+    data = user_corpus(companies=companies)
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / "corpus.jsonl", "w") as fh:
+        for p in data.passages.values():
+            meta = {"company": p.company, "period": p.period, "doc_type": p.doc_type}
+            fh.write(json.dumps({"_id": p.pid, "text": p.text, "metadata": meta}) + "\n")
+    with open(root / "queries.jsonl", "w") as fh:
+        for q in data.queries.values():
+            fh.write(json.dumps({"_id": q.qid, "text": q.text, "group": q.group}) + "\n")
+    (root / "qrels.tsv").write_text(
+        "".join(f"{q}\t{p}\t{g}\n" for q, rels in data.qrels.items() for p, g in rels.items())
+    )
+    return data
+
+
+def test_fit_with_a_held_out_fold_then_evaluate_on_it(tmp_path):
+    data = write_beir(tmp_path / "corpus")
+    common = [
+        "--dataset=beir",
+        f"--data-root={tmp_path / 'corpus'}",
+        f"--cache-dir={tmp_path / 'c'}",
+    ]
+    ckpt, out = tmp_path / "ckpt", tmp_path / "report.json"
+    fit = ["fit-residual", *common, "--ranker=bm25", "--no-select", "--test-fold=0"]
+    assert main([*fit, "--min-calibration=1", f"--out={ckpt}", "--onnx"]) == 0
+    assert (ckpt / "residual.onnx").is_file() and (ckpt / "manifest.json").is_file()
+    evaluate = ["evaluate", *common, "--ranker=bm25", f"--checkpoint={ckpt}", "--domain=beir"]
+    assert main([*evaluate, f"--out={out}"]) == 0
+    report = json.loads(out.read_text())
+    held = set(FoldPlan.by_group(data, 5, 0).folds[0])
+    assert set(report["systems"]["gated:bm25"]["per_query"]) == held
+
+
+def test_lightning_cli_writes_a_servable_model(tmp_path):
+    from fincrowd_ltr.training.cli import run_cli
+
+    write_beir(tmp_path / "corpus", companies=12)
+    run_cli(
+        [
+            "fit",
+            "--data.dataset=beir",
+            f"--data.data_root={tmp_path / 'corpus'}",
+            "--data.ranker=bm25",
+            "--data.bank_size=6",
+            "--data.folds=3",
+            f"--data.cache_dir={tmp_path / 'c'}",
+            "--trainer.max_epochs=3",
+            "--trainer.logger=false",
+            "--trainer.enable_progress_bar=false",
+            f"--trainer.default_root_dir={tmp_path / 'run'}",
+        ]
+    )
+    model = GatedCorrection.from_pretrained(tmp_path / "run" / "model")
+    assert model.base_ranker == "bm25" and model.summary.dataset == "beir"
+    assert model.summary.query_fingerprints  # the leakage checks have what they need
+
+
+def test_terminated_fit_exits_non_zero_and_writes_no_checkpoint(tmp_path):
+    write_beir(tmp_path / "corpus", companies=40)
+    ckpt = tmp_path / "ckpt"
+    cmd = [
+        sys.executable,
+        "-m",
+        "fincrowd_ltr.cli",
+        "fit-residual",
+        "--dataset=beir",
+        f"--data-root={tmp_path / 'corpus'}",
+        f"--cache-dir={tmp_path / 'c'}",
+        "--ranker=bm25",
+        "--min-calibration=1",
+        f"--out={ckpt}",
+    ]  # the full grid: long enough to be stopped mid-way
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not list((tmp_path / "c").glob("features/*.npz")):
+        time.sleep(0.2)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert "terminated" in err or "stopped" in err
+    assert not (ckpt / "config.json").exists()
+    assert not list(tmp_path.rglob("*.tmp*"))  # nothing half-written kept

@@ -1,0 +1,38 @@
+"""The LlamaIndex node postprocessor with the real llama-index-core package."""
+
+import pytest
+
+pytest.importorskip("llama_index.core")
+
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode  # noqa: E402
+
+from fincrowd_ltr.serving.llamaindex import FinCrowdPostprocessor  # noqa: E402
+from fincrowd_ltr.serving.reranker import FinCrowdReranker  # noqa: E402
+from tests.test_serving import BASE, QUERY, candidates, checkpoint  # noqa: E402, F401
+
+
+def _nodes(with_scores: bool) -> list[NodeWithScore]:
+    return [
+        NodeWithScore(
+            node=TextNode(text=c["text"], metadata=dict(c["metadata"]), id_=c["id"]),
+            score=score if with_scores else None,
+        )
+        for c, score in zip(candidates(), BASE, strict=True)
+    ]
+
+
+def test_postprocessor_reorders_like_the_model(checkpoint):  # noqa: F811
+    model = FinCrowdReranker.from_pretrained(checkpoint)
+    post = FinCrowdPostprocessor(model=model, domain="open", top_n=3)
+    kept = post.postprocess_nodes(_nodes(True), QueryBundle(QUERY))
+    expected = model.rerank(QUERY, candidates(), BASE, domain="open")
+    assert [n.node.node_id for n in kept] == expected.ranking[:3]
+    assert kept[0].node.metadata["fincrowd_gate_applied"] is True
+
+
+def test_closed_gate_keeps_the_retriever_order(checkpoint):  # noqa: F811
+    model = FinCrowdReranker.from_pretrained(checkpoint)
+    post = FinCrowdPostprocessor(model=model, domain="closed")
+    nodes = _nodes(False)
+    kept = post.postprocess_nodes(nodes, QueryBundle(QUERY))
+    assert [n.node.node_id for n in kept] == [n.node.node_id for n in nodes]
