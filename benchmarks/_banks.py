@@ -11,9 +11,10 @@ from fincrowd_ltr.retrieval.build import BankSpec, build_banks
 
 
 def financebench_banks(
-    data_root: str | None, cache_dir: str, limit: int
+    data_root: str | None, cache_dir: str, limit: int, ranker: str = "dense"
 ) -> tuple[Dataset, list[CandidateBank]]:
-    """The first ``limit`` retrieved FinanceBench banks (BM25 first stage) with dense scores."""
+    """The first ``limit`` retrieved FinanceBench banks (BM25 first stage) with ``ranker``'s
+    scores."""
     data = load_dataset("financebench", data_root, "all")
-    bankset = build_banks(data, "all", ["dense"], BankSpec(), Path(cache_dir), progress=False)
+    bankset = build_banks(data, "all", [ranker], BankSpec(), Path(cache_dir), progress=False)
     return data, list(bankset.banks.values())[:limit]

@@ -1,12 +1,13 @@
-"""Load test of ``fincrowd serve`` on loopback, beside the in-process API on the same requests.
+"""Load test of ``fincrowd serve`` on loopback with 1 and N worker processes side by side, beside
+the in-process API on the same requests.
 
-Requests are real FinanceBench banks (100 candidates, page texts, dense base scores) sent by
-concurrent clients over keep-alive connections; every response is checked against the in-process
-``FinCrowdReranker`` (same ranking, scores to 1e-9). Prints throughput, p50 / p99 latency, 4xx/5xx
-counts and mismatches, and the in-process median per request.
+Requests are real FinanceBench banks (100 candidates, page texts, base scores of ``--ranker``)
+sent by concurrent clients over keep-alive connections; every response is checked against the
+in-process ``GatedCorrection`` (same ranking, scores to 1e-9). Prints, per worker count,
+throughput, p50 / p99 latency, 4xx/5xx counts and mismatches, and the in-process median.
 
     .venv/bin/python benchmarks/http_load.py --checkpoint checkpoints/default \\
-        [--requests 2000 --clients 8 --data-root ../shared/data]
+        [--requests 2000 --clients 8 --workers 1,2 --ranker dense --data-root ../shared/data]
 """
 
 from __future__ import annotations
@@ -34,12 +35,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _requests(data_root: str | None, cache_dir: str, domain: str, limit: int) -> list[dict]:
-    data, banks = financebench_banks(data_root, cache_dir, limit)
+def _requests(
+    data_root: str | None, cache_dir: str, domain: str, limit: int, ranker: str
+) -> list[dict]:
+    data, banks = financebench_banks(data_root, cache_dir, limit, ranker)
     out = []
     for bank in banks:
         cands = []
-        for pid, score in zip(bank.pids, bank.scores["dense"], strict=True):
+        for pid, score in zip(bank.pids, bank.scores[ranker], strict=True):
             p = data.passages[pid]
             meta = {"company": p.company, "period": p.period, "doc_type": p.doc_type}
             cands.append({"id": pid, "text": p.text, "base_score": float(score), "metadata": meta})
@@ -56,8 +59,10 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--distinct", type=int, default=50, help="distinct banks, cycled")
+    parser.add_argument("--ranker", default="dense", help="base scores of the requests")
+    parser.add_argument("--workers", default="1,2", help="worker counts to compare")
     args = parser.parse_args()
-    payloads = _requests(args.data_root, args.cache_dir, args.domain, args.distinct)
+    payloads = _requests(args.data_root, args.cache_dir, args.domain, args.distinct, args.ranker)
     bodies = [json.dumps(p).encode() for p in payloads]
 
     reranker = FinCrowdReranker.from_pretrained(args.checkpoint)
@@ -74,6 +79,25 @@ def main() -> None:
             reranker.rerank(p["query"], cands, scores, domain=p["domain"])
             inproc.append(time.perf_counter() - start)
 
+    mine = statistics.median(inproc)
+    print(f"in-process rerank, same requests: {mine * 1e3:.2f} ms median")
+    for workers in [int(w) for w in args.workers.split(",")]:
+        results, wall = _load(args, bodies, expected, workers)
+        latencies = sorted(r[0] for r in results)
+        p50 = latencies[len(latencies) // 2]
+        p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]
+        errors_5xx = sum(1 for r in results if r[1] >= 500)
+        errors_4xx = sum(1 for r in results if 400 <= r[1] < 500)
+        wrong = sum(1 for r in results if r[1] == 200 and not r[2])
+        print(
+            f"HTTP, {workers} worker(s): {len(results)} requests of 100 candidates from "
+            f"{args.clients} clients in {wall:.1f} s ({len(results) / wall:.1f} requests/s); "
+            f"p50 {p50 * 1e3:.1f} ms, p99 {p99 * 1e3:.1f} ms; 5xx {errors_5xx}, 4xx {errors_4xx}, "
+            f"differing from in-process {wrong}; p50 / in-process {p50 / mine:.1f}x"
+        )
+
+
+def _load(args, bodies, expected, workers: int):
     port = _free_port()
     server = subprocess.Popen(
         [
@@ -83,6 +107,7 @@ def main() -> None:
             "serve",
             f"--checkpoint={args.checkpoint}",
             f"--port={port}",
+            f"--workers={workers}",
             "--max-text-chars=1000000",
         ],
         stdout=subprocess.DEVNULL,
@@ -95,12 +120,13 @@ def main() -> None:
                 break
             except OSError:
                 time.sleep(0.1)
-        # warm the server's caches with each distinct request once (not timed)
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-        for body in bodies:
-            conn.request("POST", "/rerank", body, {"Content-Type": "application/json"})
-            conn.getresponse().read()
-        conn.close()
+        # warm every worker's caches with each distinct request (not timed)
+        for _ in range(workers):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            for body in bodies:
+                conn.request("POST", "/rerank", body, {"Content-Type": "application/json"})
+                conn.getresponse().read()
+            conn.close()
 
         def client(indices: list[int]) -> list[tuple[float, int, bool]]:
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
@@ -129,22 +155,8 @@ def main() -> None:
         wall = time.perf_counter() - start
     finally:
         server.terminate()
-        server.wait(timeout=10)
-    latencies = sorted(r[0] for r in results)
-    p50 = latencies[len(latencies) // 2]
-    p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]
-    errors_5xx = sum(1 for r in results if r[1] >= 500)
-    errors_4xx = sum(1 for r in results if 400 <= r[1] < 500)
-    wrong = sum(1 for r in results if r[1] == 200 and not r[2])
-    mine = statistics.median(inproc)
-    print(
-        f"HTTP: {len(results)} requests of 100 candidates from {args.clients} clients in "
-        f"{wall:.1f} s: {len(results) / wall:.1f} requests/s"
-    )
-    print(f"latency p50 {p50 * 1e3:.1f} ms, p99 {p99 * 1e3:.1f} ms (target p50 <= 20 ms)")
-    print(f"5xx: {errors_5xx}, 4xx: {errors_4xx}, responses differing from in-process: {wrong}")
-    print(f"in-process rerank, same requests: {mine * 1e3:.2f} ms median (target <= 5 ms)")
-    print(f"ratio HTTP p50 / in-process median: {p50 / mine:.1f}x")
+        server.wait(timeout=20)
+    return results, wall
 
 
 if __name__ == "__main__":

@@ -167,5 +167,10 @@ def test_gated_cascade_on_held_out_folds(tmp_path):
     assert set(systems) == {SELECTED, f"{SELECTED}+residual", f"{SELECTED}+gated"}
     for stats in systems.values():
         assert 0.0 <= stats["recall@10"] <= 1.0 and stats["n"] == 12
-    assert systems[SELECTED]["delta"]["recall@10"] == 0.0  # the cascade is its own baseline
+    # per question the gate returns either the cascade's order or the corrected one, never a third
+    base, residual = systems[SELECTED]["per_query"], systems[f"{SELECTED}+residual"]["per_query"]
+    for qid, row in systems[f"{SELECTED}+gated"]["per_query"].items():
+        assert row["ndcg@10"] in (base[qid]["ndcg@10"], residual[qid]["ndcg@10"])
+    if gated["gate_open_share"] == 0.0:
+        assert systems[f"{SELECTED}+gated"]["per_query"] == base
     assert 0.0 <= gated["gate_open_share"] <= 1.0

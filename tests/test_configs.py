@@ -7,7 +7,12 @@ import pytest
 from fincrowd_ltr.retrieval.rankers import RANKERS
 from fincrowd_ltr.training.cli import run_cli
 
-CONFIGS = sorted(p for p in Path("configs").glob("*.yaml") if p.name != "demo.yaml")
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = sorted(p for p in (ROOT / "configs").glob("*.yaml") if p.name != "demo.yaml")
+
+
+def test_configs_are_found_from_any_directory():
+    assert len(CONFIGS) >= 8
 
 
 def test_one_config_per_dataset_and_ranker():

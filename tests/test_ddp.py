@@ -26,8 +26,6 @@ def test_ddp_on_two_cpu_processes_matches_one_process(tmp_path):
     write_corpus(tmp_path / "corpus")
     single_w, single_ndcg = fit(tmp_path / "corpus", tmp_path / "cache", "auto", 1, 8)
     ddp_w, ddp_ndcg = fit(tmp_path / "corpus", tmp_path / "cache", "ddp_spawn", 2, 4)
-    assert abs(single_ndcg - ddp_ndcg) <= 0.05
-    assert torch.allclose(single_w, ddp_w, atol=0.25)
-    assert torch.sign(single_w[single_w.abs() > 0.25]).equal(
-        torch.sign(ddp_w[single_w.abs() > 0.25])
-    )
+    assert abs(single_ndcg - ddp_ndcg) <= 1e-9
+    assert torch.allclose(single_w, ddp_w, atol=1e-6, rtol=0)  # agree to rounding
+    assert single_w.abs().max() > 0.1  # and training moved the weights at all

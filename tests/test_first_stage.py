@@ -6,11 +6,17 @@ import json
 import pytest
 
 from fincrowd_ltr.data import load_dataset
-from fincrowd_ltr.data.schema import DataError
+from fincrowd_ltr.data.schema import DataError, Passage
 from fincrowd_ltr.evaluation.first_stage import ablation, retrieve_runs
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.retrieval.bm25 import BM25Index
-from fincrowd_ltr.retrieval.first_stage import FirstStage, parse_first_stage, resolve_first_stage
+from fincrowd_ltr.retrieval.first_stage import (
+    CHOSEN,
+    FALLBACK,
+    FirstStage,
+    parse_first_stage,
+    resolve_first_stage,
+)
 from fincrowd_ltr.retrieval.query import QUERY_STEPS, QueryProcessor
 
 FX = FieldExtractor()
@@ -102,9 +108,10 @@ def test_first_stage_names_parse_and_auto_resolves_per_dataset():
     for bad in ("bm25+stemming", "dense+query", "bm25+query+query"):
         with pytest.raises(DataError, match="unknown first stage"):
             parse_first_stage(bad)
-    assert resolve_first_stage("auto", "financebench") == "bm25+query+entity"
-    assert resolve_first_stage("auto", "tatqa") == "bm25"
-    assert resolve_first_stage("auto", "my-corpus") == "bm25"
+    for name, stage in CHOSEN.items():  # 'auto' is whatever the ablation chose, per dataset
+        assert resolve_first_stage("auto", name) == stage
+        parse_first_stage(stage)
+    assert resolve_first_stage("auto", "my-corpus") == FALLBACK == "bm25"
     assert resolve_first_stage("bm25+periods", "financebench") == "bm25+periods"
 
 
@@ -121,3 +128,26 @@ def test_ablation_reports_every_variant_and_chooses_on_training_folds(tmp_path):
     # one question, one group: no fold has both training and test questions, nothing is chosen
     assert report["variants"]["selected"]["n"] == 0
     assert "delta_recall@100_vs_bm25" in report["variants"]["bm25+entity"]
+
+
+def test_training_fold_choice_with_many_groups_picks_the_better_variant(tmp_path):
+    """Twelve companies in three folds: on every fold's training folds the entity-aware first
+    stage finds the asked company's pages and plain BM25 (distracted by another company's pages
+    that name the asked one many times) does not, so every fold chooses it and 'selected'
+    equals it."""
+    from tests.test_api import user_corpus
+
+    data = user_corpus(companies=12)
+    for c in range(12):
+        for k in range(3):
+            pid = f"stuffed-{c}-{k}"
+            text = f"Company{c} revenue " * 8 + f"compared with Other{c} revenue"
+            data.passages[pid] = Passage(pid, text, company=f"Other{c}")
+    index = BM25Index.build(data.passages, progress=False)
+    runs = retrieve_runs(data, index, ["bm25", "bm25+entity"], depth=3)
+    report = ablation(data, runs, k=3)
+    assert report["chosen_per_fold"] == ["bm25+entity"] * 3
+    chosen = report["variants"]["selected"]
+    assert chosen["n"] == 12
+    assert chosen["recall@100"] == report["variants"]["bm25+entity"]["recall@100"]
+    assert report["variants"]["bm25+entity"]["recall@10"] > report["variants"]["bm25"]["recall@10"]

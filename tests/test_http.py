@@ -54,7 +54,9 @@ def start_server(folder, *extra: str):
 
 @pytest.fixture
 def server(checkpoint):  # noqa: F811
-    proc, url, health = start_server(checkpoint, "--max-candidates=50", "--max-text-chars=500")
+    proc, url, health = start_server(
+        checkpoint, "--max-candidates=50", "--max-text-chars=500", "--workers=1"
+    )
     yield url, health
     proc.terminate()
     proc.wait(timeout=10)
@@ -92,7 +94,7 @@ def test_bad_requests_get_clear_4xx_and_the_server_keeps_serving(server):
             400,
             "NaN",
         ),
-        (json.dumps({"candidates": []}).encode(), 422, "'query'"),
+        (json.dumps({"candidates": []}).encode(), 422, "query: Field required"),
         (json.dumps(_request(candidates=[{"id": "a", "text": "t"}])).encode(), 422, "base_score"),
         (json.dumps(too_many).encode(), 413, "at most 50"),
         (json.dumps(long_text).encode(), 413, "over 500 characters"),
@@ -104,3 +106,67 @@ def test_bad_requests_get_clear_4xx_and_the_server_keeps_serving(server):
         assert message in payload["error"]
     status, body = _post(url + "/rerank", json.dumps(_request()).encode())
     assert status == 200 and body["ranking"][:2] == ["c2", "c3"]
+
+
+def _raw(url: str, body: bytes, kind: str = "application/json") -> tuple[int, dict]:
+    request = urllib.request.Request(url, body, {"Content-Type": kind})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def test_fuzzer_findings_are_fixed(server):
+    """Regression cases of the schema fuzzer and hand-made requests: no 5xx, fields named,
+    extreme finite scores handled, a closed gate keeps exactly the input order."""
+    url, _ = server
+    one = {"id": "a", "text": "t", "base_score": 1.0}
+    cases = [
+        (_request(candidates=[{**one, "metadata": {"company": 1}}]), 200, None),
+        (_request(candidates=[{**one, "metadata": {"is_table": "AAA"}}]), 422, "is_table"),
+        (_request(candidates=[{**one, "metadata": {"company": {"x": 1}}}]), 422, "company"),
+        (_request(candidates=[{**one, "id": ""}]), 422, "candidates[0].id"),
+        (_request(candidates=[{**one, "text": ""}]), 422, "candidates[0].text"),
+        (_request(unknown=1), 422, "unknown"),
+        (_request(candidates=[{**one, "extra": 2}]), 422, "candidates[0].extra"),
+    ]
+    for body, status, field in cases:
+        got, payload = _post(url + "/rerank", json.dumps(body).encode())
+        assert got == status, (body, payload)
+        if field:
+            assert field in payload["field"] and "/" not in payload["error"]
+    got, payload = _raw(url + "/rerank", b"[" * 50_000)
+    assert got == 400 and "malformed JSON" in payload["error"]
+    got, payload = _raw(url + "/rerank", json.dumps(_request()).encode(), "text/plain")
+    assert got == 415
+    for scores in ([1e160, 2e160, 0.0, -1.79e308, 1.79e308, -2.2e294], [-1.79e308] * 6):
+        body = _request(domain="closed")
+        body["candidates"] = [
+            {**c, "base_score": s} for c, s in zip(body["candidates"], scores, strict=True)
+        ]
+        got, payload = _post(url + "/rerank", json.dumps(body).encode())
+        assert got == 200, payload
+        expected = sorted(range(6), key=lambda i: (-scores[i], i))
+        assert payload["ranking"] == [f"c{i}" for i in expected]
+        assert all(isinstance(s, float) for s in payload["scores"])
+    got, payload = _post(url + "/rerank", json.dumps(_request(domain="nowhere")).encode())
+    assert got == 422 and "/" not in payload["error"]
+    schema = json.loads(urllib.request.urlopen(url + "/openapi.json", timeout=10).read())
+    assert "RerankRequest" in schema["components"]["schemas"]
+    status, body = _post(url + "/rerank", json.dumps(_request()).encode())
+    assert status == 200  # still serving
+
+
+def test_several_workers_serve_the_same_answers(checkpoint):  # noqa: F811
+    proc, url, _ = start_server(checkpoint, "--workers=2")
+    try:
+        expected = FinCrowdReranker.from_pretrained(checkpoint).rerank(
+            QUERY, candidates(), BASE, domain="open"
+        )
+        for _ in range(6):
+            status, body = _post(url + "/rerank", json.dumps(_request()).encode())
+            assert status == 200 and body["ranking"] == expected.ranking
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)

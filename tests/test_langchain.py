@@ -34,3 +34,24 @@ def test_closed_gate_keeps_the_retriever_order(checkpoint):  # noqa: F811
     docs = _documents(False)  # no scores: the retriever's order is the base order
     assert [d.id for d in compressor.compress_documents(docs, QUERY)] == [d.id for d in docs]
     assert compressor.compress_documents([], QUERY) == []
+
+
+def test_compressor_inside_a_contextual_compression_retriever(checkpoint):  # noqa: F811
+    """What a LangChain user writes: the [langchain] extra is enough for it."""
+    from langchain_classic.retrievers import ContextualCompressionRetriever
+    from langchain_core.callbacks import CallbackManagerForRetrieverRun
+    from langchain_core.retrievers import BaseRetriever
+
+    class Fixed(BaseRetriever):
+        def _get_relevant_documents(
+            self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+        ) -> list[Document]:
+            return _documents(True)
+
+    reranker = FinCrowdReranker.from_pretrained(checkpoint)
+    retriever = ContextualCompressionRetriever(
+        base_compressor=FinCrowdCompressor(reranker=reranker, domain="open", top_n=2),
+        base_retriever=Fixed(),
+    )
+    docs = retriever.invoke(QUERY)
+    assert [d.id for d in docs] == reranker.rerank(QUERY, candidates(), BASE, "open").ranking[:2]

@@ -81,3 +81,32 @@ def test_cluster_bootstrap_is_wider_when_groups_are_correlated():
     assert lo_g < values.mean() < hi_g
     with pytest.raises(ValueError):
         bootstrap_ci(values, groups=groups[:5])
+
+
+def test_tied_scores_follow_our_rule_and_match_ir_measures_where_the_rules_agree(tatqa):
+    """Tie rule: equal scores keep input (first-stage) position. trec_eval, behind ir_measures,
+    breaks ties by document id, descending. With ties laid out in that order the two agree."""
+    ir_measures = pytest.importorskip("ir_measures")
+    from fincrowd_ltr.data.ranking import rank_order
+    from fincrowd_ltr.retrieval.bm25 import BM25Index
+
+    index = BM25Index.build(tatqa.passages, progress=False)
+    qids = list(tatqa.queries)[:150]
+    run, ours, n_ties = {}, {"R@10": [], "nDCG@10": []}, 0
+    for qid in qids:
+        pids, scores = index.search(tatqa.queries[qid].text, 100)
+        coarse = np.round(scores)  # many ties
+        by_id = sorted(range(len(pids)), key=lambda i: pids[i], reverse=True)
+        order = sorted(by_id, key=lambda i: -coarse[i])  # stable: ids descending among ties
+        pids, coarse = [pids[i] for i in order], coarse[order]
+        n_ties += len(coarse) - len(set(coarse.tolist()))
+        ranked = [pids[i] for i in rank_order(coarse)]
+        assert ranked == pids  # ties keep input position
+        run[qid] = dict(zip(pids, coarse.tolist(), strict=True))
+        ours["R@10"].append(recall_at_k(ranked, tatqa.qrels[qid], 10))
+        ours["nDCG@10"].append(ndcg_at_k(ranked, tatqa.qrels[qid], 10))
+    assert n_ties > 1000
+    qrels = {q: tatqa.qrels[q] for q in qids}
+    theirs = ir_measures.calc_aggregate([ir_measures.R @ 10, ir_measures.nDCG @ 10], qrels, run)
+    assert theirs[ir_measures.R @ 10] == pytest.approx(np.mean(ours["R@10"]), abs=1e-9)
+    assert theirs[ir_measures.nDCG @ 10] == pytest.approx(np.mean(ours["nDCG@10"]), abs=1e-9)

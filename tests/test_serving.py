@@ -38,6 +38,12 @@ BASE = [3.0, 2.5, 1.0, 0.5, 2.0, 2.2]
 
 @pytest.fixture
 def checkpoint(tmp_path):
+    return make_checkpoint(tmp_path)
+
+
+def make_checkpoint(tmp_path):
+    """A hand-set correction: period matches lifted, period conflicts pushed down; domains
+    'open' (the gate opens) and 'closed' (never opens)."""
     scorer = ResidualScorer(len(FEATURE_NAMES), alpha=2.0)
     with torch.no_grad():
         scorer.weight.zero_()

@@ -17,8 +17,12 @@ def test_groups_never_straddle_and_assignment_is_stable():
         assert not groups & others
     # adding a new group does not move the old ones
     bigger = make(["a", "a", "b", "c", "c", "d", "e", "f", "g", "h", "new"])
-    assert all(group_fold(g, 3) == group_fold(g, 3) for g in "abcdefgh")
-    assert group_kfold(bigger, 3)[group_fold("a", 3)][:2] == ["q0", "q1"]
+    fold_of = {q: i for i, fold in enumerate(folds) for q in fold}
+    fold_of_bigger = {q: i for i, fold in enumerate(group_kfold(bigger, 3)) for q in fold}
+    assert all(fold_of[q] == fold_of_bigger[q] for q in ds.queries)
+    assert fold_of_bigger["q10"] == group_fold("new", 3)
+    # another seed is another assignment (the seed is not ignored)
+    assert any(group_fold(g, 3, seed=1) != group_fold(g, 3) for g in "abcdefgh")
 
 
 def test_fold_split_parts_are_disjoint_and_complete():

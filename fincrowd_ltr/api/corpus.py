@@ -19,7 +19,10 @@ RUN = "run"
 
 
 def load_dataset(
-    name: str | Dataset, data_root: str | Path | None = None, split: str = "all"
+    name: str | Dataset,
+    data_root: str | Path | None = None,
+    split: str = "all",
+    allow_unknown_qrels: bool = False,
 ) -> Dataset:
     """A dataset by name (``financebench``, ``tatqa``, ``finqa``, ``beir``, ``beir:DIR``) under
     the data root (``$FINCROWD_DATA``, else ``../shared/data``), or an in-memory ``Dataset``
@@ -30,7 +33,7 @@ def load_dataset(
     """
     if isinstance(name, Dataset):
         return name
-    return _load_dataset(name, data_root, split)
+    return _load_dataset(name, data_root, split, allow_unknown_qrels)
 
 
 def rankers_of(text: str | list[str]) -> list[str]:

@@ -49,6 +49,12 @@ def _data(p: argparse.ArgumentParser) -> None:
         default=DEFAULT_CACHE,
         help="index, embedding, bank and feature cache",
     )
+    p.add_argument(
+        "--allow-unknown-qrels",
+        action="store_true",
+        help="BEIR qrels naming passages outside the corpus: count them (the question is then "
+        "not covered) instead of failing",
+    )
 
 
 def _stage(p: argparse.ArgumentParser, default: str | None = "auto") -> None:
@@ -253,6 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="torch",
         help="onnx: no torch at serving time (needs the ONNX files)",
     )
+    p.add_argument("--workers", type=int, default=0, help="worker processes (0: one per CPU core)")
     p.add_argument("--max-candidates", type=int, default=1000)
     p.add_argument("--max-text-chars", type=int, default=20_000)
     p.add_argument("--max-query-chars", type=int, default=2_000)

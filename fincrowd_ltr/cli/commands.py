@@ -22,6 +22,15 @@ def quiet_libraries() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
+def _dataset(args: argparse.Namespace):
+    """The dataset name, or the dataset loaded with ``--allow-unknown-qrels``."""
+    if not getattr(args, "allow_unknown_qrels", False):
+        return args.dataset
+    from fincrowd_ltr.data.registry import load_dataset
+
+    return load_dataset(args.dataset, args.data_root, args.split, allow_unknown_qrels=True)
+
+
 def _common(args: argparse.Namespace) -> dict:
     return {"split": args.split, "data_root": args.data_root, "cache_dir": args.cache_dir}
 
@@ -55,7 +64,7 @@ def evaluate(args: argparse.Namespace) -> dict:
     from fincrowd_ltr.evaluation.report import format_table
 
     report = run(
-        args.dataset,
+        _dataset(args),
         args.ranker,
         checkpoint=args.checkpoint,
         domain=args.domain,
@@ -91,7 +100,7 @@ def evaluate(args: argparse.Namespace) -> dict:
                 raise DataError(f"--cascade {item!r}: {err}") from None
         from fincrowd_ltr.api.corpus import load_dataset
 
-        data = load_dataset(args.dataset, args.data_root, args.split)
+        data = load_dataset(_dataset(args), args.data_root, args.split)
         banks = build_banks(
             data,
             args.ranker,
@@ -113,7 +122,7 @@ def fit_residual(args: argparse.Namespace) -> None:
     from fincrowd_ltr.training.fitting import HPARAM_GRID
 
     model, report = fit_correction(
-        args.dataset,
+        _dataset(args),
         args.ranker,
         gate=args.gate,
         folds=args.folds,
@@ -163,7 +172,7 @@ def calibrate(args: argparse.Namespace) -> None:
     _, cal = calibrate_domain(
         args.checkpoint,
         args.domain,
-        args.dataset,
+        _dataset(args),
         fold=args.fold,
         folds=args.folds,
         seed=args.seed,
@@ -187,7 +196,7 @@ def diagnose(args: argparse.Namespace) -> dict:
     from fincrowd_ltr.api import diagnose as run
 
     report = run(
-        args.dataset,
+        _dataset(args),
         args.ranker,
         out_dir=args.out,
         pool_depth=args.pool_depth,
@@ -254,7 +263,7 @@ def banks(args: argparse.Namespace) -> None:
     from fincrowd_ltr.api import build_banks
 
     bankset = build_banks(
-        args.dataset,
+        _dataset(args),
         args.ranker,
         first_stage=args.first_stage,
         mode=args.bank_mode,
@@ -277,7 +286,7 @@ def first_stage(args: argparse.Namespace) -> dict:
     from fincrowd_ltr.evaluation.first_stage import format_ablation
 
     report = first_stage_ablation(
-        args.dataset,
+        _dataset(args),
         args.variants,
         depth=args.depth,
         folds=args.folds,
@@ -301,7 +310,7 @@ def cascade(args: argparse.Namespace) -> dict:
             raise DataError(f"--scores {item!r}: write NAME=FILE (a TREC run)")
         scores[name] = Path(path)
     report = run(
-        args.dataset,
+        _dataset(args),
         args.stage2,
         n=args.n,
         k=args.k,
@@ -330,7 +339,7 @@ def train_cross_encoder(args: argparse.Namespace) -> None:
     from fincrowd_ltr.api import train_cross_encoder as run
 
     report = run(
-        args.dataset,
+        _dataset(args),
         run_out=args.run_out,
         out=args.out,
         depth=args.depth,
@@ -357,7 +366,7 @@ def pack(args: argparse.Namespace) -> dict:
     from fincrowd_ltr.packing import format_summary
 
     report = run(
-        args.dataset,
+        _dataset(args),
         args.out,
         ranker=args.ranker,
         orders=args.orders,

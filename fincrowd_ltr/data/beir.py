@@ -18,8 +18,9 @@ from fincrowd_ltr.data.schema import DataError, Dataset, Passage, Query
 _META_KEYS = ("company", "period", "doc_type", "document", "position", "is_table")
 
 
-def read_qrels(path: Path) -> dict[str, dict[str, int]]:
-    """Read a qrels TSV (or TREC ``qid 0 docid grade``) file; header line allowed."""
+def read_qrels(path: Path, lines: dict | None = None) -> dict[str, dict[str, int]]:
+    """Read a qrels TSV (or TREC ``qid 0 docid grade``) file; header line allowed. ``lines``, if
+    given, receives the line number of every ``(qid, pid)`` (for errors found later)."""
     require_file(path, "qrels file")
     qrels: dict[str, dict[str, int]] = {}
     with open(path, encoding="utf-8") as fh:
@@ -38,11 +39,20 @@ def read_qrels(path: Path) -> dict[str, dict[str, int]]:
             except ValueError:
                 raise DataError(f"{path}:{lineno}: score {parts[2]!r} is not a number") from None
             qrels.setdefault(parts[0], {})[parts[1]] = grade
+            if lines is not None:
+                lines[(parts[0], parts[1])] = lineno
     return qrels
 
 
-def load_beir(root: Path, name: str | None = None) -> Dataset:
-    """Load a BEIR-style folder. Qrels may be absent (queries then count as uncovered)."""
+def load_beir(root: Path, name: str | None = None, allow_unknown_qrels: bool = False) -> Dataset:
+    """Load a BEIR-style folder. Qrels may be absent (queries then count as uncovered).
+
+    Raises:
+        DataError: naming file and line, for malformed records, duplicate ids, an empty
+            ``queries.jsonl``, and qrels naming an unknown query or passage. With
+            ``allow_unknown_qrels``, judgements of unknown passages are counted in the dataset's
+            notes and the question reported as not covered instead.
+    """
     corpus_path = root / "corpus.jsonl"
     passages: dict[str, Passage] = {}
     for lineno, row in read_jsonl(corpus_path):
@@ -74,23 +84,41 @@ def load_beir(root: Path, name: str | None = None) -> Dataset:
         group = str(row.get("group") or (row.get("metadata") or {}).get("company") or qid)
         queries[qid] = Query(qid=qid, text=str(row["text"]), group=group)
 
+    if not queries:
+        raise DataError(f"{queries_path}: no queries (the file is empty)")
     qrels_path = root / "qrels.tsv"
-    raw = read_qrels(qrels_path) if qrels_path.exists() else {}
+    lines: dict[tuple[str, str], int] = {}
+    raw = read_qrels(qrels_path, lines) if qrels_path.exists() else {}
     qrels: dict[str, dict[str, int]] = {}
     missing: dict[str, list[str]] = {}
     for qid, rels in raw.items():
         if qid not in queries:
-            raise DataError(f"{qrels_path}: unknown query id {qid!r}")
+            line = lines[(qid, next(iter(rels)))]
+            raise DataError(f"{qrels_path}:{line}: unknown query id {qid!r}")
         qrels[qid] = {pid: g for pid, g in rels.items() if pid in passages and g > 0}
         absent = [pid for pid in rels if pid not in passages]
+        if absent and not allow_unknown_qrels:
+            raise DataError(
+                f"{qrels_path}:{lines[(qid, absent[0])]}: unknown passage id {absent[0]!r} "
+                f"(not in {corpus_path.name}); fix the qrels, or allow it "
+                "(--allow-unknown-qrels) to count such questions as not covered"
+            )
         if absent:
             missing[qid] = absent
+    notes = []
+    if missing:
+        n = sum(len(v) for v in missing.values())
+        notes.append(
+            f"{qrels_path}: {n} judgements name passages outside the corpus; {len(missing)} "
+            "questions count as not covered"
+        )
     dataset = Dataset(
         name=name or root.name,
         queries=queries,
         passages=passages,
         qrels=qrels,
         missing_gold=missing,
+        notes=notes,
     )
     dataset.validate()
     return dataset

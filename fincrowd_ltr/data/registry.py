@@ -37,7 +37,12 @@ def resolve_data_root(data_root: str | Path | None = None) -> Path:
     return root
 
 
-def load_dataset(name: str, data_root: str | Path | None = None, split: str = "all") -> Dataset:
+def load_dataset(
+    name: str,
+    data_root: str | Path | None = None,
+    split: str = "all",
+    allow_unknown_qrels: bool = False,
+) -> Dataset:
     """Load dataset ``name`` from the data root.
 
     Args:
@@ -46,11 +51,13 @@ def load_dataset(name: str, data_root: str | Path | None = None, split: str = "a
             ``beir:financerag_public/FinQABench``).
         data_root: Folder holding the datasets (see :func:`resolve_data_root`).
         split: ``all`` or a split name/file understood by the dataset's loader.
+        allow_unknown_qrels: BEIR folders: count judgements of unknown passages (the question is
+            then not covered) instead of failing.
     """
     root = resolve_data_root(data_root)
     if name == "beir" or name.startswith("beir:"):
         folder = root / name.partition(":")[2] if ":" in name else root
-        return load_beir(folder, name=name)
+        return load_beir(folder, name=name, allow_unknown_qrels=allow_unknown_qrels)
     if name not in DATASETS:
         raise DataError(f"unknown dataset {name!r}; choose from {sorted(DATASETS)} or beir[:DIR]")
     sub, loader = DATASETS[name]

@@ -1,24 +1,31 @@
-"""The HTTP service: ``GET /health`` and ``POST /rerank`` over a ``FinCrowdReranker`` (FastAPI).
+"""The HTTP service: ``GET /health`` and ``POST /rerank`` over a ``GatedCorrection`` (FastAPI).
 
-Requests are validated before anything runs; every rejection is a 4xx whose JSON body names the
-field at fault. A failed request changes nothing (the reranker's caches only ever gain entries for
-requests that passed validation).
+Requests and responses are typed (pydantic models, in the OpenAPI schema at ``/openapi.json``):
+unknown fields and mistyped values are rejected, the body must be ``application/json``, and every
+rejection is a 4xx whose JSON body is ``{"error": message, "field": "candidates[3].base_score"}``
+(never a server path). A failed request changes nothing (the model's caches only gain entries for
+requests that passed validation). ``fincrowd serve --workers N`` runs N processes.
 """
 
 from __future__ import annotations
 
-import json
 import math
+import os
 import threading
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Annotated, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
 from fincrowd_ltr.data.schema import DataError
 from fincrowd_ltr.fields.vocabulary import EXTRACTOR_VERSION
 from fincrowd_ltr.model.checkpoint import FORMAT_VERSION
-from fincrowd_ltr.model.correction import GatedCorrection as FinCrowdReranker
+from fincrowd_ltr.model.correction import GatedCorrection
+
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+Scalar = StrictStr | StrictInt | FiniteFloat
 
 
 @dataclass(frozen=True)
@@ -31,104 +38,157 @@ class Limits:
     max_body_bytes: int = 32 * 1024 * 1024
 
 
+class Metadata(BaseModel):
+    """Filing metadata of a candidate (all optional)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    company: Scalar | None = None
+    period: Scalar | None = None
+    doc_type: StrictStr | None = None
+    document: StrictStr | None = None
+    position: StrictInt | None = None
+    is_table: StrictBool | None = None
+
+
+class CandidateIn(BaseModel):
+    """A candidate and its base score (any finite number, higher is better)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: StrictStr = Field(min_length=1)
+    text: StrictStr = Field(min_length=1)
+    base_score: FiniteFloat
+    metadata: Metadata | None = None
+
+
+class RerankRequest(BaseModel):
+    """``domain``: the gate calibration (absent or null: the always-on correction);
+    ``fallback``: what an uncalibrated domain does (``error`` or keep the base order)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: StrictStr = Field(min_length=1)
+    candidates: list[CandidateIn] = Field(min_length=1)
+    domain: StrictStr | None = None
+    fallback: Literal["error", "identity"] = "error"
+
+
+class Gate(BaseModel):
+    probability: float | None
+    threshold: float | None
+    applied: bool
+    domain: str | None
+    mode: Literal["always-on", "gated", "identity"]
+
+
+class RerankResponse(BaseModel):
+    ranking: list[str]
+    scores: list[float]
+    gate: Gate
+    explanation: dict
+
+
+class ErrorResponse(BaseModel):
+    error: str
+    field: str | None
+
+
 class RequestError(Exception):
     def __init__(self, status: int, message: str, field: str | None = None) -> None:
         super().__init__(message)
         self.status, self.message, self.field = status, message, field
 
 
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not valid JSON (scores must be finite numbers)")
+def _where(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif not out:
+            out = str(part)
+        elif part in ("str", "int", "float", "bool", "constrained-str"):
+            continue  # pydantic names the union member tried, not a field
+        else:
+            out += f".{part}"
+    return out or None
 
 
-def parse_request(body: bytes, limits: Limits) -> dict:
+def parse_request(body: bytes, limits: Limits) -> RerankRequest:
     """Validate a ``/rerank`` body; raises ``RequestError`` naming the field at fault."""
     if len(body) > limits.max_body_bytes:
         raise RequestError(413, f"request body over {limits.max_body_bytes} bytes")
     try:
-        payload = json.loads(body, parse_constant=_reject_constant)
-    except (ValueError, UnicodeDecodeError) as err:
-        raise RequestError(400, f"malformed JSON: {err}") from None
-    if not isinstance(payload, dict):
-        raise RequestError(422, "the body must be a JSON object")
-    query = payload.get("query")
-    if not isinstance(query, str) or not query.strip():
-        raise RequestError(422, "field 'query' must be a non-empty string", "query")
-    if len(query) > limits.max_query_chars:
+        request = RerankRequest.model_validate_json(body)
+    except ValidationError as err:
+        first = err.errors()[0]
+        if first["type"] in ("json_invalid", "recursion_loop"):
+            raise RequestError(400, f"malformed JSON: {first['msg']}") from None
+        field = _where(tuple(first["loc"]))
+        if first["type"] == "finite_number":
+            raise RequestError(
+                400, f"{field}: NaN and infinity are not valid scores", field
+            ) from None
+        raise RequestError(422, f"{field or 'body'}: {first['msg']}", field) from None
+    if len(request.query) > limits.max_query_chars:
         raise RequestError(413, f"query over {limits.max_query_chars} characters", "query")
-    domain = payload.get("domain")
-    if domain is not None and not isinstance(domain, str):
-        raise RequestError(422, "field 'domain' must be a string", "domain")
-    candidates = payload.get("candidates")
-    if not isinstance(candidates, list) or not candidates:
-        raise RequestError(422, "field 'candidates' must be a non-empty list", "candidates")
-    if len(candidates) > limits.max_candidates:
+    if len(request.candidates) > limits.max_candidates:
         raise RequestError(
             413,
-            f"{len(candidates)} candidates; at most {limits.max_candidates} per request",
+            f"{len(request.candidates)} candidates; at most {limits.max_candidates} per request",
             "candidates",
         )
-    items, scores = [], []
-    for i, c in enumerate(candidates):
-        where = f"candidates[{i}]"
-        if not isinstance(c, dict):
-            raise RequestError(422, f"{where} must be an object", where)
-        for key, kind in (("id", str), ("text", str)):
-            if not isinstance(c.get(key), kind):
-                raise RequestError(422, f"{where}.{key} must be a string", f"{where}.{key}")
-        if len(c["text"]) > limits.max_text_chars:
-            raise RequestError(
-                413, f"{where}.text over {limits.max_text_chars} characters", f"{where}.text"
-            )
-        score = c.get("base_score")
-        if (
-            isinstance(score, bool)
-            or not isinstance(score, int | float)
-            or not math.isfinite(score)
-        ):
-            raise RequestError(
-                422, f"{where}.base_score must be a finite number", f"{where}.base_score"
-            )
-        metadata = c.get("metadata") or {}
-        if not isinstance(metadata, dict):
-            raise RequestError(422, f"{where}.metadata must be an object", f"{where}.metadata")
-        items.append({"id": c["id"], "text": c["text"], "metadata": metadata})
-        scores.append(float(score))
-    return {"query": query, "domain": domain, "candidates": items, "base_scores": scores}
+    for i, c in enumerate(request.candidates):
+        if len(c.text) > limits.max_text_chars:
+            field = f"candidates[{i}].text"
+            raise RequestError(413, f"{field} over {limits.max_text_chars} characters", field)
+    return request
 
 
-def create_app(reranker: FinCrowdReranker, limits: Limits | None = None) -> FastAPI:
-    """The ASGI app serving ``reranker``."""
+def create_app(model: GatedCorrection, limits: Limits | None = None) -> FastAPI:
+    """The ASGI app serving ``model``."""
     limits = limits or Limits()
     app = FastAPI(title="fincrowd_ltr", version=str(FORMAT_VERSION))
-    lock = threading.Lock()  # the reranker's caches are not thread-safe
+    lock = threading.Lock()  # the model's request caches are not thread-safe
 
     @app.get("/health")
     def health() -> dict:
         return {
             "status": "ok",
-            "base_ranker": reranker.base_ranker,
-            "domains": sorted(reranker.domains),
+            "base_ranker": model.base_ranker,
+            "domains": sorted(model.domains),
             "format_version": FORMAT_VERSION,
             "extractor_version": EXTRACTOR_VERSION,
-            "runtime": reranker.runtime.name,
-            "limits": limits.__dict__,
+            "runtime": model.runtime.name,
+            "limits": asdict(limits),
+            "pid": os.getpid(),
         }
 
     def run(body: bytes) -> JSONResponse:
         try:
             request = parse_request(body, limits)
+            candidates = [
+                {
+                    "id": c.id,
+                    "text": c.text,
+                    "metadata": c.metadata.model_dump(exclude_none=True) if c.metadata else {},
+                }
+                for c in request.candidates
+            ]
             with lock:
-                result = reranker.rerank(
-                    request["query"],
-                    request["candidates"],
-                    request["base_scores"],
-                    domain=request["domain"],
+                result = model.rerank(
+                    request.query,
+                    candidates,
+                    [c.base_score for c in request.candidates],
+                    domain=request.domain,
+                    fallback=request.fallback,
                 )
         except RequestError as err:
             return JSONResponse({"error": err.message, "field": err.field}, err.status)
         except DataError as err:
-            return JSONResponse({"error": str(err), "field": None}, 422)
+            return JSONResponse({"error": str(err), "field": "domain"}, 422)
+        if not all(math.isfinite(s) for s in result.scores):  # never expected: finite by design
+            return JSONResponse({"error": "non-finite scores", "field": None}, 500)
         return JSONResponse(
             {
                 "ranking": result.ranking,
@@ -138,10 +198,33 @@ def create_app(reranker: FinCrowdReranker, limits: Limits | None = None) -> Fast
             }
         )
 
-    @app.post("/rerank")
+    @app.post(
+        "/rerank",
+        response_model=RerankResponse,
+        responses={
+            400: {"model": ErrorResponse},
+            413: {"model": ErrorResponse},
+            415: {"model": ErrorResponse},
+            422: {"model": ErrorResponse},
+        },
+        openapi_extra={
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {"schema": {"$ref": "#/components/schemas/RerankRequest"}}
+                },
+            }
+        },
+    )
     async def rerank(request: Request) -> JSONResponse:
         from starlette.concurrency import run_in_threadpool
 
+        kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+        if kind != "application/json":
+            return JSONResponse(
+                {"error": "the body must be JSON (Content-Type: application/json)", "field": None},
+                415,
+            )
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limits.max_body_bytes:
             message = f"request body over {limits.max_body_bytes} bytes"
@@ -149,11 +232,53 @@ def create_app(reranker: FinCrowdReranker, limits: Limits | None = None) -> Fast
         body = await request.body()
         return await run_in_threadpool(run, body)
 
+    schema = app.openapi()
+    schema["components"]["schemas"]["RerankRequest"] = RerankRequest.model_json_schema(
+        ref_template="#/components/schemas/{model}"
+    )
+    for name, sub in schema["components"]["schemas"]["RerankRequest"].pop("$defs", {}).items():
+        schema["components"]["schemas"][name] = sub
+    app.openapi_schema = schema
     return app
 
 
-def serve(reranker: FinCrowdReranker, host: str, port: int, limits: Limits) -> None:
-    """Run the service with uvicorn until interrupted."""
+ENV = "FINCROWD_SERVE"  # checkpoint|runtime|ranker|limits, for worker processes
+
+
+def app_from_env() -> FastAPI:
+    """The app of one worker process (``fincrowd serve --workers N``)."""
+    import json
+
+    spec = json.loads(os.environ[ENV])
+    model = GatedCorrection.from_pretrained(
+        spec["checkpoint"], base_ranker=spec["ranker"], runtime=spec["runtime"]
+    )
+    return create_app(model, Limits(**spec["limits"]))
+
+
+def serve(
+    model: GatedCorrection | None,
+    host: str,
+    port: int,
+    limits: Limits,
+    workers: int = 1,
+    spec: dict | None = None,
+) -> None:
+    """Run the service with uvicorn until interrupted; with ``workers > 1``, each worker process
+    loads the checkpoint in ``spec`` itself."""
+    import json
+
     import uvicorn
 
-    uvicorn.run(create_app(reranker, limits), host=host, port=port, log_level="warning")
+    if workers > 1:
+        os.environ[ENV] = json.dumps({**(spec or {}), "limits": asdict(limits)})
+        uvicorn.run(
+            "fincrowd_ltr.serving.http:app_from_env",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            log_level="warning",
+        )
+    else:
+        uvicorn.run(create_app(model, limits), host=host, port=port, log_level="warning")
