@@ -65,6 +65,7 @@ def test_held_out_fold_is_left_out_of_training_and_reported(tmp_path):
     assert held and not held & set(model.summary.query_ids)
     cal = model.domains["mycorpus"]
     assert not held & set(cal.query_ids)
+    assert not set(cal.query_ids) & set(model.summary.query_ids)  # calibration never trained
     report = fc.evaluate(data, "bm25", checkpoint=model, domain="mycorpus", cache_dir=None)
     assert set(report["systems"]["gated:bm25"]["per_query"]) == held
     assert any("left out" in n for n in report["notes"])

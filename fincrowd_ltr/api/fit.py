@@ -302,11 +302,11 @@ def fit_correction(
         min_calibration,
         domain or data.name,
     )
+    calibration_qids = set(final.summary.extra.pop("calibration_qids", []))
     trained_qids = sorted(
         q
         for q in plan.qids(range(len(plan)))
-        if q in examples[train_mode]
-        and q not in set(final.summary.extra.pop("calibration_qids", []))
+        if q in examples[train_mode] and q not in calibration_qids
     )
     final.summary = TrainingSummary(
         dataset=data.name,
