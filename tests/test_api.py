@@ -42,8 +42,14 @@ def test_readme_example_trains_calibrates_saves_reloads_and_reranks(tmp_path):
     assert result.ranking[0] == "acme-2020"  # the always-on correction lifts the asked year
     assert result.gate["mode"] == "always-on"
     assert "mycorpus" in model.domains  # the final model calibrated the dataset's domain
-    rows = report.to_dict()["modes"]["retrieved"]
-    assert rows["residual:bm25"]["delta"]["ndcg@10"] > 0
+    assert report.system("retrieved", "residual:bm25").delta["ndcg@10"] > 0
+    saved = report.to_dict()  # the JSON contract of `fit-residual --report`
+    assert saved["modes"]["retrieved"]["residual:bm25"]["delta"]["ndcg@10"] > 0
+    assert set(saved["gated"]["modes"]["retrieved"]["rankings"]) == {
+        "base:bm25",
+        "residual:bm25",
+        "gated:bm25",
+    }
     assert report.info["residual_fits"] > 0
 
 

@@ -21,7 +21,12 @@ from fincrowd_ltr.api.corpus import DEFAULT_CACHE, build_banks, load_dataset, re
 from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.data.splits import FoldPlan
 from fincrowd_ltr.diagnostics.crowding import crowded_labels, repair_counts
-from fincrowd_ltr.evaluation.results import metadata_oracle, system_result, write_report
+from fincrowd_ltr.evaluation.results import (
+    SystemResult,
+    metadata_oracle,
+    system_result,
+    write_report,
+)
 from fincrowd_ltr.features import BankFeaturizer
 from fincrowd_ltr.features.examples import BankExample, make_examples
 from fincrowd_ltr.fields import FieldExtractor
@@ -37,39 +42,47 @@ CV_DOMAIN = "cross-validation"
 
 
 @dataclass
+class HeldOut:
+    """The pooled held-out questions of one bank mode: every system's row and its orders."""
+
+    n_queries: int
+    n_groups: int
+    systems: dict[str, SystemResult]
+    rankings: dict[str, dict[str, list[str]]]
+    gate_open_share: float | None = None
+
+
+@dataclass
 class CrossValReport:
     """Held-out results of a cross-validated correction.
 
-    ``modes[mode][system]`` are :class:`~fincrowd_ltr.evaluation.results.SystemResult` rows
-    (``base:<r>``, ``residual:<r>``, ``gated:<r>``, ``metadata_oracle``); ``rankings`` the
-    held-out orders (top 30) that ``pack --orders`` reads; ``info`` the settings and choices.
+    ``modes[mode].systems`` are :class:`~fincrowd_ltr.evaluation.results.SystemResult` rows
+    (``base:<r>``, ``residual:<r>``, ``gated:<r>``, ``metadata_oracle``); ``modes[mode].rankings``
+    the held-out orders (top 30) that ``pack --orders`` reads; ``info`` the settings and choices.
     """
 
     dataset: str
     ranker: str
-    modes: dict = field(default_factory=dict)
-    rankings: dict = field(default_factory=dict)
+    modes: dict[str, HeldOut] = field(default_factory=dict)
     info: dict = field(default_factory=dict)
 
-    def system(self, mode: str, name: str):
-        return self.modes[mode][name]
+    def system(self, mode: str, name: str) -> SystemResult:
+        return self.modes[mode].systems[name]
 
     def to_dict(self) -> dict:
-        """The JSON form (the shape ``fincrowd fit-residual --report`` has always written)."""
+        """The JSON form (the shape ``fincrowd fit-residual --report`` has always written: the
+        ungated rows under ``modes``, the gated ones and the rankings under ``gated``)."""
         modes, gated = {}, {}
-        for mode, rows in self.modes.items():
-            meta = rows["_meta"]
-            plain = {k: v.to_dict() for k, v in rows.items() if k != "_meta" and "gated" not in k}
-            modes[mode] = {**{k: v for k, v in meta.items() if k != "gate_open_share"}, **plain}
-            if any("gated" in k for k in rows):
+        for mode, held in self.modes.items():
+            counts = {"n_queries": held.n_queries, "n_groups": held.n_groups}
+            rows = {k: v.to_dict() for k, v in held.systems.items()}
+            modes[mode] = {**counts, **{k: v for k, v in rows.items() if not k.startswith("gated")}}
+            if held.gate_open_share is not None:
                 gated[mode] = {
-                    **meta,
-                    **{
-                        k: v.to_dict()
-                        for k, v in rows.items()
-                        if k != "_meta" and k != "metadata_oracle"
-                    },
-                    "rankings": self.rankings.get(mode, {}),
+                    **counts,
+                    "gate_open_share": held.gate_open_share,
+                    **{k: v for k, v in rows.items() if k != "metadata_oracle"},
+                    "rankings": held.rankings,
                 }
         out = {"dataset": self.dataset, "ranker": self.ranker, **self.info, "modes": modes}
         if gated:
@@ -260,12 +273,6 @@ def fit_correction(
     for mode, systems in pooled.items():
         qids = sorted(systems["base"])
         base = systems["base"]
-        rows = {
-            "_meta": {
-                "n_queries": len(qids),
-                "n_groups": len({data.queries[q].group for q in qids}),
-            }
-        }
         names = {
             "base": f"base:{ranker}",
             "residual": f"residual:{ranker}",
@@ -273,18 +280,24 @@ def fit_correction(
         }
         if gate:
             names["gated"] = f"gated:{ranker}"
-            rows["_meta"]["gate_open_share"] = float(np.mean([systems["opened"][q] for q in qids]))
+        rows = {}
         for key, name in names.items():
-            result = system_result(data, systems[key], qids, base)
+            rows[name] = system_result(data, systems[key], qids, base)
             if mode == "retrieved" and key != "oracle":
-                result.extra.update(repair_counts(data, labels, systems[key]))
-            rows[name] = result
-        report.modes[mode] = rows
-        report.rankings[mode] = {
-            names[k]: {q: systems[k][q][:RANKING_DEPTH] for q in qids}
-            for k in ("base", "residual", "gated")
-            if k in names
-        }
+                rows[name].extra.update(repair_counts(data, labels, systems[key]))
+        report.modes[mode] = HeldOut(
+            n_queries=len(qids),
+            n_groups=len({data.queries[q].group for q in qids}),
+            systems=rows,
+            rankings={
+                names[k]: {q: systems[k][q][:RANKING_DEPTH] for q in qids}
+                for k in ("base", "residual", "gated")
+                if k in names
+            },
+            gate_open_share=(
+                float(np.mean([systems["opened"][q] for q in qids])) if gate else None
+            ),
+        )
     report.info["residual_fits"] = fits.trained
 
     final = _fit_final(
