@@ -157,3 +157,22 @@ def test_the_readme_python_example_runs(tmp_path, monkeypatch):
     assert namespace["result"].ranking[0] in {"c2020", "c2021"}
     assert "gated:bm25" in namespace["held_out"]["systems"]
     assert (tmp_path / "checkpoints" / "mine" / "manifest.json").is_file()
+
+
+def test_checkpoints_without_fingerprints_fall_back_to_ids():
+    """A summary or calibration written before 0.2.0 has ids only: they count on a dataset of
+    the same name, and a calibration's ids count even when the summary has fingerprints."""
+    data = user_corpus()
+    qids = list(data.queries)
+    legacy = fc.GatedCorrection(summary=fc.TrainingSummary(dataset="mycorpus", query_ids=qids[:3]))
+    assert legacy.seen(data) == set(qids[:3])
+    assert legacy.seen(fc.Dataset("other", data.queries, data.passages, data.qrels)) == set()
+    from fincrowd_ltr.model.calibration import GateCalibration
+
+    mixed = fc.GatedCorrection(
+        summary=fc.TrainingSummary(
+            dataset="mycorpus", query_fingerprints=[data.question_fingerprint(qids[0])]
+        )
+    )
+    mixed.domains["d"] = GateCalibration(1.0, 0.5, 0.03, 2, 0.0, 0.0, 0.5, qids[5:7], "mycorpus")
+    assert mixed.seen(data, calibration_of="d") == {qids[0], *qids[5:7]}

@@ -215,7 +215,7 @@ class GatedCorrection:
         runtime=None,
         source: Path | None = None,
     ) -> None:
-        if runtime is None:
+        if runtime is None and residual is not None:
             from fincrowd_ltr.model.runtime import TorchRuntime
 
             runtime = TorchRuntime(residual, gate)
@@ -288,6 +288,8 @@ class GatedCorrection:
         calibration: GateCalibration | str | None = None,
     ) -> Decision:
         """Correct one bank and decide (see the module docstring); every path ends here."""
+        if self.runtime is None:
+            raise DataError("this correction has no trained residual to apply")
         calibration = calibration or self.calibration(domain, fallback)
         base = np.asarray(base, dtype=np.float64)
         corrected, normalised, standardised = self.runtime.residual(features, base)
@@ -540,21 +542,25 @@ class GatedCorrection:
 
     def seen(self, dataset: Dataset, calibration_of: str | None = None) -> set[str]:
         """Questions of ``dataset`` this correction trained on (and, with ``calibration_of``,
-        that calibrated that domain), by content fingerprint; checkpoints without fingerprints
-        fall back to the query ids of a dataset of the same name."""
-        prints = set(self.summary.query_fingerprints)
-        ids = set(self.summary.query_ids) if self.summary.dataset == dataset.name else set()
-        cal = self.domains.get(calibration_of) if calibration_of is not None else None
-        if cal is not None:
-            prints |= set(cal.query_fingerprints)
-            if not cal.query_fingerprints and cal.dataset in (None, dataset.name):
-                ids |= set(cal.query_ids)
-        if prints:
-            found = {q for q in dataset.queries if dataset.question_fingerprint(q) in prints}
-            return found | (
-                ids & set(dataset.queries) if not self.summary.query_fingerprints else set()
+        that calibrated that domain), matched by content fingerprint; a summary or calibration
+        written without fingerprints (before 0.2.0) falls back to its query ids on a dataset of
+        the same name."""
+        sources = [(self.summary.query_fingerprints, self.summary.query_ids, self.summary.dataset)]
+        calibration = self.domains.get(calibration_of) if calibration_of is not None else None
+        if calibration is not None:
+            sources.append(
+                (calibration.query_fingerprints, calibration.query_ids, calibration.dataset)
             )
-        return ids & set(dataset.queries)
+        prints, ids = set(), set()
+        for fingerprints, qids, name in sources:
+            if fingerprints:
+                prints |= set(fingerprints)
+            elif name in (None, dataset.name):
+                ids |= set(qids)
+        found = ids & set(dataset.queries)
+        if prints:
+            found |= {q for q in dataset.queries if dataset.question_fingerprint(q) in prints}
+        return found
 
     # --- files ------------------------------------------------------------------------------
     def save_pretrained(self, directory: str | Path, onnx: bool = False, manifest: bool = True):
