@@ -177,27 +177,20 @@ def fit_correction(
     modes = sorted({train_mode, val_mode, *MODES})
     extractor = FieldExtractor.from_passages(data.passages.values())
     featurizer = BankFeaturizer(extractor, data.passages)
-    examples = {}
     stage = BankSpec(first_stage=first_stage).stage(data)
-    notes: list[str] = []
-    for mode in modes:
-        bankset = (banks or {}).get(mode)
-        if bankset is None:
-            bankset = build_banks(
-                data,
-                [ranker],
-                first_stage=first_stage,
-                mode=mode,
-                size=bank_size,
-                split=split,
-                cache_dir=cache_dir,
-                run=run,
-                progress=progress,
-            )
-        notes += [f"{mode} banks: {n}" for n in bankset.notes]
-        cache = None if cache_dir is None else Path(cache_dir)
-        found = make_examples(data, bankset, ranker, featurizer, cache=cache)
-        examples[mode] = {e.qid: e for e in found}
+    examples, notes = _examples_by_mode(
+        data,
+        ranker,
+        modes,
+        banks or {},
+        featurizer,
+        first_stage,
+        bank_size,
+        split,
+        cache_dir,
+        run,
+        progress,
+    )
     ex = _Folds(plan, examples)
     fits = ResidualFits()
     companies = extractor.companies
@@ -270,34 +263,10 @@ def fit_correction(
         "notes": notes,
     }
     labels = crowded_labels(data, list(examples["retrieved"].values()))
-    for mode, systems in pooled.items():
-        qids = sorted(systems["base"])
-        base = systems["base"]
-        names = {
-            "base": f"base:{ranker}",
-            "residual": f"residual:{ranker}",
-            "oracle": "metadata_oracle",
-        }
-        if gate:
-            names["gated"] = f"gated:{ranker}"
-        rows = {}
-        for key, name in names.items():
-            rows[name] = system_result(data, systems[key], qids, base)
-            if mode == "retrieved" and key != "oracle":
-                rows[name].extra.update(repair_counts(data, labels, systems[key]))
-        report.modes[mode] = HeldOut(
-            n_queries=len(qids),
-            n_groups=len({data.queries[q].group for q in qids}),
-            systems=rows,
-            rankings={
-                names[k]: {q: systems[k][q][:RANKING_DEPTH] for q in qids}
-                for k in ("base", "residual", "gated")
-                if k in names
-            },
-            gate_open_share=(
-                float(np.mean([systems["opened"][q] for q in qids])) if gate else None
-            ),
-        )
+    report.modes = {
+        mode: _held_out(data, ranker, systems, labels if mode == "retrieved" else None, gate)
+        for mode, systems in pooled.items()
+    }
     report.info["residual_fits"] = fits.trained
 
     final = _fit_final(
@@ -341,6 +310,62 @@ def fit_correction(
     )
     report.info["residual_fits"] = fits.trained
     return final, report
+
+
+def _examples_by_mode(
+    data, ranker, modes, banks, featurizer, first_stage, bank_size, split, cache_dir, run, progress
+) -> tuple[dict[str, dict[str, BankExample]], list[str]]:
+    """Each bank mode's feature matrices (banks built unless given), and the banks' notes."""
+    examples, notes = {}, []
+    for mode in modes:
+        bankset = banks.get(mode)
+        if bankset is None:
+            bankset = build_banks(
+                data,
+                [ranker],
+                first_stage=first_stage,
+                mode=mode,
+                size=bank_size,
+                split=split,
+                cache_dir=cache_dir,
+                run=run,
+                progress=progress,
+            )
+        notes += [f"{mode} banks: {n}" for n in bankset.notes]
+        cache = None if cache_dir is None else Path(cache_dir)
+        found = make_examples(data, bankset, ranker, featurizer, cache=cache)
+        examples[mode] = {e.qid: e for e in found}
+    return examples, notes
+
+
+def _held_out(data, ranker, systems: dict, labels: dict | None, gate: bool) -> HeldOut:
+    """The pooled held-out rows of one bank mode (crowded-failure repair counted with
+    ``labels``)."""
+    qids = sorted(systems["base"])
+    base = systems["base"]
+    names = {
+        "base": f"base:{ranker}",
+        "residual": f"residual:{ranker}",
+        "oracle": "metadata_oracle",
+    }
+    if gate:
+        names["gated"] = f"gated:{ranker}"
+    rows = {}
+    for key, name in names.items():
+        rows[name] = system_result(data, systems[key], qids, base)
+        if labels is not None and key != "oracle":
+            rows[name].extra.update(repair_counts(data, labels, systems[key]))
+    return HeldOut(
+        n_queries=len(qids),
+        n_groups=len({data.queries[q].group for q in qids}),
+        systems=rows,
+        rankings={
+            names[k]: {q: systems[k][q][:RANKING_DEPTH] for q in qids}
+            for k in ("base", "residual", "gated")
+            if k in names
+        },
+        gate_open_share=float(np.mean([systems["opened"][q] for q in qids])) if gate else None,
+    )
 
 
 def _fit_gate(data, ex, fits, model, train, validation, setting, seed, train_mode, val_mode):
