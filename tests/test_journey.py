@@ -98,3 +98,24 @@ def test_terminated_fit_exits_non_zero_and_writes_no_checkpoint(tmp_path):
     assert "terminated" in err or "stopped" in err
     assert not (ckpt / "config.json").exists()
     assert not list(tmp_path.rglob("*.tmp*"))  # nothing half-written kept
+
+
+def test_evaluate_run_flag_adds_base_run(tmp_path):
+    """`evaluate --run FILE` reports the run as base:run beside the named rankers (the flag's
+    contract since 0.1.0)."""
+    data = write_beir(tmp_path / "corpus", companies=6)
+    run = tmp_path / "mine.trec"
+    with open(run, "w") as fh:
+        for qid in data.queries:
+            for rank, pid in enumerate(list(data.passages)[:5], start=1):
+                fh.write(f"{qid} Q0 {pid} {rank} {10 - rank} mine\n")
+    out = tmp_path / "report.json"
+    common = [
+        "--dataset=beir",
+        f"--data-root={tmp_path / 'corpus'}",
+        f"--cache-dir={tmp_path / 'c'}",
+    ]
+    assert main(["evaluate", *common, "--ranker=bm25", f"--run={run}", f"--out={out}"]) == 0
+    report = json.loads(out.read_text())
+    assert {"base:bm25", "base:run"} <= set(report["systems"])
+    assert any("did not score" in n for n in report["notes"])

@@ -37,7 +37,8 @@ def evaluate(
 ) -> dict:
     """The evaluation report (the JSON contract of ``fincrowd evaluate --out``).
 
-    Every ranker gets a ``base:<r>`` row. With ``checkpoint`` (a folder or a loaded
+    Every ranker gets a ``base:<r>`` row (``run``: yours, whenever ``run`` is given). With
+    ``checkpoint`` (a folder or a loaded
     :class:`GatedCorrection`), ``residual:<r>`` (always on) and, with ``domain``, ``gated:<r>``
     are added for the ranker it was fitted for, on the questions it never trained or calibrated
     on (left out by content; the report says how many).
@@ -45,6 +46,8 @@ def evaluate(
     data = load_dataset(dataset, data_root, split)
     names = rankers_of(rankers)
     run = read_run(run, data)
+    if run is not None and "run" not in names:
+        names.append("run")  # a run given is always reported (base:run)
     built = [r for r in names if r != CROSS_ENCODER] or ["bm25"]
     if banks is None:
         banks = build_banks(
