@@ -119,3 +119,20 @@ def test_evaluate_run_flag_adds_base_run(tmp_path):
     report = json.loads(out.read_text())
     assert {"base:bm25", "base:run"} <= set(report["systems"])
     assert any("did not score" in n for n in report["notes"])
+
+
+def test_fit_residual_ablation_flag_reports_each_feature_family(tmp_path):
+    write_beir(tmp_path / "corpus", companies=16)
+    report = tmp_path / "cv.json"
+    common = [
+        "--dataset=beir",
+        f"--data-root={tmp_path / 'corpus'}",
+        f"--cache-dir={tmp_path / 'c'}",
+    ]
+    args = ["fit-residual", *common, "--ranker=bm25", "--no-select", "--no-gate", "--folds=4"]
+    assert main([*args, "--ablation", f"--report={report}", f"--out={tmp_path / 'm'}"]) == 0
+    ablation = json.loads(report.read_text())["ablation"]
+    assert {"none", "period", "compatibility", "lexical"} <= set(ablation)
+    full = ablation["none"]["retrieved"]["ndcg@10_delta"]
+    # the toy questions differ only by year: without the period features the residual loses it
+    assert ablation["period"]["retrieved"]["ndcg@10_delta"] < full

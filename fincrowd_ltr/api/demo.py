@@ -62,8 +62,11 @@ def load_demo_config(path: Path) -> DemoConfig:
     return DemoConfig(**{k: v for k, v in raw.items() if v is not None})
 
 
-def run_demo(config: DemoConfig, data_root=None, cache_dir=".cache", echo=print) -> Path:
-    """Run every step of ``config``; reports go to ``config.out_dir``."""
+def run_demo(
+    config: DemoConfig, data_root=None, cache_dir=".cache", first_stage="auto", echo=print
+) -> Path:
+    """Run every step of ``config``; reports go to ``config.out_dir``. ``first_stage`` serves
+    the steps that do not name one."""
     from fincrowd_ltr import api
     from fincrowd_ltr.evaluation.first_stage import format_ablation
     from fincrowd_ltr.evaluation.report import format_table
@@ -72,7 +75,7 @@ def run_demo(config: DemoConfig, data_root=None, cache_dir=".cache", echo=print)
     out = Path(config.out_dir)
     common = {"data_root": data_root, "cache_dir": cache_dir}
     for run in config.runs:
-        stage = run.get("first_stage", "auto")
+        stage = run.get("first_stage", first_stage)
         for mode in run["modes"]:
             report = api.evaluate(
                 run["dataset"],
@@ -90,7 +93,7 @@ def run_demo(config: DemoConfig, data_root=None, cache_dir=".cache", echo=print)
         write_report(out / f"first-stage-{item['dataset']}.json", report)
         echo("\n" + format_ablation(report))
     for item in config.diagnose:
-        stage = item.get("first_stage", "auto")
+        stage = item.get("first_stage", first_stage)
         api.diagnose(
             item["dataset"],
             item["ranker"],
@@ -107,7 +110,7 @@ def run_demo(config: DemoConfig, data_root=None, cache_dir=".cache", echo=print)
             k=int(item["k"]),
             gated=bool(item.get("gated", True)),
             split=item.get("split", "all"),
-            first_stage=item.get("first_stage", "auto"),
+            first_stage=item.get("first_stage", first_stage),
             **common,
         )
         write_report(out / f"cascade-{item['dataset']}.json", report)
@@ -115,7 +118,7 @@ def run_demo(config: DemoConfig, data_root=None, cache_dir=".cache", echo=print)
     if c:
         from fincrowd_ltr.training.fitting import HPARAM_GRID
 
-        stage = c.get("first_stage", "auto")
+        stage = c.get("first_stage", first_stage)
         model, report = api.fit_correction(
             c["dataset"],
             c["ranker"],
@@ -155,7 +158,7 @@ def run_demo(config: DemoConfig, data_root=None, cache_dir=".cache", echo=print)
                 domain=item.get("domain"),
                 mode=mode,
                 split=item.get("split", "all"),
-                first_stage=item.get("first_stage", "auto"),
+                first_stage=item.get("first_stage", first_stage),
                 **common,
             )
             write_report(

@@ -188,6 +188,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report", type=Path, default=None, help="write the cross-validation JSON")
     p.add_argument("--onnx", action="store_true", help="also write residual.onnx and gate.onnx")
     p.add_argument(
+        "--ablation",
+        action="store_true",
+        help="also cross-validate the residual with each feature family removed",
+    )
+    p.add_argument(
         "--no-select",
         dest="select",
         action="store_false",
@@ -344,8 +349,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = command(
         "demo", c.demo, "the main job: baselines, ablation, diagnostics, cascade, the correction"
     )
-    p.add_argument("--data-root", default=None)
-    p.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE)
+    _data(p)
+    _banks(p)  # accepted as before; the config decides the runs, --first-stage its default
     p.add_argument(
         "--config", type=Path, default=Path("configs/demo.yaml"), help="YAML listing the runs"
     )

@@ -152,6 +152,30 @@ def fit_residual(args: argparse.Namespace) -> None:
             f"(gate opened on {res['gate_open_share']:.3f})",
             {k: v for k, v in res.items() if k.startswith("gated")},
         )
+    if args.ablation:
+        from fincrowd_ltr.api.fit import feature_ablation
+
+        setting = model.summary.setting
+        ablation = feature_ablation(
+            _dataset(args),
+            args.ranker,
+            setting,
+            folds=args.folds,
+            seed=args.seed,
+            first_stage=args.first_stage,
+            train_mode=args.train_mode,
+            val_mode=args.val_mode,
+            run=args.run,
+            **_common(args),
+        )
+        print(f"\nfeature ablation at {setting} (cross-validated delta over base, family removed):")
+        for family, row in ablation.items():
+            cells = "".join(
+                f"  {m}: dR@10 {v['recall@10_delta']:+.3f} dnDCG {v['ndcg@10_delta']:+.3f}"
+                for m, v in row.items()
+            )
+            print(f"  without {family:<14}{cells}")
+        report.info["ablation"] = ablation
     _write(args.report, report)
     model.save_pretrained(args.out, onnx=args.onnx)
     s = model.summary
@@ -395,4 +419,4 @@ def audit(args: argparse.Namespace) -> None:
 def demo(args: argparse.Namespace) -> None:
     from fincrowd_ltr.api.demo import load_demo_config, run_demo
 
-    run_demo(load_demo_config(args.config), args.data_root, args.cache_dir)
+    run_demo(load_demo_config(args.config), args.data_root, args.cache_dir, args.first_stage)
