@@ -84,7 +84,10 @@ def gated_cascade(
     folds_out = []
 
     def examples_of(fold: int, model, settings_of: dict[str, CascadeSettings]):
-        qids = [q for q in plan.folds[fold] if q in settings_of and q in bankset.banks]
+        # the covered questions the cascade was evaluated on (``chosen``), as before the redesign
+        qids = [
+            q for q in plan.folds[fold] if q in chosen and q in settings_of and q in bankset.banks
+        ]
         kept, rests = {}, {}
         for q in qids:
             kept[q], rests[q] = top_k_bank(bankset.banks[q], settings_of[q], extra)
