@@ -33,6 +33,7 @@ def evaluate(
     cache_dir: str | Path | None = DEFAULT_CACHE,
     run=None,
     cross_encoder: str | Path | None = None,
+    cascades: list | None = None,
     progress: bool = True,
 ) -> dict:
     """The evaluation report (the JSON contract of ``fincrowd evaluate --out``).
@@ -41,7 +42,8 @@ def evaluate(
     ``checkpoint`` (a folder or a loaded
     :class:`GatedCorrection`), ``residual:<r>`` (always on) and, with ``domain``, ``gated:<r>``
     are added for the ranker it was fitted for, on the questions it never trained or calibrated
-    on (left out by content; the report says how many).
+    on (left out by content; the report says how many). ``cascades`` (``CascadeSettings``) add
+    fixed-setting cascades over the same banks (``cascade:<ranker>...`` rows).
     """
     data = load_dataset(dataset, data_root, split)
     names = rankers_of(rankers)
@@ -69,6 +71,10 @@ def evaluate(
         score_banks(banks, data, [CrossEncoderRanker(model, data.passages)])
     report = evaluate_bankset(data, banks, [r for r in names if r in banks.rankers])
     report["notes"] = list(data.notes) + list(banks.notes)
+    if cascades:
+        from fincrowd_ltr.evaluation.cascade import add_cascade_systems
+
+        add_cascade_systems(report, data, banks, cascades)
     if checkpoint is not None:
         add_correction_rows(report, data, banks, checkpoint, domain, fallback)
     return report

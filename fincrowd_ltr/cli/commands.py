@@ -61,8 +61,22 @@ def _rows(title: str, systems: dict) -> None:
 
 def evaluate(args: argparse.Namespace) -> dict:
     from fincrowd_ltr.api import evaluate as run
+    from fincrowd_ltr.data.schema import DataError
     from fincrowd_ltr.evaluation.report import format_table
+    from fincrowd_ltr.retrieval.cascade import CascadeSettings
 
+    cascades = []
+    for item in args.cascade or []:  # RANKER[:NORM:WEIGHT], checked before any work
+        ranker, _, rest = item.partition(":")
+        norm, _, weight = rest.partition(":")
+        try:
+            cascades.append(
+                CascadeSettings(
+                    args.bank_size, args.cascade_k, ranker, norm or "zscore", float(weight or 1.0)
+                )
+            )
+        except ValueError as err:
+            raise DataError(f"--cascade {item!r}: {err}") from None
     report = run(
         _dataset(args),
         args.ranker,
@@ -74,44 +88,9 @@ def evaluate(args: argparse.Namespace) -> dict:
         size=args.bank_size,
         run=args.run,
         cross_encoder=args.cross_encoder,
+        cascades=cascades,
         **_common(args),
     )
-    if args.cascade:
-        from fincrowd_ltr.api.corpus import build_banks
-        from fincrowd_ltr.data.schema import DataError
-        from fincrowd_ltr.evaluation.cascade import add_cascade_systems
-        from fincrowd_ltr.retrieval.cascade import CascadeSettings
-
-        settings = []
-        for item in args.cascade:
-            ranker, _, rest = item.partition(":")
-            norm, _, weight = rest.partition(":")
-            try:
-                settings.append(
-                    CascadeSettings(
-                        args.bank_size,
-                        args.cascade_k,
-                        ranker,
-                        norm or "zscore",
-                        float(weight or 1.0),
-                    )
-                )
-            except ValueError as err:
-                raise DataError(f"--cascade {item!r}: {err}") from None
-        from fincrowd_ltr.api.corpus import load_dataset
-
-        data = load_dataset(_dataset(args), args.data_root, args.split)
-        banks = build_banks(
-            data,
-            args.ranker,
-            first_stage=args.first_stage,
-            mode=args.bank_mode,
-            size=args.bank_size,
-            split=args.split,
-            cache_dir=args.cache_dir,
-            run=args.run,
-        )
-        add_cascade_systems(report, data, banks, settings)
     print(format_table(report))
     _write(args.out, report)
     return report
