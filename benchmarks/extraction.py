@@ -1,8 +1,9 @@
-"""Field extraction throughput (passages per second, one core) against a plain regex baseline.
+"""Field extraction throughput (passages per second, one core): this checkout against the code
+before the speed work (``_baseline.BASELINE_REF``), side by side.
 
-The baseline scans each field with one large alternation over the whole text (extractor 1.0's
-approach); the extractor anchors matching at trigger words. Both run on the same passages in the
-same process, alternating, and the script prints medians of the repeats and their ratio.
+Both sides extract the same random FinanceBench pages and TAT-QA passages in separate processes
+(one core each, run one after the other), ``--repeats`` times; the script prints the medians, their
+ratio, and whether both produced identical fields for every passage.
 
     .venv/bin/python benchmarks/extraction.py [--data-root ../shared/data] [--n 2000] [--repeats 5]
 """
@@ -10,46 +11,43 @@ same process, alternating, and the script prints medians of the repeats and thei
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import os
 import random
-import re
 import statistics
 import time
+from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-
-from fincrowd_ltr.data import load_dataset  # noqa: E402
-from fincrowd_ltr.fields import FieldExtractor  # noqa: E402
-from fincrowd_ltr.fields import vocabulary as V  # noqa: E402
-from fincrowd_ltr.fields.matcher import BOUNDARY_AFTER, BOUNDARY_BEFORE  # noqa: E402
 
 TARGET = 2000.0
 
 
-class PlainRegexBaseline:
-    """One alternation per field scanned over the whole lower-cased text."""
+def measure(data_root: str | None, n: int, repeats: int) -> dict:
+    """Rates (medians of ``repeats``) and a digest of the extracted fields, per corpus."""
+    from fincrowd_ltr.data import load_dataset
+    from fincrowd_ltr.fields import FieldExtractor
 
-    def __init__(self) -> None:
-        self.fields = []
-        for vocab in (V.METRICS, V.SEGMENTS, V.STATEMENTS, V.UNITS, V.CURRENCIES):
-            names = list(vocab)
-            parts = [f"(?P<g{i}>{'|'.join(vocab[n])})" for i, n in enumerate(names)]
-            pattern = re.compile(f"{BOUNDARY_BEFORE}(?:{'|'.join(parts)}){BOUNDARY_AFTER}")
-            self.fields.append((pattern, names))
-
-    def extract(self, text: str) -> list[set[str]]:
-        lowered = text.lower()
-        return [
-            {names[int(m.lastgroup[1:])] for m in pattern.finditer(lowered)}
-            for pattern, names in self.fields
-        ]
-
-
-def rate(fn, items) -> float:
-    start = time.perf_counter()
-    for item in items:
-        fn(item)
-    return len(items) / (time.perf_counter() - start)
+    out = {}
+    fb = load_dataset("financebench", data_root, "all")
+    extractor = FieldExtractor.from_passages(fb.passages.values())
+    tq = load_dataset("tatqa", data_root, "all")
+    rng = random.Random(0)
+    for name, data in (("FinanceBench pages", fb), ("TAT-QA passages", tq)):
+        passages = rng.sample(list(data.passages.values()), min(n, len(data.passages)))
+        rates = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            fields = [extractor.extract_passage(p) for p in passages]
+            rates.append(len(passages) / (time.perf_counter() - start))
+        questions = [extractor.extract_query(q.text) for q in data.queries.values()]
+        digest = hashlib.sha256(
+            json.dumps([f.as_dict() for f in fields + questions], sort_keys=True).encode()
+        ).hexdigest()
+        chars = statistics.mean(len(p.text) for p in passages)
+        out[name] = {"rate": statistics.median(rates), "chars": chars, "digest": digest}
+    return out
 
 
 def main() -> None:
@@ -57,32 +55,32 @@ def main() -> None:
     parser.add_argument("--data-root", default=None)
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    fb = load_dataset("financebench", args.data_root, "all")
-    tq = load_dataset("tatqa", args.data_root, "all")
-    extractor = FieldExtractor.from_passages(fb.passages.values())
-    baseline = PlainRegexBaseline()
-    rng = random.Random(0)
-    samples = {
-        "FinanceBench pages": rng.sample(list(fb.passages.values()), args.n),
-        "TAT-QA passages": rng.sample(list(tq.passages.values()), min(args.n, len(tq.passages))),
-    }
+    if args.measure:
+        print(json.dumps(measure(args.data_root, args.n, args.repeats)))
+        return
+    from _baseline import BASELINE_REF, ROOT, checkout, measure_in
+
+    extra = [f"--n={args.n}", f"--repeats={args.repeats}"]
+    if args.data_root:
+        extra.append(f"--data-root={Path(args.data_root).resolve()}")
+    with checkout() as old:
+        before = measure_in(old, Path(__file__).resolve(), *extra)
+    after = measure_in(ROOT, Path(__file__).resolve(), *extra)
+    print(f"field extraction, passages/s on one core, medians of {args.repeats} repeats")
     print(
-        f"{'corpus':<20}{'mean chars':>11}{'extractor/s':>13}{'baseline/s':>12}{'ratio':>7}"
-        f"{'vs target':>11}"
+        f"{'corpus':<20}{'chars':>7}{'before':>9}{'after':>9}{'ratio':>7}{'target':>8}"
+        f"{'identical fields':>18}"
     )
-    for name, passages in samples.items():
-        ours, base = [], []
-        for _ in range(args.repeats):
-            ours.append(rate(extractor.extract_passage, passages))
-            base.append(rate(lambda p: baseline.extract(p.text), passages))
-        mine, theirs = statistics.median(ours), statistics.median(base)
-        chars = statistics.mean(len(p.text) for p in passages)
+    for name in after:
+        b, a = before[name], after[name]
         print(
-            f"{name:<20}{chars:>11.0f}{mine:>13.0f}{theirs:>12.0f}{mine / theirs:>7.2f}"
-            f"{mine / TARGET:>11.2f}"
+            f"{name:<20}{a['chars']:>7.0f}{b['rate']:>9.0f}{a['rate']:>9.0f}"
+            f"{a['rate'] / b['rate']:>6.2f}x{TARGET:>8.0f}"
+            f"{'yes' if a['digest'] == b['digest'] else 'NO':>18}"
         )
-    print(f"medians of {args.repeats} repeats; target {TARGET:.0f} passages/s on one core")
+    print(f"before = {BASELINE_REF}, after = this checkout (uncommitted changes included)")
 
 
 if __name__ == "__main__":

@@ -160,7 +160,9 @@ class FieldExtractor:
         self._statement = TriggerMatcher(V.STATEMENTS)
         self._unit = TriggerMatcher(V.UNITS)
         self._amount = [
-            (name, re.compile("|".join(forms))) for name, forms in V.MAGNITUDE_AMOUNTS.items()
+            (name, _AmountForm(form))
+            for name, forms in V.MAGNITUDE_AMOUNTS.items()
+            for form in forms
         ]
         self._currency = TriggerMatcher(V.CURRENCIES)
         self._build_entity_patterns()
@@ -289,7 +291,9 @@ class FieldExtractor:
     def units(self, lowered: str, words: TextIndex | None = None) -> frozenset[str]:
         """Magnitudes and kinds stated in words, plus amounts written with a magnitude word."""
         found = set(self._unit.find(lowered, words))
-        found.update(name for name, pattern in self._amount if pattern.search(lowered))
+        found.update(
+            name for name, form in self._amount if name not in found and form.search(lowered)
+        )
         return frozenset(found)
 
     def currencies(self, lowered: str, words: TextIndex | None = None) -> frozenset[str]:
@@ -361,6 +365,28 @@ class FieldExtractor:
         """Map a metadata company name (or alias) to its canonical vocabulary name."""
         name = str(name)
         return self._canonical.get(name.lower(), name)
+
+
+class _AmountForm:
+    """One amount form; a form that starts with a digit (``\\d ?million``) is searched from its
+    word, with the digit checked behind it (scanning every digit of a filing page is slow)."""
+
+    def __init__(self, form: str) -> None:
+        self.digit = form.startswith((r"\d ?", r"\d "))
+        self.optional_space = form.startswith(r"\d ?")
+        self.pattern = re.compile(form[4 if self.optional_space else 3 :] if self.digit else form)
+
+    def search(self, lowered: str) -> bool:
+        if not self.digit:
+            return self.pattern.search(lowered) is not None
+        for match in self.pattern.finditer(lowered):
+            start = match.start()
+            before = lowered[start - 1] if start else ""
+            if self.optional_space and before.isdecimal():
+                return True
+            if before == " " and start > 1 and lowered[start - 2].isdecimal():
+                return True
+        return False
 
 
 def _strip_suffix(name: str) -> str:

@@ -43,6 +43,36 @@ def first_words(pattern: str) -> set[str] | None:
     return {prefix for prefix, _ in states}
 
 
+def first_chars(pattern: str) -> set[str] | None:
+    """The punctuation characters strings matching ``pattern`` can start with, or None when one
+    can start with a word character or the set cannot be enumerated."""
+    try:
+        tree = sre_parse.parse(pattern)
+    except re.error:
+        return None
+    return _first_chars(list(tree))
+
+
+def _first_chars(items) -> set[str] | None:
+    c = sre_constants
+    if not items:
+        return None
+    op, arg = items[0]
+    if op is c.LITERAL:
+        return None if _alnum(arg) else {chr(arg)}
+    if op is c.BRANCH:
+        out: set[str] = set()
+        for alternative in arg[1]:
+            sub = _first_chars(list(alternative))
+            if sub is None:
+                return None
+            out |= sub
+        return out
+    if op is c.SUBPATTERN:
+        return _first_chars(list(arg[-1]) + items[1:]) if arg[-1] else None
+    return None
+
+
 def _walk(items, states):
     for op, arg in items:
         if all(done for _, done in states):
@@ -116,22 +146,37 @@ class TriggerMatcher:
 
     def __init__(self, vocab: dict[str, list[str]], case_sensitive: bool = False) -> None:
         self.case_sensitive = case_sensitive
-        self.index: dict[str, list[tuple[str, re.Pattern]]] = defaultdict(list)
+        grouped: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
         always: dict[str, list[str]] = defaultdict(list)
         for canonical, forms in vocab.items():
             for form in forms:
-                compiled = re.compile(f"{BOUNDARY_BEFORE}(?:{form}){BOUNDARY_AFTER}")
                 words = first_words(form)
                 if words is None:
                     always[canonical].append(form)
                 else:
                     for word in words:
-                        self.index[word].append((canonical, compiled))
+                        grouped[word][canonical].append(form)
+        # per trigger word: one pattern for any form that can start with it (to skip the
+        # word's occurrences where nothing matches), then one per canonical value
+        self.index: dict[str, tuple[re.Pattern, tuple[tuple[str, re.Pattern], ...]]] = {
+            word: (
+                _bounded([form for forms in values.values() for form in forms]),
+                tuple((canonical, _bounded(forms)) for canonical, forms in values.items()),
+            )
+            for word, values in grouped.items()
+        }
         names = list(always)
         parts = [f"(?P<g{i}>{'|'.join(always[n])})" for i, n in enumerate(names)]
         self._always_names = names
         self._always = (
             re.compile(f"{BOUNDARY_BEFORE}(?:{'|'.join(parts)}){BOUNDARY_AFTER}") if parts else None
+        )
+        # forms that start with a punctuation mark ("(in millions"): tried only where the mark is
+        starts = [first_chars(form) for forms in always.values() for form in forms]
+        self._always_starts = (
+            re.compile("[" + re.escape("".join(set().union(*starts))) + "]")
+            if starts and all(starts)
+            else None
         )
 
     def find(
@@ -148,12 +193,22 @@ class TriggerMatcher:
         index = TextIndex(lowered) if index is None else index
         found: set[str] = set()
         for word in index.words & self.index.keys():
-            for canonical, pattern in self.index[word]:
-                if canonical not in found and any(
-                    pattern.match(text, pos) for pos in index.positions(word)
-                ):
+            any_form, values = self.index[word]
+            starts = [pos for pos in index.positions(word) if any_form.match(text, pos)]
+            if not starts:
+                continue
+            if len(values) == 1:
+                found.add(values[0][0])
+                continue
+            for canonical, pattern in values:
+                if canonical not in found and any(pattern.match(text, pos) for pos in starts):
                     found.add(canonical)
-        if self._always is not None:
+        if self._always_starts is not None:
+            for mark in self._always_starts.finditer(text):
+                match = self._always.match(text, mark.start())
+                if match:
+                    found.add(self._always_names[int(match.lastgroup[1:])])
+        elif self._always is not None:
             for match in self._always.finditer(text):
                 found.add(self._always_names[int(match.lastgroup[1:])])
         return frozenset(found)
@@ -173,12 +228,15 @@ class TextIndex:
         if cached is None:
             text = self.text
             cached = [
-                m.start()
-                for m in _word_pattern(word).finditer(text)
-                if not m.start() or not _is_word_char(text[m.start() - 1])
+                start
+                for start in map(_start, _word_pattern(word).finditer(text))
+                if not start or not _is_word_char(text[start - 1])
             ]
             self._positions[word] = cached
         return cached
+
+
+_start = re.Match.start
 
 
 @functools.lru_cache(maxsize=4096)
@@ -189,3 +247,7 @@ def _word_pattern(word: str) -> re.Pattern:
 
 def _is_word_char(char: str) -> bool:
     return char.isascii() and char.isalnum()
+
+
+def _bounded(forms: list[str]) -> re.Pattern:
+    return re.compile(f"{BOUNDARY_BEFORE}(?:{'|'.join(forms)}){BOUNDARY_AFTER}")

@@ -1,0 +1,50 @@
+"""Today's code beside an earlier commit: a temporary git worktree of the baseline and a way
+to run a benchmark function in a subprocess against either checkout."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# the commit before the speed work (issue 15): "before" in every benchmark that compares code
+BASELINE_REF = "06b7606"
+
+
+@contextlib.contextmanager
+def checkout(ref: str = BASELINE_REF) -> Iterator[Path]:
+    """A detached worktree of ``ref``, removed afterwards."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "baseline"
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(path), ref],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
+        try:
+            yield path
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT)
+
+
+def measure_in(source: Path, script: Path, *args: str) -> dict:
+    """Run ``script --measure ARGS`` with ``source``'s package first on the path; its last stdout
+    line is a JSON object."""
+    env = {**os.environ, "PYTHONPATH": str(source), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, str(script), "--measure", *args],
+        cwd=source,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"{source}: {script.name} failed\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
