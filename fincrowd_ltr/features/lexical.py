@@ -16,6 +16,7 @@ TOKEN = re.compile(r"(?u)\b\w\w+\b")  # the bm25s default token pattern
 STOPWORDS = frozenset(STOPWORDS_EN)
 BM25_K1, BM25_B = 1.5, 0.75
 CONCENTRATION_NEIGHBOURS = 5
+DENSE_PRODUCT_CELLS = 2_000_000  # up to ~16 MB: 100 candidates x 20,000 shared terms
 
 
 class TermCounter:
@@ -98,12 +99,20 @@ def cosine_similarities(docs: sparse.csr_matrix) -> np.ndarray:
     norms = np.sqrt(np.bincount(rows, weights=weighted * weighted, minlength=n))
     norms[norms == 0] = 1.0
     # a term in one row only never meets another row: keep it in the norm, drop it from the product
-    shared = df[docs.indices] >= 2
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows[shared], minlength=n))])
-    unit = sparse.csr_matrix(
-        ((weighted / norms[rows])[shared], docs.indices[shared], indptr), shape=docs.shape
-    )
-    sims = (unit @ unit.T).toarray()
+    shared_terms = np.flatnonzero(df >= 2)
+    column = np.full(docs.shape[1], -1, dtype=np.int64)
+    column[shared_terms] = np.arange(len(shared_terms))
+    columns = column[docs.indices]
+    shared = columns >= 0
+    values = (weighted / norms[rows])[shared]
+    if n * len(shared_terms) <= DENSE_PRODUCT_CELLS:  # a dense product is faster for a bank
+        unit = np.zeros((n, len(shared_terms)))
+        unit[rows[shared], columns[shared]] = values
+        sims = unit @ unit.T
+    else:
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(rows[shared], minlength=n))])
+        unit = sparse.csr_matrix((values, columns[shared], indptr), shape=(n, len(shared_terms)))
+        sims = (unit @ unit.T).toarray()
     np.fill_diagonal(sims, 1.0)  # the dropped terms belong to the diagonal only
     return sims
 

@@ -1,0 +1,125 @@
+"""The correction's cost per 100-candidate bank on one core (median, warm caches): this checkout
+against the code before the speed work (``_baseline.BASELINE_REF``), side by side.
+
+Two paths are timed on the same FinanceBench banks (BM25 first stage, BM25 base scores) with the
+checkpoint ``--checkpoint`` and its calibrated domain:
+
+- decision: bank features + residual + gate (``featurizer.features`` and ``decide``), the figure
+  issue 15 targets (<= 5 ms);
+- ``rerank()``: the Python serving call with candidate dicts (input checks, request cache,
+  explanations).
+
+Per-passage caches (fields, term counts) are warmed first, as in a serving process. Both sides check
+they produce the same orders.
+
+    .venv/bin/python benchmarks/correction.py [--data-root ../shared/data] [--banks 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+TARGET_MS = 5.0
+
+
+def measure(args: argparse.Namespace) -> dict:
+    """Median milliseconds per bank for both paths and a digest of the orders."""
+    import torch
+    from _banks import financebench_banks
+
+    from fincrowd_ltr import GatedCorrection
+
+    torch.set_num_threads(1)
+    data, banks = financebench_banks(args.data_root, args.cache_dir, args.banks, ranker="bm25")
+    model = GatedCorrection.from_pretrained(args.checkpoint)
+    domain = args.domain or sorted(model.domains)[0]
+    featurizer = model.featurizer(data.passages)
+
+    def decision(bank):
+        text = data.queries[bank.qid].text
+        x = featurizer.features(text, bank.pids)
+        return model.decide(
+            x, bank.scores["bm25"], featurizer.query_fields(text, bank.pids), domain
+        )
+
+    requests = [
+        (
+            data.queries[b.qid].text,
+            [
+                {"id": p, "text": data.passages[p].text, "metadata": data.passages[p].metadata()}
+                for p in b.pids
+            ],
+            b.scores["bm25"],
+        )
+        for b in banks
+    ]
+    orders = [list(decision(b).order) for b in banks]
+    for query, candidates, scores in requests:  # warm the request cache
+        model.rerank(query, candidates, scores, domain)
+    timings: dict[str, list[float]] = {"decision": [], "rerank": []}
+    for _ in range(args.repeats):
+        for bank, (query, candidates, scores) in zip(banks, requests, strict=True):
+            start = time.perf_counter()
+            decision(bank)
+            timings["decision"].append(time.perf_counter() - start)
+            start = time.perf_counter()
+            model.rerank(query, candidates, scores, domain)
+            timings["rerank"].append(time.perf_counter() - start)
+    digest = hashlib.sha256(json.dumps([[int(i) for i in o] for o in orders]).encode()).hexdigest()
+    return {k: statistics.median(v) * 1e3 for k, v in timings.items()} | {"digest": digest}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--data-root", default=None)
+    parser.add_argument("--cache-dir", default=".cache")
+    parser.add_argument("--checkpoint", default="checkpoints/default")
+    parser.add_argument("--domain", default=None, help="default: the checkpoint's first domain")
+    parser.add_argument("--banks", type=int, default=50)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.measure:
+        print(json.dumps(measure(args)))
+        return
+    from _baseline import BASELINE_REF, ROOT, checkout, measure_in
+
+    here = Path(__file__).resolve()
+    extra = [
+        f"--cache-dir={Path(args.cache_dir).resolve()}",
+        f"--checkpoint={Path(args.checkpoint).resolve()}",
+        f"--banks={args.banks}",
+        f"--repeats={args.repeats}",
+    ]
+    if args.data_root:
+        extra.append(f"--data-root={Path(args.data_root).resolve()}")
+    if args.domain:
+        extra.append(f"--domain={args.domain}")
+    with checkout() as old:
+        (old / "benchmarks" / "_banks.py").write_text((here.parent / "_banks.py").read_text())
+        before = measure_in(old, here, *extra)
+    after = measure_in(ROOT, here, *extra)
+    print(
+        f"correction per 100-candidate bank, one core, ms (median of {args.banks} banks x "
+        f"{args.repeats})"
+    )
+    print(f"{'path':<40}{'before':>8}{'after':>8}{'ratio':>8}")
+    for key, label in (
+        ("decision", "features + residual + gate (target 5)"),
+        ("rerank", "rerank() with candidate dicts"),
+    ):
+        print(f"{label:<40}{before[key]:>8.2f}{after[key]:>8.2f}{before[key] / after[key]:>7.2f}x")
+    print(f"same orders before and after: {'yes' if before['digest'] == after['digest'] else 'NO'}")
+    print(f"before = {BASELINE_REF}, after = this checkout (uncommitted changes included)")
+
+
+if __name__ == "__main__":
+    main()
