@@ -105,9 +105,48 @@ def _banks(p: argparse.ArgumentParser) -> None:
     _run(p)
 
 
+# help of options several commands share, where a command gives none
+COMMON_HELP = {
+    "--folds": "group folds (companies, contexts or your questions' group)",
+    "--seed": "seed of the fold assignment and of training",
+    "--bank-size": "candidates per bank",
+    "--bank-mode": "retrieved (the first stage's top N) or injected (gold added)",
+    "--checkpoint": "a saved correction folder",
+    "--out": "output folder",
+    "--report": "write the JSON report here",
+    "--host": "address to listen on",
+    "--port": "port to listen on",
+    "--max-candidates": "most candidates one request may send",
+    "--max-text-chars": "longest candidate text accepted",
+    "--max-query-chars": "longest query accepted",
+    "--stemmer": "BM25 stemmer (PyStemmer name)",
+    "--epochs": "training epochs",
+    "--lr": "learning rate",
+    "--labels": "audit labels (JSONL)",
+    "--data-root": "data folder (default: $FINCROWD_DATA, else ../shared/data)",
+}
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless the help states it already; flags
+    (on/off switches) say nothing, since they are off unless given."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (
+            "default" in text
+            or action.default is argparse.SUPPRESS
+            or not action.option_strings
+            or action.nargs == 0
+        ):
+            return text
+        default = "none" if action.default is None else "%(default)s"
+        return f"{text} (default: {default})".strip()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="fincrowd", description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+        prog="fincrowd", description=__doc__, formatter_class=HelpFormatter
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -116,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
             name,
             help=text,
             description=text,
-            formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+            formatter_class=HelpFormatter,
         )
         p.set_defaults(func=func)
         return p
@@ -354,6 +393,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--config", type=Path, default=Path("configs/demo.yaml"), help="YAML listing the runs"
     )
+    for choice in sub.choices.values():
+        for action in choice._actions:
+            if action.help is None and action.option_strings:
+                action.help = COMMON_HELP.get(action.option_strings[0])
     return parser
 
 
