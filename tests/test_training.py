@@ -119,3 +119,36 @@ def test_checkpoint_scores_companies_it_never_saw(tmp_path, capsys):
     systems = json.loads(out.read_text())["systems"]
     assert systems["residual:bm25"]["n"] == 12
     assert systems["residual:bm25"]["delta"]["ndcg@10"] > 0  # wrong years pushed down
+
+
+def test_parallel_fits_equal_the_fits_of_one_process(tmp_path):
+    """Residuals trained by worker processes are the ones this process would train."""
+    from fincrowd_ltr.training.fitting import ResidualFits
+
+    write_corpus(tmp_path / "c")
+    dm = BankDataModule(
+        dataset="beir",
+        data_root=str(tmp_path / "c"),
+        ranker="bm25",
+        bank_mode="injected",
+        bank_size=6,
+        cache_dir=str(tmp_path / "cache"),
+        folds=3,
+        test_fold=0,
+    )
+    dm.setup()
+    banks = dm.examples["train"] + dm.examples["val"]
+    jobs = [
+        (banks[:-2], banks[-2:], {"alpha": alpha}, seed) for alpha in (1.0, 2.0) for seed in (0, 1)
+    ]
+    here, workers = ResidualFits(workers=1), ResidualFits(workers=2)
+    here.prefetch(jobs)
+    workers.prefetch(jobs)
+    assert here.trained == workers.trained == 4
+    for job in jobs:
+        (a, score_a), (b, score_b) = here.get(*job), workers.get(*job)
+        assert score_a == score_b
+        for name, value in a.state_dict().items():
+            assert torch.equal(value, b.state_dict()[name]), name
+    workers.prefetch(jobs)  # nothing left to train
+    assert workers.trained == 4

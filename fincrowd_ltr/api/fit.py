@@ -138,6 +138,7 @@ def fit_correction(
     run=None,
     banks: dict[str, BankSet] | None = None,
     progress: bool = True,
+    workers: int | None = None,
 ) -> tuple[GatedCorrection, CrossValReport]:
     """Cross-validate and fit the gated correction of ``ranker``'s scores on a labelled corpus.
 
@@ -153,6 +154,8 @@ def fit_correction(
         banks: Prebuilt banks by mode (``{"retrieved": ..., "injected": ...}``) instead of
             building them.
         domain: Name of the gate domain the final model calibrates (default: the dataset name).
+        workers: Processes that train the residuals (``None``: one per CPU core when there are
+            enough fits; 1: this process). Results are the same either way.
 
     Returns:
         ``(model, report)``: the fitted :class:`GatedCorrection` and the held-out results.
@@ -192,7 +195,7 @@ def fit_correction(
         progress,
     )
     ex = _Folds(plan, examples)
-    fits = ResidualFits()
+    fits = ResidualFits(workers, progress)
     companies = extractor.companies
 
     def model(scorer, gate_module=None, domains=None) -> GatedCorrection:
@@ -205,6 +208,7 @@ def fit_correction(
         )
 
     rounds = plan.rounds()
+    _prefetch(fits, ex, plan, data, grid, seed, gate, train_mode, val_mode)
     bar = Progress(len(rounds), "cross-validation folds", enabled=progress)
     pooled = {
         m: {"base": {}, "residual": {}, "gated": {}, "oracle": {}, "opened": {}} for m in MODES
@@ -374,17 +378,63 @@ def _fit_gate(data, ex, fits, model, train, validation, setting, seed, train_mod
     from fincrowd_ltr.training.gate_module import train_gate
 
     feats, labels = [], []
-    for inner in FoldPlan.inner(train, validation):
-        inner_val = validation if validation != inner.test else inner.train[0]
-        module, _ = fits.get(
-            ex.of(train_mode, inner.train), ex.of(val_mode, [inner_val]), setting, seed
-        )
+    for test, inner_train, inner_val in _gate_splits(ex, train, validation, train_mode, val_mode):
+        module, _ = fits.get(inner_train, inner_val, setting, seed)
         scorer = model(module.scorer)
         for mode in MODES:
-            _, f, gains = scorer.gate_rows(data, ex.of(mode, [inner.test]))
+            _, f, gains = scorer.gate_rows(data, ex.of(mode, [test]))
             feats.append(f)
             labels.append((gains > 1e-12).astype(np.float64))
     return train_gate(np.concatenate(feats), np.concatenate(labels), seed=seed)
+
+
+def _gate_splits(ex, train, validation, train_mode, val_mode):
+    """The gate's cross-fitting inside ``train``: (inner test fold, training examples, validation
+    examples) per inner round."""
+    for inner in FoldPlan.inner(train, validation):
+        inner_val = validation if validation != inner.test else inner.train[0]
+        yield inner.test, ex.of(train_mode, inner.train), ex.of(val_mode, [inner_val])
+
+
+def _final_round(data, plan):
+    """The final model's calibration fold (the one with most covered questions), its round and
+    the fold that validates its training."""
+    covered = [sum(data.covered(q) for q in fold) for fold in plan.folds]
+    calib = max(range(len(plan)), key=lambda f: (covered[f], -f))
+    r = plan.final(calib)
+    return calib, r, r.train[0]
+
+
+def _prefetch(fits, ex, plan, data, grid, seed, gate, train_mode, val_mode) -> None:
+    """Train every residual the workflow will ask for, in parallel where it pays: first each
+    round's grid, then (with the settings they choose) the gate's cross-fitting and the final
+    model. The workflow then finds them fitted."""
+    from fincrowd_ltr.training.fitting import select_residual
+
+    rounds = plan.rounds()
+    splits = [(ex.of(train_mode, r.train), ex.of(val_mode, [r.validation])) for r in rounds]
+    fits.prefetch([(t, v, s, seed) for t, v in splits for s in grid])
+    jobs, val_scores = [], []
+    for r, (train, val) in zip(rounds, splits, strict=True):
+        _, index, scores = select_residual(train, val, grid, seed, fits)
+        val_scores.append(scores)
+        if gate:
+            jobs += [
+                (t, v, grid[index], seed)
+                for _, t, v in _gate_splits(ex, r.train, r.validation, train_mode, val_mode)
+            ]
+    mean_val = [float(np.mean(col)) for col in zip(*val_scores, strict=True)]
+    best = grid[max(range(len(grid)), key=lambda i: (mean_val[i], -i))]
+    if gate:
+        _, r, val = _final_round(data, plan)
+        jobs.append((ex.of(train_mode, r.train), ex.of(val_mode, [val]), best, seed))
+        jobs += [
+            (t, v, best, seed) for _, t, v in _gate_splits(ex, r.train, val, train_mode, val_mode)
+        ]
+    else:
+        train = tuple(range(len(plan)))
+        jobs.append((ex.of(train_mode, train), ex.of(val_mode, [0]), best, seed))
+    fits.prefetch(jobs)
 
 
 def _fit_final(
@@ -396,10 +446,7 @@ def _fit_final(
         final = model(module.scorer)
         final.summary.train_banks = sum(e.has_support for e in ex.of(train_mode, train))
         return final
-    covered = [sum(data.covered(q) for q in fold) for fold in plan.folds]
-    calib = max(range(len(plan)), key=lambda f: (covered[f], -f))  # the largest calibration set
-    r = plan.final(calib)
-    val = r.train[0]
+    calib, r, val = _final_round(data, plan)  # the largest calibration set
     module, _ = fits.get(ex.of(train_mode, r.train), ex.of(val_mode, [val]), setting, seed)
     gate_module = _fit_gate(
         data, ex, fits, model, r.train, val, setting, seed, train_mode, val_mode

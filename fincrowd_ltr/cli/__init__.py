@@ -243,6 +243,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--domain", default=None, help="gate domain to calibrate (default: the dataset's name)"
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="processes that train the residuals in parallel (0: one per CPU core when there "
+        "are at least 8 fits; 1: no worker processes); results are the same",
+    )
     _cap(p)
 
     p = command("calibrate", c.calibrate, "calibrate a checkpoint's gate for a domain")

@@ -115,6 +115,7 @@ def fit_residual(args: argparse.Namespace) -> None:
         domain=args.domain,
         test_fold=args.test_fold,
         run=args.run,
+        workers=args.workers or None,
         **_common(args),
     )
     data = report.to_dict()

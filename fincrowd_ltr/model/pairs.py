@@ -47,12 +47,15 @@ def pairwise_loss(
     mask: torch.Tensor,
     max_distractors: int = MAX_DISTRACTORS,
 ) -> torch.Tensor:
-    """Mean over banks with pairs of the weighted pairwise logistic loss."""
+    """Mean over banks with pairs of the weighted pairwise logistic loss (computed on the pairs
+    only: at most ``max_distractors`` per supporting candidate, not the bank's n x n)."""
     weights = pair_weights(labels, base_scores, mask, max_distractors)
-    safe = torch.where(mask, final, torch.zeros_like(final))
-    margin = safe.unsqueeze(-1) - safe.unsqueeze(-2)  # [b, i, j] = final_i - final_j
-    per_bank = (weights * F.softplus(-margin)).sum(dim=(-1, -2))
-    has_pairs = weights.sum(dim=(-1, -2)) > 0
-    if not has_pairs.any():
+    bank, support, distract = weights.nonzero(as_tuple=True)
+    if len(bank) == 0:
         return final.sum() * 0.0
+    margin = final[bank, support] - final[bank, distract]
+    per_pair = weights[bank, support, distract] * F.softplus(-margin)
+    per_bank = torch.zeros(final.shape[0], dtype=per_pair.dtype).index_add(0, bank, per_pair)
+    has_pairs = torch.zeros(final.shape[0], dtype=torch.bool)
+    has_pairs[bank] = True
     return per_bank[has_pairs].mean()

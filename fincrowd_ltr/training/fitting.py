@@ -10,15 +10,20 @@ from __future__ import annotations
 
 import copy
 import json
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
 
 import lightning as L
 from lightning.pytorch.callbacks import Callback, EarlyStopping
 
 from fincrowd_ltr.features.examples import BankExample
+from fincrowd_ltr.progress import Progress
 from fincrowd_ltr.training.data import BankDataModule
 from fincrowd_ltr.training.module import ResidualModule
 from fincrowd_ltr.training.trainer import quiet_trainer
 
+MIN_PARALLEL_FITS = 8  # fewer fits than this train in-process (starting workers costs seconds)
 MAX_EPOCHS = 60  # early stopping on the validation banks usually ends training sooner
 PATIENCE = 15
 MONITOR = "val_ndcg10"
@@ -77,26 +82,107 @@ def fit_residual(
 class ResidualFits:
     """Every residual fitted in one workflow, by (training banks, validation banks, setting):
     cross-validation, the gate's cross-fitting and the final model share fits instead of
-    training them again. ``trained`` counts actual trainings."""
+    training them again. ``trained`` counts actual trainings.
 
-    def __init__(self) -> None:
+    Args:
+        workers: Processes for :meth:`prefetch` (``None``: one per CPU core when there are at
+            least ``MIN_PARALLEL_FITS`` fits to train; 1: in this process).
+        progress: Show a bar with an estimate while prefetching.
+    """
+
+    def __init__(self, workers: int | None = 1, progress: bool = False) -> None:
         self._fits: dict[tuple, tuple[ResidualModule, float]] = {}
         self.trained = 0
+        self.workers = workers
+        self.progress = progress
 
-    def get(
-        self, train: list[BankExample], val: list[BankExample], setting: dict, seed: int = 0
-    ) -> tuple[ResidualModule, float]:
-        key = (
+    @staticmethod
+    def key(train: list[BankExample], val: list[BankExample], setting: dict, seed: int) -> tuple:
+        return (
             tuple(e.qid for e in train),
             tuple(e.qid for e in val),
             json.dumps(setting, sort_keys=True),
             seed,
         )
+
+    def get(
+        self, train: list[BankExample], val: list[BankExample], setting: dict, seed: int = 0
+    ) -> tuple[ResidualModule, float]:
+        key = self.key(train, val, setting, seed)
         if key not in self._fits:
             model, score, _ = fit_residual(train, val, setting, seed)
             self._fits[key] = (model, score)
             self.trained += 1
         return self._fits[key]
+
+    def prefetch(self, jobs: list[tuple[list[BankExample], list[BankExample], dict, int]]) -> None:
+        """Train the ``(train, val, setting, seed)`` fits not trained yet, in parallel worker
+        processes (one thread each) when there are enough; later :meth:`get` calls find them.
+        Results equal the in-process ones (each fit is seeded and deterministic)."""
+        todo: dict[tuple, tuple] = {}
+        for job in jobs:
+            key = self.key(*job)
+            if key not in self._fits:
+                todo.setdefault(key, job)
+        workers = self.workers
+        if workers is None:
+            workers = (os.cpu_count() or 1) if len(todo) >= MIN_PARALLEL_FITS else 1
+        workers = min(workers, len(todo))
+        bar = Progress(len(todo), "residual fits", enabled=self.progress, unit=" fits")
+        if workers <= 1:
+            for train, val, setting, seed in todo.values():
+                self.get(train, val, setting, seed)
+                bar.update()
+            bar.close()
+            return
+        # examples go to each worker once; jobs name them by position
+        examples: dict[int, BankExample] = {}
+        for train, val, _, _ in todo.values():
+            for e in (*train, *val):
+                examples.setdefault(id(e), e)
+        position = {k: i for i, k in enumerate(examples)}
+        payload = [
+            (key, [position[id(e)] for e in train], [position[id(e)] for e in val], setting, seed)
+            for key, (train, val, setting, seed) in todo.items()
+        ]
+        # fork where the platform has it (workers start at once and inherit the examples; one
+        # thread each, as DataLoader workers, keeps OpenMP safe after fork), spawn elsewhere
+        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+        shared = list(examples.values())
+        _WORKER_EXAMPLES[:] = shared if method == "fork" else []
+        with ProcessPoolExecutor(
+            workers,
+            mp_context=multiprocessing.get_context(method),
+            initializer=_worker_init,
+            initargs=(None if method == "fork" else shared,),
+        ) as pool:
+            for key, setting, state, score in pool.map(_worker_fit, payload):
+                module = ResidualModule(**setting)
+                module.load_state_dict(state)
+                self._fits[key] = (module, score)
+                self.trained += 1
+                bar.update()
+        _WORKER_EXAMPLES.clear()
+        bar.close()
+
+
+_WORKER_EXAMPLES: list[BankExample] = []
+
+
+def _worker_init(examples: list[BankExample] | None) -> None:
+    import torch
+
+    torch.set_num_threads(1)
+    if examples is not None:
+        _WORKER_EXAMPLES[:] = examples
+
+
+def _worker_fit(job: tuple) -> tuple:
+    key, train, val, setting, seed = job
+    model, score, _ = fit_residual(
+        [_WORKER_EXAMPLES[i] for i in train], [_WORKER_EXAMPLES[i] for i in val], setting, seed
+    )
+    return key, setting, model.state_dict(), score
 
 
 def select_residual(
