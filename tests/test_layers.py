@@ -1,4 +1,4 @@
-"""The package's layers import one way: data/metrics -> fields -> retrieval -> features ->
+"""The package's layers import one way: data/metrics -> engine -> fields -> retrieval -> features ->
 model/packing -> training/diagnostics -> evaluation/crossencoder -> serving -> api -> cli.
 Siblings in a layer never import each other."""
 
@@ -8,6 +8,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "fincrowd_ltr"
 LAYERS = [
     {"data", "metrics", "progress"},
+    {"engine"},
     {"fields"},
     {"retrieval"},
     {"features"},

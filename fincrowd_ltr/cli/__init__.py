@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import signal
 import sys
 from pathlib import Path
@@ -48,6 +49,24 @@ def _data(p: argparse.ArgumentParser) -> None:
         type=Path,
         default=DEFAULT_CACHE,
         help="index, embedding, bank and feature cache",
+    )
+    p.add_argument(
+        "--engine",
+        choices=("local", "dask"),
+        default="local",
+        help="where embedding, first-stage retrieval, bank features and field extraction run: "
+        "this process, or a Dask cluster (needs the [distributed] extra)",
+    )
+    p.add_argument(
+        "--engine-address",
+        default=None,
+        help="the Dask scheduler to use (tcp://host:8786); none starts a local cluster",
+    )
+    p.add_argument(
+        "--engine-workers",
+        type=int,
+        default=2,
+        help="worker processes of the local Dask cluster",
     )
     p.add_argument(
         "--allow-unknown-qrels",
@@ -407,6 +426,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def _engine(args: argparse.Namespace):
+    """The engine the command's heavy steps run on (``--engine``; local by default)."""
+    name = getattr(args, "engine", "local")
+    if name == "local":
+        yield
+        return
+    from fincrowd_ltr.engine import make_engine, using
+
+    engine = make_engine(name, args.engine_address, args.engine_workers)
+    print(f"engine: {name} with {engine.workers} worker(s)", file=sys.stderr)
+    try:
+        with using(engine):
+            yield
+    finally:
+        engine.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``fincrowd`` console script: 0 on success, 2 for bad input (the
     message names the file, line or field), 128 + signal number when terminated."""
@@ -418,7 +455,8 @@ def main(argv: list[str] | None = None) -> int:
     from fincrowd_ltr.data.schema import DataError
 
     try:
-        args.func(args)
+        with _engine(args):
+            args.func(args)
     except DataError as err:
         print(f"fincrowd: error: {err}", file=sys.stderr)
         return 2

@@ -64,13 +64,14 @@ def make_examples(
     With ``cache`` (a folder), the feature matrices of the whole bank set are read from (or
     written to) a file named by the bank set's content key and :func:`vocabulary_key`.
     """
+    qids = qids if qids is not None else list(bankset.banks)
     features = _cached_features(dataset, bankset, featurizer, cache)
+    if features is None:
+        features = bank_features(dataset, bankset, featurizer, qids)
     out = []
-    for qid in qids if qids is not None else list(bankset.banks):
+    for qid in qids:
         bank = bankset.banks[qid]
-        x = features[qid] if features is not None else None
-        if x is None:
-            x = featurizer.features(dataset.queries[qid].text, bank.pids)
+        x = features[qid]
         out.append(
             BankExample(qid, bank.pids, x, bank.scores[ranker], labels_of(dataset, qid, bank.pids))
         )
@@ -93,7 +94,7 @@ def _cached_features(
             if q in bankset.banks
         }
     qids = list(bankset.banks)
-    rows = {q: featurizer.features(dataset.queries[q].text, bankset.banks[q].pids) for q in qids}
+    rows = bank_features(dataset, bankset, featurizer, qids)
     n = max((len(r) for r in rows.values()), default=0)
     matrix = np.zeros((len(qids), n, len(FEATURE_NAMES)))
     for i, q in enumerate(qids):
@@ -103,3 +104,38 @@ def _cached_features(
     np.savez(tmp, qids=np.array(qids), features=matrix)
     tmp.replace(path)  # never a half-written cache file
     return rows
+
+
+BANKS_PER_CHUNK = 50
+
+
+def bank_features(
+    dataset: Dataset, bankset: BankSet, featurizer: BankFeaturizer, qids: list[str]
+) -> dict[str, np.ndarray]:
+    """Feature matrices of the banks of ``qids`` (on the current engine's workers when it is
+    distributed: each chunk of banks travels with its own passages and the extractor)."""
+    from fincrowd_ltr import engine as engines
+
+    engine = engines.current()
+    if not engine.distributed or len(qids) <= BANKS_PER_CHUNK:
+        return {
+            q: featurizer.features(dataset.queries[q].text, bankset.banks[q].pids) for q in qids
+        }
+    chunks = []
+    for start in range(0, len(qids), BANKS_PER_CHUNK):
+        part = qids[start : start + BANKS_PER_CHUNK]
+        banks = [(dataset.queries[q].text, bankset.banks[q].pids) for q in part]
+        passages = {p: dataset.passages[p] for _, pids in banks for p in pids}
+        chunks.append((banks, passages))
+    results = engine.map(_features_chunk, chunks, featurizer.extractor, "bank features", True)
+    return {
+        q: x
+        for start, rows in zip(range(0, len(qids), BANKS_PER_CHUNK), results, strict=True)
+        for q, x in zip(qids[start : start + BANKS_PER_CHUNK], rows, strict=True)
+    }
+
+
+def _features_chunk(chunk: tuple, shared) -> list[np.ndarray]:
+    banks, passages = chunk
+    featurizer = BankFeaturizer(shared, passages)
+    return [featurizer.features(query, pids) for query, pids in banks]

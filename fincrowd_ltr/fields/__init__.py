@@ -1,7 +1,12 @@
 """Typed financial fields: extraction, compatibility and the hand-labelled audit."""
 
 from fincrowd_ltr.fields.compatibility import Compatibility, compatibility, conflicts
-from fincrowd_ltr.fields.extractor import FIELD_NAMES, FieldExtractor, FinancialFields
+from fincrowd_ltr.fields.extractor import (
+    FIELD_NAMES,
+    FieldExtractor,
+    FinancialFields,
+    extract_passages,
+)
 
 __all__ = [
     "FIELD_NAMES",
@@ -10,4 +15,5 @@ __all__ = [
     "FinancialFields",
     "compatibility",
     "conflicts",
+    "extract_passages",
 ]

@@ -367,6 +367,30 @@ class FieldExtractor:
         return self._canonical.get(name.lower(), name)
 
 
+PASSAGES_PER_CHUNK = 2000
+
+
+def extract_passages(
+    extractor: FieldExtractor, passages: list[Passage], progress: bool = False
+) -> list[FinancialFields]:
+    """The fields of many passages, in order (on the current engine's workers when it is
+    distributed: :mod:`fincrowd_ltr.engine`)."""
+    from fincrowd_ltr import engine as engines
+
+    engine = engines.current()
+    if not engine.distributed or len(passages) <= PASSAGES_PER_CHUNK:
+        return [extractor.extract_passage(p) for p in passages]
+    chunks = [
+        passages[i : i + PASSAGES_PER_CHUNK] for i in range(0, len(passages), PASSAGES_PER_CHUNK)
+    ]
+    results = engine.map(_extract_chunk, chunks, extractor, "field extraction", progress)
+    return [fields for chunk in results for fields in chunk]
+
+
+def _extract_chunk(passages: list[Passage], shared: FieldExtractor) -> list[FinancialFields]:
+    return [shared.extract_passage(p) for p in passages]
+
+
 class _AmountForm:
     """One amount form; a form that starts with a digit (``\\d ?million``) is searched from its
     word, with the digit checked behind it (scanning every digit of a filing page is slow)."""

@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from fincrowd_ltr.data.jsonl import read_jsonl
 from fincrowd_ltr.data.ranking import rank_order
-from fincrowd_ltr.data.schema import DataError, Dataset
+from fincrowd_ltr.data.schema import DataError, Dataset, Query
 from fincrowd_ltr.retrieval.bm25 import BM25Index
 from fincrowd_ltr.retrieval.rankers import BaseRanker, EncoderRanker, HybridRanker, check_scores
 
@@ -157,6 +157,36 @@ class BankSet:
         return cls(header["dataset"], header["split"], header["mode"], int(header["size"]), banks)
 
 
+QUERIES_PER_CHUNK = 64
+
+
+def _search(query: Query, index, size: int) -> tuple[list[str], np.ndarray]:
+    search = getattr(index, "search_query", None)
+    return search(query, size) if search else index.search(query.text, size)
+
+
+def _search_chunk(queries: list[Query], shared: tuple) -> list[tuple[list[str], np.ndarray]]:
+    index, size = shared
+    return [_search(q, index, size) for q in queries]
+
+
+def _search_all(queries: list[Query], index, size: int) -> dict[str, tuple[list[str], np.ndarray]]:
+    """Every question's top ``size`` (on the current engine's workers when it is distributed:
+    the first stage goes to each worker once, questions in chunks)."""
+    from fincrowd_ltr import engine as engines
+
+    engine = engines.current()
+    if not engine.distributed or len(queries) <= QUERIES_PER_CHUNK:
+        return {q.qid: _search(q, index, size) for q in queries}
+    chunks = [queries[i : i + QUERIES_PER_CHUNK] for i in range(0, len(queries), QUERIES_PER_CHUNK)]
+    results = engine.map(_search_chunk, chunks, (index, size), "first-stage retrieval", True)
+    return {
+        q.qid: r
+        for chunk, rs in zip(chunks, results, strict=True)
+        for q, r in zip(chunk, rs, strict=True)
+    }
+
+
 def retrieve_candidates(
     dataset: Dataset,
     index: BM25Index | FirstStage,
@@ -170,9 +200,9 @@ def retrieve_candidates(
     if size < 1:
         raise DataError("bank size must be at least 1")
     banks = {}
+    found = _search_all(list(dataset.queries.values()), index, size)
     for qid, query in dataset.queries.items():
-        search = getattr(index, "search_query", None)
-        pids, scores = search(query, size) if search else index.search(query.text, size)
+        pids, scores = found[qid]
         if not pids:
             raise DataError(
                 f"empty bank for query {qid!r}: the first stage retrieved nothing "

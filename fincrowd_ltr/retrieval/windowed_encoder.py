@@ -65,9 +65,40 @@ class WindowedEncoder:
             )
             yield idx, batch
 
+    def encode_chunk(self, texts: list[str]) -> list[np.ndarray]:
+        """The cached arrays of ``texts`` computed from scratch (one chunk of
+        :meth:`encode_texts`: windows of all its texts batched together by length)."""
+        ids = self.tokenizer(texts, add_special_tokens=False, truncation=False, verbose=False)[
+            "input_ids"
+        ]
+        windows, owner = [], []
+        for i, token_ids in enumerate(ids):
+            for window in self.policy.split(token_ids):
+                windows.append(window)
+                owner.append(i)
+        vectors = self.encode_windows(windows)
+        per_text: list[list[np.ndarray]] = [[] for _ in texts]
+        for i, vector in zip(owner, vectors, strict=True):
+            per_text[i].append(vector)
+        return [self.combine(own) for own in per_text]
+
     def encode_texts(self, texts: list[str], progress: bool = False) -> list[np.ndarray]:
-        """Cached arrays for ``texts``, computing only the ones not cached yet."""
+        """Cached arrays for ``texts``, computing only the ones not cached yet (on the current
+        engine's workers when it is distributed: :mod:`fincrowd_ltr.engine`)."""
+        from fincrowd_ltr import engine as engines
+
         todo = [t for t in dict.fromkeys(texts) if self.cache.get(t) is None]
+        chunks = [todo[i : i + TEXTS_PER_CHUNK] for i in range(0, len(todo), TEXTS_PER_CHUNK)]
+        engine = engines.current()
+        if engine.distributed and len(chunks) > 1:
+            results = engine.map(
+                _encode_chunk, chunks, self.worker_copy(), f"encoding ({self.name})", progress
+            )
+            for part, arrays in zip(chunks, results, strict=True):
+                for text, array in zip(part, arrays, strict=True):
+                    self.cache.put(text, array)
+            self.cache.save()
+            return [self.cache.get(t) for t in texts]
         bar = tqdm(
             total=len(todo),
             desc=f"encoding ({self.name})",
@@ -75,25 +106,24 @@ class WindowedEncoder:
             disable=not progress or not todo,
             mininterval=2.0,
         )
-        for chunk, start in enumerate(range(0, len(todo), TEXTS_PER_CHUNK)):
-            part = todo[start : start + TEXTS_PER_CHUNK]
-            ids = self.tokenizer(part, add_special_tokens=False, truncation=False, verbose=False)[
-                "input_ids"
-            ]
-            windows, owner = [], []
-            for i, token_ids in enumerate(ids):
-                for window in self.policy.split(token_ids):
-                    windows.append(window)
-                    owner.append(i)
-            vectors = self.encode_windows(windows)
-            per_text: list[list[np.ndarray]] = [[] for _ in part]
-            for i, vector in zip(owner, vectors, strict=True):
-                per_text[i].append(vector)
-            for text, own in zip(part, per_text, strict=True):
-                self.cache.put(text, self.combine(own))
+        for chunk, part in enumerate(chunks):
+            for text, array in zip(part, self.encode_chunk(part), strict=True):
+                self.cache.put(text, array)
             bar.update(len(part))
             if chunk % SAVE_EVERY_CHUNKS == SAVE_EVERY_CHUNKS - 1:
                 self.cache.save()
         bar.close()
         self.cache.save()
         return [self.cache.get(t) for t in texts]
+
+    def worker_copy(self) -> WindowedEncoder:
+        """This encoder without its cache (what an engine's workers receive)."""
+        copy = object.__new__(type(self))
+        copy.__dict__.update(self.__dict__)
+        copy.cache = EmbeddingCache(None)
+        copy._queries = {}
+        return copy
+
+
+def _encode_chunk(texts: list[str], shared: WindowedEncoder) -> list[np.ndarray]:
+    return shared.encode_chunk(texts)

@@ -1,0 +1,77 @@
+"""The Dask engine gives the banks, scores, features and fields of the single-process path, on a
+small real slice (TAT-QA dev) with a local 2-worker cluster started by the test."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fincrowd_ltr import engine as engines
+from fincrowd_ltr.data.schema import Dataset
+
+
+@pytest.fixture(scope="module")
+def tatqa_slice(tatqa) -> Dataset:
+    qids = list(tatqa.queries)[:40]
+    gold = {p for q in qids for p in tatqa.qrels.get(q, {})}
+    pids = [p for p in tatqa.passages if p in gold][:200] + list(tatqa.passages)[:300]
+    return Dataset(
+        name="tatqa-slice",
+        queries={q: tatqa.queries[q] for q in qids},
+        passages={p: tatqa.passages[p] for p in dict.fromkeys(pids)},
+        qrels={q: tatqa.qrels[q] for q in qids if q in tatqa.qrels},
+    )
+
+
+def _everything(data: Dataset):
+    from fincrowd_ltr.api import build_banks
+    from fincrowd_ltr.features import BankFeaturizer
+    from fincrowd_ltr.features.examples import make_examples
+    from fincrowd_ltr.fields import FieldExtractor, extract_passages
+
+    banks = build_banks(data, ["bm25", "dense"], first_stage="bm25", size=20, cache_dir=None)
+    extractor = FieldExtractor.from_passages(data.passages.values())
+    examples = make_examples(data, banks, "dense", BankFeaturizer(extractor, data.passages))
+    fields = extract_passages(extractor, list(data.passages.values()))
+    return banks, {e.qid: e.features for e in examples}, fields
+
+
+def test_dask_engine_builds_the_banks_of_one_process(tatqa_slice, monkeypatch):
+    pytest.importorskip("dask.distributed")
+    import fincrowd_ltr.features.examples as examples
+    import fincrowd_ltr.fields.extractor as extractor
+    import fincrowd_ltr.retrieval.banks as banks
+    import fincrowd_ltr.retrieval.windowed_encoder as encoder
+
+    # small chunks, so that this slice is split over both workers at every step
+    monkeypatch.setattr(banks, "QUERIES_PER_CHUNK", 8)
+    monkeypatch.setattr(encoder, "TEXTS_PER_CHUNK", 64)
+    monkeypatch.setattr(examples, "BANKS_PER_CHUNK", 8)
+    monkeypatch.setattr(extractor, "PASSAGES_PER_CHUNK", 100)
+
+    local_banks, local_features, local_fields = _everything(tatqa_slice)
+    engine = engines.make_engine("dask", workers=2)
+    try:
+        assert engine.workers == 2
+        with engines.using(engine):
+            assert engines.current() is engine
+            dask_banks, dask_features, dask_fields = _everything(tatqa_slice)
+    finally:
+        engine.close()
+    assert engines.current().name == "local"
+
+    assert list(dask_banks.banks) == list(local_banks.banks)
+    for qid, bank in local_banks.banks.items():
+        other = dask_banks.banks[qid]
+        assert other.pids == bank.pids
+        assert np.array_equal(other.first_stage, bank.first_stage)
+        assert np.array_equal(other.scores["bm25"], bank.scores["bm25"])
+        # embeddings computed in another process with another thread count: same to float32
+        assert np.allclose(other.scores["dense"], bank.scores["dense"], atol=1e-6)
+        assert np.allclose(dask_features[qid], local_features[qid], atol=1e-9)
+    assert dask_fields == local_fields
+
+
+def test_unknown_engine_is_refused():
+    with pytest.raises(ValueError, match="unknown engine"):
+        engines.make_engine("spark")
