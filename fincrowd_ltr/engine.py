@@ -20,11 +20,29 @@ from typing import Any, Protocol
 from fincrowd_ltr.progress import Progress
 
 ENGINES = ("local", "dask")
+DEVICES = ("auto", "cpu", "cuda")
+
+
+def resolve_device(name: str = "auto") -> str:
+    """``auto`` is ``cuda`` when PyTorch sees a GPU, else ``cpu``; ``cuda`` without one is an
+    error."""
+    if name not in DEVICES:
+        raise ValueError(f"unknown device {name!r}; choose from {DEVICES}")
+    if name == "cpu":
+        return "cpu"
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda"
+    if name == "cuda":
+        raise ValueError("device 'cuda' asked for, but PyTorch sees no CUDA GPU here")
+    return "cpu"
 
 
 class Engine(Protocol):
     name: str
     workers: int
+    device: str
 
     @property
     def distributed(self) -> bool: ...
@@ -37,11 +55,14 @@ class Engine(Protocol):
 
 
 class LocalEngine:
-    """Everything in this process (the default)."""
+    """Everything in this process (the default); models run on ``device``."""
 
     name = "local"
     workers = 1
     distributed = False
+
+    def __init__(self, device: str = "auto") -> None:
+        self.device = device
 
     def map(
         self, fn: Callable, items: list, shared: Any = None, what: str = "", progress: bool = False
@@ -66,12 +87,14 @@ class DaskEngine:
         address: A running scheduler (``tcp://host:8786``); ``None`` starts a local cluster of
             ``workers`` processes with one thread each.
         workers: Worker processes of the local cluster.
+        device: Where each worker runs the models (``auto``: its GPU when it has one).
     """
 
     name = "dask"
     distributed = True
 
-    def __init__(self, address: str | None = None, workers: int = 2) -> None:
+    def __init__(self, address: str | None = None, workers: int = 2, device: str = "auto") -> None:
+        self.device = device
         try:
             from dask.distributed import Client, LocalCluster
         except ImportError:  # pragma: no cover - depends on the install
@@ -117,13 +140,17 @@ class DaskEngine:
             self.cluster.close()
 
 
-def make_engine(name: str = "local", address: str | None = None, workers: int = 2) -> Engine:
+def make_engine(
+    name: str = "local", address: str | None = None, workers: int = 2, device: str = "auto"
+) -> Engine:
     """An engine by name: ``local`` or ``dask`` (a local cluster of ``workers`` processes, or
-    the scheduler at ``address``)."""
+    the scheduler at ``address``); models run on ``device`` (``auto``, ``cpu`` or ``cuda``)."""
+    if device not in DEVICES:
+        raise ValueError(f"unknown device {device!r}; choose from {DEVICES}")
     if name == "local":
-        return LocalEngine()
+        return LocalEngine(device)
     if name == "dask":
-        return DaskEngine(address, workers)
+        return DaskEngine(address, workers, device)
     raise ValueError(f"unknown engine {name!r}; choose from {ENGINES}")
 
 

@@ -75,3 +75,34 @@ def test_dask_engine_builds_the_banks_of_one_process(tatqa_slice, monkeypatch):
 def test_unknown_engine_is_refused():
     with pytest.raises(ValueError, match="unknown engine"):
         engines.make_engine("spark")
+
+
+def test_device_auto_is_the_cpu_without_a_gpu_and_cuda_must_exist():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        assert engines.resolve_device("auto") == "cuda"
+    else:
+        assert engines.resolve_device("auto") == "cpu"
+        with pytest.raises(ValueError, match="no CUDA GPU"):
+            engines.resolve_device("cuda")
+    with pytest.raises(ValueError, match="unknown device"):
+        engines.resolve_device("tpu")
+
+
+def test_dense_scores_on_cuda_equal_the_cpu_ones(tiny_bert):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU here")
+    from fincrowd_ltr.retrieval.dense import DenseEncoder
+
+    model, tokenizer = tiny_bert
+    texts = ["Revenue rose 5% in fiscal 2021.", "Segment operating income " * 80]
+    with engines.using(engines.LocalEngine("cpu")):
+        cpu = DenseEncoder(model=model, tokenizer=tokenizer).score("revenue 2021", texts)
+    with engines.using(engines.LocalEngine("cuda")):
+        import copy
+
+        encoder = DenseEncoder(model=copy.deepcopy(model), tokenizer=tokenizer)
+        assert encoder.device == "cuda"
+        gpu = encoder.score("revenue 2021", texts)
+    assert np.allclose(cpu, gpu, atol=1e-4)

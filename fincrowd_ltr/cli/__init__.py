@@ -69,6 +69,12 @@ def _data(p: argparse.ArgumentParser) -> None:
         help="worker processes of the local Dask cluster",
     )
     p.add_argument(
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        default="auto",
+        help="where the encoders run: auto uses a CUDA GPU when PyTorch sees one",
+    )
+    p.add_argument(
         "--allow-unknown-qrels",
         action="store_true",
         help="BEIR qrels naming passages outside the corpus: count them (the question is then "
@@ -429,14 +435,20 @@ def build_parser() -> argparse.ArgumentParser:
 @contextlib.contextmanager
 def _engine(args: argparse.Namespace):
     """The engine the command's heavy steps run on (``--engine``; local by default)."""
-    name = getattr(args, "engine", "local")
-    if name == "local":
+    name, device = getattr(args, "engine", "local"), getattr(args, "device", "auto")
+    if name == "local" and device == "auto":
         yield
         return
-    from fincrowd_ltr.engine import make_engine, using
+    from fincrowd_ltr.engine import make_engine, resolve_device, using
 
-    engine = make_engine(name, args.engine_address, args.engine_workers)
-    print(f"engine: {name} with {engine.workers} worker(s)", file=sys.stderr)
+    try:
+        resolve_device(device)
+    except ValueError as err:
+        from fincrowd_ltr.data.schema import DataError
+
+        raise DataError(str(err)) from None
+    engine = make_engine(name, args.engine_address, args.engine_workers, device)
+    print(f"engine: {name} with {engine.workers} worker(s), device {device}", file=sys.stderr)
     try:
         with using(engine):
             yield

@@ -62,7 +62,7 @@ class DenseEncoder(WindowedEncoder):
             hidden = self.model(**batch).last_hidden_state
             mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-            vectors = torch.nn.functional.normalize(pooled, dim=-1).float().numpy()
+            vectors = torch.nn.functional.normalize(pooled, dim=-1).float().cpu().numpy()
             for row, i in enumerate(idx):
                 out[i] = vectors[row]
         return out

@@ -70,7 +70,7 @@ class SpladeEncoder(WindowedEncoder):
                 if transform is not None:
                     states = transform.transform(states)
                 pooled = head(states).amax(dim=0)
-                result[i] = torch.log1p(torch.relu(pooled)).numpy()
+                result[i] = torch.log1p(torch.relu(pooled)).cpu().numpy()
         return result
 
     def combine(self, vectors: list[np.ndarray]) -> np.ndarray:

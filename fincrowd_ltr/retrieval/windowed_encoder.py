@@ -37,7 +37,11 @@ class WindowedEncoder:
         name: str,
         batch_size: int,
     ) -> None:
-        self.model = model.eval()
+        from fincrowd_ltr import engine as engines
+
+        self.device_request = engines.current().device
+        self.device = engines.resolve_device(self.device_request)
+        self.model = model.eval().to(self.device)
         self.tokenizer = tokenizer
         self.policy = policy
         self.name = name
@@ -63,7 +67,7 @@ class WindowedEncoder:
             batch = self.tokenizer.pad(
                 {"input_ids": [[cls_id, *windows[i], sep_id] for i in idx]}, return_tensors="pt"
             )
-            yield idx, batch
+            yield idx, batch.to(self.device)
 
     def encode_chunk(self, texts: list[str]) -> list[np.ndarray]:
         """The cached arrays of ``texts`` computed from scratch (one chunk of
@@ -122,8 +126,19 @@ class WindowedEncoder:
         copy.__dict__.update(self.__dict__)
         copy.cache = EmbeddingCache(None)
         copy._queries = {}
+        if self.device != "cpu":  # each worker picks its own device (see _encode_chunk)
+            import copy as copying
+
+            copy.model = copying.deepcopy(self.model).to("cpu")
+            copy.device = "cpu"
         return copy
 
 
 def _encode_chunk(texts: list[str], shared: WindowedEncoder) -> list[np.ndarray]:
+    from fincrowd_ltr.engine import resolve_device
+
+    device = resolve_device(shared.device_request)
+    if device != shared.device:
+        shared.model.to(device)
+        shared.device = device
     return shared.encode_chunk(texts)
