@@ -309,8 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pool-sizes", default="10,30,60", help="distractors per pool, nested")
     p.add_argument(
         "--similarity",
-        default="dense",
-        help="ranker whose score is the 'model similarity' covariate (dense embeds the banks with MiniLM; bm25 is free)",
+        default=None,
+        help="ranker whose score is the 'model similarity' covariate (default: dense, which embeds "
+        "the pools' pages with MiniLM unless cached; bm25 costs nothing)",
     )
     p.add_argument("--caliper", type=float, default=1.0, help="nearest-neighbour caliper (z units)")
     p.add_argument("--out", type=Path, default=None, help="output folder")

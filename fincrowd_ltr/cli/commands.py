@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 
@@ -29,6 +30,18 @@ def _dataset(args: argparse.Namespace):
     from fincrowd_ltr.data.registry import load_dataset
 
     return load_dataset(args.dataset, args.data_root, args.split, allow_unknown_qrels=True)
+
+
+def _similarity(args: argparse.Namespace) -> str:
+    """diagnose's covariate ranker; the dense default is stated before it starts embedding."""
+    if args.similarity is None:
+        print(
+            "diagnose: the model-similarity covariate defaults to the dense ranker (MiniLM embeds "
+            "every pool page not cached yet; --similarity bm25 costs nothing)",
+            file=sys.stderr,
+        )
+        return "dense"
+    return args.similarity
 
 
 def _common(args: argparse.Namespace) -> dict:
@@ -205,7 +218,7 @@ def diagnose(args: argparse.Namespace) -> dict:
         out_dir=args.out,
         pool_depth=args.pool_depth,
         pool_sizes=tuple(int(s) for s in args.pool_sizes.split(",")),
-        similarity=args.similarity,
+        similarity=_similarity(args),
         caliper=args.caliper,
         run=args.run,
         **_common(args),

@@ -3,6 +3,9 @@ caching one array per text, and a progress bar."""
 
 from __future__ import annotations
 
+import json
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +15,7 @@ from fincrowd_ltr.retrieval.embedding_cache import EmbeddingCache
 from fincrowd_ltr.retrieval.windows import WindowPolicy
 
 TEXTS_PER_CHUNK = 256
+ANNOUNCE_TEXTS = 500  # embedding at least this many passages prints an estimate first
 SAVE_EVERY_CHUNKS = 8
 
 
@@ -94,6 +98,9 @@ class WindowedEncoder:
         todo = [t for t in dict.fromkeys(texts) if self.cache.get(t) is None]
         chunks = [todo[i : i + TEXTS_PER_CHUNK] for i in range(0, len(todo), TEXTS_PER_CHUNK)]
         engine = engines.current()
+        if progress and len(todo) >= ANNOUNCE_TEXTS:
+            print(self._estimate(len(todo), engine.workers), file=sys.stderr, flush=True)
+        started = time.perf_counter()
         if engine.distributed and len(chunks) > 1:
             results = engine.map(
                 _encode_chunk, chunks, self.worker_copy(), f"encoding ({self.name})", progress
@@ -102,6 +109,7 @@ class WindowedEncoder:
                 for text, array in zip(part, arrays, strict=True):
                     self.cache.put(text, array)
             self.cache.save()
+            self._record_rate(len(todo), time.perf_counter() - started, engine.workers)
             return [self.cache.get(t) for t in texts]
         bar = tqdm(
             total=len(todo),
@@ -118,7 +126,39 @@ class WindowedEncoder:
                 self.cache.save()
         bar.close()
         self.cache.save()
+        self._record_rate(len(todo), time.perf_counter() - started, 1)
         return [self.cache.get(t) for t in texts]
+
+    def _rate_file(self) -> Path | None:
+        folder = self.cache.folder
+        return None if folder is None else folder / "rate.json"
+
+    def _estimate(self, n: int, workers: int) -> str:
+        """What is about to be embedded, and how long it took here last time (per worker)."""
+        what = f"encoding {n} passages not in the cache with {self.name} on {self.device}"
+        path = self._rate_file()
+        try:
+            rate = json.loads(path.read_text())[self.device] if path else None
+        except (OSError, ValueError, KeyError):
+            rate = None
+        if not rate:
+            return f"{what}: the bar shows an estimate after the first chunk"
+        minutes = n / (rate * max(workers, 1)) / 60
+        return (
+            f"{what}: about {minutes:.0f} min at the {rate:.1f} passages/s per worker measured "
+            "here last time"
+        )
+
+    def _record_rate(self, n: int, seconds: float, workers: int) -> None:
+        path = self._rate_file()
+        if path is None or n < ANNOUNCE_TEXTS or seconds <= 0:
+            return
+        try:
+            rates = json.loads(path.read_text()) if path.exists() else {}
+        except (OSError, ValueError):
+            rates = {}
+        rates[self.device] = n / seconds / max(workers, 1)
+        path.write_text(json.dumps(rates))
 
     def worker_copy(self) -> WindowedEncoder:
         """This encoder without its cache (what an engine's workers receive)."""
