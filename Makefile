@@ -1,11 +1,11 @@
-# The README's two commands: `make demo` and `make test`.
+# The README's two commands: `make demo` and `make test` (`make reproduce`: every table of the docs).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 DATA ?= ../shared/data
 CACHE ?= .cache
 
-.PHONY: demo test lint install
+.PHONY: demo reproduce test lint install
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ install: $(BIN)/.installed
 
 demo: install
 	$(BIN)/fincrowd demo --data-root $(DATA) --cache-dir $(CACHE)
+
+# every table of the docs and the dense-base default checkpoint (cold: see docs/performance.md)
+reproduce: install
+	$(BIN)/fincrowd demo --config configs/reproduce.yaml --data-root $(DATA) --cache-dir $(CACHE)
 
 test: install
 	$(BIN)/python -m pytest -q

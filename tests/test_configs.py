@@ -8,7 +8,8 @@ from fincrowd_ltr.retrieval.rankers import RANKERS
 from fincrowd_ltr.training.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = sorted(p for p in (ROOT / "configs").glob("*.yaml") if p.name != "demo.yaml")
+DEMOS = ("demo.yaml", "reproduce.yaml")
+CONFIGS = sorted(p for p in (ROOT / "configs").glob("*.yaml") if p.name not in DEMOS)
 
 
 def test_configs_are_found_from_any_directory():

@@ -106,8 +106,13 @@ def test_demo_config_is_checked(tmp_path):
     from fincrowd_ltr.api.demo import load_demo_config
     from fincrowd_ltr.data.schema import DataError
 
-    config = load_demo_config(Path(__file__).resolve().parents[1] / "configs" / "demo.yaml")
-    assert {r["dataset"] for r in config.runs} == {"financebench", "tatqa"}
+    configs = Path(__file__).resolve().parents[1] / "configs"
+    config = load_demo_config(configs / "demo.yaml")
+    assert {r["dataset"] for r in config.runs} == {"financebench"}
+    assert config.correction["out"] == "checkpoints/demo"
+    full = load_demo_config(configs / "reproduce.yaml")
+    assert {r["dataset"] for r in full.runs} == {"financebench", "tatqa"}
+    assert full.correction["out"] == "checkpoints/default"
     bad = tmp_path / "demo.yaml"
     bad.write_text(
         "runs:\n  - dataset: tatqa\n    split: dev\n    rankers: [bm25]\n    modes: [x]\n"

@@ -4,6 +4,7 @@ cross-validated, fitted, calibrated for more domains and evaluated."""
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +26,7 @@ class DemoConfig:
     bank_size: int = 100
     dense_pooling: str = "max"
     out_dir: str = "runs"
+    what: str = ""
 
 
 def load_demo_config(path: Path) -> DemoConfig:
@@ -66,59 +68,148 @@ def run_demo(
     config: DemoConfig, data_root=None, cache_dir=".cache", first_stage="auto", echo=print
 ) -> Path:
     """Run every step of ``config``; reports go to ``config.out_dir``. ``first_stage`` serves
-    the steps that do not name one."""
+    the steps that do not name one. Before each step it prints how long the step took here last
+    time (kept in ``cache_dir``); long steps show a bar with an estimate."""
+    out = Path(config.out_dir)
+    common = {"data_root": data_root, "cache_dir": cache_dir}
+    steps = _steps(config, out, common, first_stage, echo)
+    clock = _StepClock(None if cache_dir is None else Path(cache_dir) / "demo-times.json")
+    echo(f"{config.what or 'demo'}: {len(steps)} steps{clock.total([k for k, _, _ in steps])}")
+    for i, (key, label, step) in enumerate(steps, 1):
+        echo(f"\n[{i}/{len(steps)}] {label}{clock.estimate(key)}")
+        with clock.timing(key):
+            step()
+    echo(f"\nreports in {out}/")
+    return out
+
+
+class _StepClock:
+    """Each step's duration on this machine, remembered between runs for the next estimate."""
+
+    def __init__(self, path: Path | None) -> None:
+        import json
+
+        self.path = path
+        try:
+            self.seconds = json.loads(path.read_text()) if path and path.exists() else {}
+        except (OSError, ValueError):
+            self.seconds = {}
+
+    def estimate(self, key: str) -> str:
+        seconds = self.seconds.get(key)
+        if seconds is None:
+            return " (first run here: no estimate yet)"
+        return f" (about {_duration(seconds)}: its time here last run)"
+
+    def total(self, keys: list[str]) -> str:
+        if not all(k in self.seconds for k in keys):
+            return ""
+        return f", about {_duration(sum(self.seconds[k] for k in keys))} in all (last run here)"
+
+    @contextlib.contextmanager
+    def timing(self, key: str):
+        import json
+        import time
+
+        start = time.perf_counter()
+        yield
+        self.seconds[key] = time.perf_counter() - start
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_text(json.dumps(self.seconds, indent=1))
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
+def _steps(config: DemoConfig, out: Path, common: dict, first_stage: str, echo) -> list:
+    """The demo's steps as (key, label, function), in order."""
     from fincrowd_ltr import api
     from fincrowd_ltr.evaluation.first_stage import format_ablation
     from fincrowd_ltr.evaluation.report import format_table
     from fincrowd_ltr.evaluation.results import write_report
 
-    out = Path(config.out_dir)
-    common = {"data_root": data_root, "cache_dir": cache_dir}
+    steps = []
     for run in config.runs:
         stage = run.get("first_stage", first_stage)
         for mode in run["modes"]:
-            report = api.evaluate(
-                run["dataset"],
-                list(run["rankers"]),
-                first_stage=stage,
-                mode=mode,
-                size=config.bank_size,
-                split=run["split"],
-                **common,
-            )
-            write_report(out / f"baseline-{run['dataset']}-{stage}-{mode}.json", report)
-            echo("\n" + format_table(report))
+            rankers = list(run["rankers"])
+
+            def baseline(run=run, stage=stage, mode=mode, rankers=rankers):
+                report = api.evaluate(
+                    run["dataset"],
+                    rankers,
+                    first_stage=stage,
+                    mode=mode,
+                    size=config.bank_size,
+                    split=run["split"],
+                    **common,
+                )
+                write_report(out / f"baseline-{run['dataset']}-{stage}-{mode}.json", report)
+                echo("\n" + format_table(report))
+
+            key = f"baseline {run['dataset']} {run['split']} {stage} {mode} {'+'.join(rankers)}"
+            label = f"{run['dataset']} {mode} banks ({stage} first stage): {', '.join(rankers)}"
+            steps.append((key, label, baseline))
     for item in config.first_stage:
-        report = api.first_stage_ablation(item["dataset"], split=item.get("split", "all"), **common)
-        write_report(out / f"first-stage-{item['dataset']}.json", report)
-        echo("\n" + format_ablation(report))
+
+        def ablation(item=item):
+            report = api.first_stage_ablation(
+                item["dataset"], split=item.get("split", "all"), **common
+            )
+            write_report(out / f"first-stage-{item['dataset']}.json", report)
+            echo("\n" + format_ablation(report))
+
+        label = f"first-stage ablation on {item['dataset']}"
+        steps.append((label, label, ablation))
     for item in config.diagnose:
         stage = item.get("first_stage", first_stage)
-        api.diagnose(
-            item["dataset"],
-            item["ranker"],
-            split=item.get("split", "all"),
-            pool_depth=int(item.get("pool_depth", 100)),
-            out_dir=out / "diagnose" / f"{item['dataset']}-{item['ranker']}-{stage}",
-            **common,
-        )
+
+        def diagnose(item=item, stage=stage):
+            api.diagnose(
+                item["dataset"],
+                item["ranker"],
+                split=item.get("split", "all"),
+                pool_depth=int(item.get("pool_depth", 100)),
+                out_dir=out / "diagnose" / f"{item['dataset']}-{item['ranker']}-{stage}",
+                **common,
+            )
+
+        label = f"crowding diagnostics, {item['dataset']} {item['ranker']}"
+        steps.append((label, label, diagnose))
     for item in config.cascade:
-        report = api.cascade(
-            item["dataset"],
-            list(item["stage2"]),
-            n=int(item["n"]),
-            k=int(item["k"]),
-            gated=bool(item.get("gated", True)),
-            split=item.get("split", "all"),
-            first_stage=item.get("first_stage", first_stage),
-            **common,
-        )
-        write_report(out / f"cascade-{item['dataset']}.json", report)
-    c = config.correction
-    if c:
+
+        def cascade(item=item):
+            report = api.cascade(
+                item["dataset"],
+                list(item["stage2"]),
+                n=int(item["n"]),
+                k=int(item["k"]),
+                gated=bool(item.get("gated", True)),
+                split=item.get("split", "all"),
+                first_stage=item.get("first_stage", first_stage),
+                **common,
+            )
+            write_report(out / f"cascade-{item['dataset']}.json", report)
+
+        label = f"cascade on {item['dataset']} ({', '.join(item['stage2'])})"
+        steps.append((label, label, cascade))
+    if config.correction:
+        steps += _correction_steps(config.correction, out, common, first_stage, echo)
+    return steps
+
+
+def _correction_steps(c: dict, out: Path, common: dict, first_stage: str, echo) -> list:
+    from fincrowd_ltr import api
+    from fincrowd_ltr.evaluation.report import format_table
+    from fincrowd_ltr.evaluation.results import format_crossval, write_report
+
+    target = Path(c.get("out", "checkpoints/default"))
+
+    def fit():
         from fincrowd_ltr.training.fitting import HPARAM_GRID
 
-        stage = c.get("first_stage", first_stage)
         model, report = api.fit_correction(
             c["dataset"],
             c["ranker"],
@@ -126,7 +217,7 @@ def run_demo(
             folds=int(c.get("folds", 5)),
             seed=int(c.get("seed", 0)),
             grid=HPARAM_GRID,
-            first_stage=stage,
+            first_stage=c.get("first_stage", first_stage),
             split=c.get("split", "all"),
             train_mode=c.get("train_mode", "injected"),
             val_mode=c.get("val_mode", "retrieved"),
@@ -134,11 +225,26 @@ def run_demo(
             domain=c.get("domain"),
             **common,
         )
-        report.save(out / f"crossval-{c['dataset']}-{c['ranker']}-{model.summary.first_stage}.json")
-        target = Path(c.get("out", "checkpoints/default"))
+        name = f"crossval-{c['dataset']}-{c['ranker']}-{model.summary.first_stage}.json"
+        report.save(out / name)
+        echo(
+            "\nheld out by group fold; [lo,hi]: 95% cluster-bootstrap interval of the change "
+            "against the base order"
+        )
+        echo(format_crossval(report.to_dict(), f"{c['dataset']} {c['ranker']}"))
         model.save_pretrained(target)
         echo(f"\ncorrection saved to {target}")
-        for item in c.get("calibrate", []):
+
+    steps = [
+        (
+            f"correction {c['dataset']} {c['ranker']}",
+            f"gated correction of {c['ranker']} on {c['dataset']}: cross-validation, fit",
+            fit,
+        )
+    ]
+    for item in c.get("calibrate", []):
+
+        def calibrate(item=item):
             _, cal = api.calibrate_domain(
                 target,
                 item["domain"],
@@ -149,8 +255,13 @@ def run_demo(
                 **common,
             )
             echo(f"domain {item['domain']!r}: calibrated on {cal.n_queries} questions")
-        for item in c.get("evaluate", []):
-            mode = item.get("mode", "retrieved")
+
+        label = f"calibrate the gate for {item['domain']} on {item['dataset']}"
+        steps.append((label, label, calibrate))
+    for item in c.get("evaluate", []):
+        mode = item.get("mode", "retrieved")
+
+        def evaluate(item=item, mode=mode):
             report = api.evaluate(
                 item["dataset"],
                 [c["ranker"]],
@@ -165,5 +276,7 @@ def run_demo(
                 out / f"corrected-{item['dataset']}-{mode}-{item.get('domain')}.json", report
             )
             echo("\n" + format_table(report))
-    echo(f"\nreports in {out}/")
-    return out
+
+        label = f"evaluate {target} on {item['dataset']} {mode} ({item.get('domain')})"
+        steps.append((label, label, evaluate))
+    return steps

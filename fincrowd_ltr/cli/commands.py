@@ -57,19 +57,9 @@ def _write(path: Path | None, report: dict | object) -> None:
 
 
 def _rows(title: str, systems: dict) -> None:
-    print(title)
-    for name, s in systems.items():
-        if not isinstance(s, dict) or "delta" not in s:
-            continue
-        lo, hi = s["delta_ci95"]["recall@10"]
-        extra = ""
-        if s.get("crowded_failures"):
-            extra = f"  repaired {s['crowded_repaired']}/{s['crowded_failures']} crowded"
-        print(
-            f"  {name:<34} R@10 {s['recall@10']:.3f}  delta {s['delta']['recall@10']:+.3f} "
-            f"[{lo:+.3f},{hi:+.3f}]  nDCG@10 {s['ndcg@10']:.3f}  regression "
-            f"{s['regression_rate']:.3f}{extra}"
-        )
+    from fincrowd_ltr.evaluation.results import format_rows
+
+    print(format_rows(title, systems))
 
 
 def evaluate(args: argparse.Namespace) -> dict:
@@ -111,6 +101,7 @@ def evaluate(args: argparse.Namespace) -> dict:
 
 def fit_residual(args: argparse.Namespace) -> None:
     from fincrowd_ltr.api import fit_correction
+    from fincrowd_ltr.evaluation.results import format_crossval
     from fincrowd_ltr.training.fitting import HPARAM_GRID
 
     model, report = fit_correction(
@@ -133,18 +124,7 @@ def fit_residual(args: argparse.Namespace) -> None:
     )
     data = report.to_dict()
     print(f"setting chosen per fold on validation groups: {data['selection']['chosen_per_fold']}")
-    for mode, res in data["modes"].items():
-        _rows(
-            f"\n{args.dataset} {args.ranker}: held-out folds, {mode} banks "
-            f"({res['n_queries']} questions, {res['n_groups']} groups)",
-            res,
-        )
-    for mode, res in data.get("gated", {}).get("modes", {}).items():
-        _rows(
-            f"\n{args.dataset} {args.ranker}: gated correction, held-out folds, {mode} banks "
-            f"(gate opened on {res['gate_open_share']:.3f})",
-            {k: v for k, v in res.items() if k.startswith("gated")},
-        )
+    print(format_crossval(data, f"{args.dataset} {args.ranker}"))
     if args.ablation:
         from fincrowd_ltr.api.fit import feature_ablation
 

@@ -224,3 +224,40 @@ def metadata_oracle(dataset: Dataset, ranking: list[str], qid: str) -> list[str]
         return bool(periods) and p.period is not None and p.period not in periods
 
     return [pid for pid in ranking if not conflicts(dataset.passages[pid])]
+
+
+def format_rows(title: str, systems: dict) -> str:
+    """A table of paired rows (the dict form of :class:`SystemResult`): Recall@10 with the change
+    against the base order and its 95% interval, nDCG@10, regression, crowded failures repaired."""
+    lines = [title]
+    for name, s in systems.items():
+        if not isinstance(s, dict) or "delta" not in s:
+            continue
+        lo, hi = s["delta_ci95"]["recall@10"]
+        extra = ""
+        if s.get("crowded_failures"):
+            extra = f"  repaired {s['crowded_repaired']}/{s['crowded_failures']} crowded"
+        lines.append(
+            f"  {name:<34} R@10 {s['recall@10']:.3f}  delta {s['delta']['recall@10']:+.3f} "
+            f"[{lo:+.3f},{hi:+.3f}]  nDCG@10 {s['ndcg@10']:.3f}  regression "
+            f"{s['regression_rate']:.3f}{extra}"
+        )
+    return "\n".join(lines)
+
+
+def format_crossval(data: dict, name: str) -> str:
+    """The held-out tables of a cross-validation report (``CrossValReport.to_dict()``)."""
+    parts = []
+    for mode, res in data["modes"].items():
+        title = (
+            f"\n{name}: held-out folds, {mode} banks "
+            f"({res['n_queries']} questions, {res['n_groups']} groups)"
+        )
+        parts.append(format_rows(title, res))
+    for mode, res in data.get("gated", {}).get("modes", {}).items():
+        title = (
+            f"\n{name}: gated correction, held-out folds, {mode} banks "
+            f"(gate opened on {res['gate_open_share']:.3f})"
+        )
+        parts.append(format_rows(title, {k: v for k, v in res.items() if k.startswith("gated")}))
+    return "\n".join(parts)
