@@ -114,19 +114,27 @@ class DaskEngine:
             )
             self.client = Client(self.cluster)
         self.workers = len(self.client.scheduler_info(n_workers=-1)["workers"]) or workers
+        self._shared: dict[int, tuple[Any, Any]] = {}  # id -> (object, its scattered future)
+
+    def _send(self, shared: Any):
+        """``shared`` on every worker, sent once for the engine's lifetime (a first stage with
+        its index, an encoder): later maps with the same object reuse it."""
+        held = self._shared.get(id(shared))
+        if held is None or held[0] is not shared:
+            future = self.client.scatter(shared, broadcast=True, hash=False)
+            held = self._shared[id(shared)] = (shared, future)
+        return held[1]
 
     def map(
         self, fn: Callable, items: list, shared: Any = None, what: str = "", progress: bool = False
     ) -> list:
         """``fn(item, shared)`` for every item on the workers (``shared`` is sent to each worker
-        once); results in item order."""
+        once per engine); results in item order."""
         from dask.distributed import as_completed
 
         if not items:
             return []
-        held = (
-            self.client.scatter(shared, broadcast=True, hash=False) if shared is not None else None
-        )
+        held = self._send(shared) if shared is not None else None
         futures = self.client.map(fn, items, shared=held, pure=False)
         bar = Progress(len(items), what, enabled=progress and bool(what), unit=" chunks")
         for _ in as_completed(futures):
@@ -135,6 +143,7 @@ class DaskEngine:
         return self.client.gather(futures)
 
     def close(self) -> None:
+        self._shared.clear()
         self.client.close()
         if self.cluster is not None:
             self.cluster.close()

@@ -165,9 +165,9 @@ def _search(query: Query, index, size: int) -> tuple[list[str], np.ndarray]:
     return search(query, size) if search else index.search(query.text, size)
 
 
-def _search_chunk(queries: list[Query], shared: tuple) -> list[tuple[list[str], np.ndarray]]:
-    index, size = shared
-    return [_search(q, index, size) for q in queries]
+def _search_chunk(chunk: tuple, shared) -> list[tuple[list[str], np.ndarray]]:
+    queries, size = chunk
+    return [_search(q, shared, size) for q in queries]
 
 
 def _search_all(queries: list[Query], index, size: int) -> dict[str, tuple[list[str], np.ndarray]]:
@@ -179,7 +179,9 @@ def _search_all(queries: list[Query], index, size: int) -> dict[str, tuple[list[
     if not engine.distributed or len(queries) <= QUERIES_PER_CHUNK:
         return {q.qid: _search(q, index, size) for q in queries}
     chunks = [queries[i : i + QUERIES_PER_CHUNK] for i in range(0, len(queries), QUERIES_PER_CHUNK)]
-    results = engine.map(_search_chunk, chunks, (index, size), "first-stage retrieval", True)
+    results = engine.map(
+        _search_chunk, [(c, size) for c in chunks], index, "first-stage retrieval", True
+    )
     return {
         q.qid: r
         for chunk, rs in zip(chunks, results, strict=True)
