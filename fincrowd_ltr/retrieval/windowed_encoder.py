@@ -161,7 +161,11 @@ class WindowedEncoder:
         path.write_text(json.dumps(rates))
 
     def worker_copy(self) -> WindowedEncoder:
-        """This encoder without its cache (what an engine's workers receive)."""
+        """This encoder without its cache (what an engine's workers receive; one per encoder,
+        so an engine sends it to its workers once)."""
+        held = self.__dict__.get("_worker_copy")
+        if held is not None:
+            return held
         copy = object.__new__(type(self))
         copy.__dict__.update(self.__dict__)
         copy.cache = EmbeddingCache(None)
@@ -171,6 +175,7 @@ class WindowedEncoder:
 
             copy.model = copying.deepcopy(self.model).to("cpu")
             copy.device = "cpu"
+        self._worker_copy = copy
         return copy
 
 
