@@ -163,6 +163,24 @@ def make_engine(
     raise ValueError(f"unknown engine {name!r}; choose from {ENGINES}")
 
 
+def map_chunked(
+    fn: Callable,
+    items: list,
+    chunk_size: int,
+    shared: Any = None,
+    what: str = "",
+    progress: bool = False,
+) -> list:
+    """``fn(chunk, shared)`` (one result per item of the chunk) over ``items`` cut into chunks of
+    ``chunk_size`` on the current engine, results flattened in item order; in this process (or
+    with one chunk) ``fn`` sees all the items at once."""
+    engine = current()
+    if not engine.distributed or len(items) <= chunk_size:
+        return fn(items, shared)
+    chunks = [items[i : i + chunk_size] for i in range(0, len(items), chunk_size)]
+    return [out for part in engine.map(fn, chunks, shared, what, progress) for out in part]
+
+
 _CURRENT: list[Engine] = [LocalEngine()]
 
 

@@ -252,8 +252,7 @@ def fit_correction(
     bar.close()
 
     report = CrossValReport(data.name, ranker)
-    mean_val = [float(np.mean(col)) for col in zip(*val_scores, strict=True)]
-    best = max(range(len(grid)), key=lambda i: (mean_val[i], -i))
+    best, mean_val = _best_setting(val_scores)
     setting = grid[best]
     report.info = {
         "first_stage": stage,
@@ -405,6 +404,13 @@ def _final_round(data, plan):
     return calib, r, r.train[0]
 
 
+def _best_setting(val_scores: list[list[float]]) -> tuple[int, list[float]]:
+    """The grid setting with the best validation nDCG@10 averaged over the rounds (the first
+    wins ties), and those averages."""
+    mean_val = [float(np.mean(col)) for col in zip(*val_scores, strict=True)]
+    return max(range(len(mean_val)), key=lambda i: (mean_val[i], -i)), mean_val
+
+
 def _prefetch(fits, ex, plan, data, grid, seed, gate, train_mode, val_mode) -> None:
     """Train every residual the workflow will ask for, in parallel where it pays: first each
     round's grid, then (with the settings they choose) the gate's cross-fitting and the final
@@ -423,8 +429,7 @@ def _prefetch(fits, ex, plan, data, grid, seed, gate, train_mode, val_mode) -> N
                 (t, v, grid[index], seed)
                 for _, t, v in _gate_splits(ex, r.train, r.validation, train_mode, val_mode)
             ]
-    mean_val = [float(np.mean(col)) for col in zip(*val_scores, strict=True)]
-    best = grid[max(range(len(grid)), key=lambda i: (mean_val[i], -i))]
+    best = grid[_best_setting(val_scores)[0]]
     if gate:
         _, r, val = _final_round(data, plan)
         jobs.append((ex.of(train_mode, r.train), ex.of(val_mode, [val]), best, seed))

@@ -375,16 +375,11 @@ def extract_passages(
 ) -> list[FinancialFields]:
     """The fields of many passages, in order (on the current engine's workers when it is
     distributed: :mod:`fincrowd_ltr.engine`)."""
-    from fincrowd_ltr import engine as engines
+    from fincrowd_ltr.engine import map_chunked
 
-    engine = engines.current()
-    if not engine.distributed or len(passages) <= PASSAGES_PER_CHUNK:
-        return [extractor.extract_passage(p) for p in passages]
-    chunks = [
-        passages[i : i + PASSAGES_PER_CHUNK] for i in range(0, len(passages), PASSAGES_PER_CHUNK)
-    ]
-    results = engine.map(_extract_chunk, chunks, extractor, "field extraction", progress)
-    return [fields for chunk in results for fields in chunk]
+    return map_chunked(
+        _extract_chunk, passages, PASSAGES_PER_CHUNK, extractor, "field extraction", progress
+    )
 
 
 def _extract_chunk(passages: list[Passage], shared: FieldExtractor) -> list[FinancialFields]:

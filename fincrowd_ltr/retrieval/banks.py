@@ -13,6 +13,7 @@ File format (JSON Lines): line 1 is a header ``{"format": "fincrowd-banks", "ver
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -165,28 +166,20 @@ def _search(query: Query, index, size: int) -> tuple[list[str], np.ndarray]:
     return search(query, size) if search else index.search(query.text, size)
 
 
-def _search_chunk(chunk: tuple, shared) -> list[tuple[list[str], np.ndarray]]:
-    queries, size = chunk
+def _search_chunk(
+    queries: list[Query], shared, size: int = DEFAULT_BANK_SIZE
+) -> list[tuple[list[str], np.ndarray]]:
     return [_search(q, shared, size) for q in queries]
 
 
 def _search_all(queries: list[Query], index, size: int) -> dict[str, tuple[list[str], np.ndarray]]:
     """Every question's top ``size`` (on the current engine's workers when it is distributed:
     the first stage goes to each worker once, questions in chunks)."""
-    from fincrowd_ltr import engine as engines
+    from fincrowd_ltr.engine import map_chunked
 
-    engine = engines.current()
-    if not engine.distributed or len(queries) <= QUERIES_PER_CHUNK:
-        return {q.qid: _search(q, index, size) for q in queries}
-    chunks = [queries[i : i + QUERIES_PER_CHUNK] for i in range(0, len(queries), QUERIES_PER_CHUNK)]
-    results = engine.map(
-        _search_chunk, [(c, size) for c in chunks], index, "first-stage retrieval", True
-    )
-    return {
-        q.qid: r
-        for chunk, rs in zip(chunks, results, strict=True)
-        for q, r in zip(chunk, rs, strict=True)
-    }
+    search = functools.partial(_search_chunk, size=size)
+    found = map_chunked(search, queries, QUERIES_PER_CHUNK, index, "first-stage retrieval", True)
+    return {q.qid: r for q, r in zip(queries, found, strict=True)}
 
 
 def retrieve_candidates(
