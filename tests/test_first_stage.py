@@ -3,6 +3,7 @@ fallback when the question names no company the corpus has."""
 
 import json
 
+import numpy as np
 import pytest
 
 from fincrowd_ltr.data import load_dataset
@@ -10,10 +11,13 @@ from fincrowd_ltr.data.schema import DataError, Passage
 from fincrowd_ltr.evaluation.first_stage import ablation, retrieve_runs
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.retrieval.bm25 import BM25Index
+from fincrowd_ltr.retrieval.filings import filing_score, implied_kinds
 from fincrowd_ltr.retrieval.first_stage import (
     CHOSEN,
     FALLBACK,
+    FILING_WEIGHT,
     FirstStage,
+    StageParts,
     parse_first_stage,
     resolve_first_stage,
 )
@@ -94,6 +98,44 @@ def test_entity_first_stage_ranks_the_named_company_first_and_falls_back(tmp_pat
     )
 
 
+def test_filing_scores_follow_period_restatement_quarter_and_type():
+    asked, annual = frozenset({"2019"}), implied_kinds("What was FY2019 capex?")
+    assert annual == {"annual"}
+    assert filing_score("2019", "10k", asked, annual) == 1.0
+    assert filing_score("2020", "10k", asked, annual) == 0.5  # restates 2019
+    assert filing_score("2018", "10k", asked, annual) == 0.0
+    assert filing_score("2020", "10q", asked, annual) == 0.0  # a 10-Q restates nothing a year on
+    assert filing_score("2019Q2", "10q", asked, annual) == 0.5  # another type than asked
+    assert filing_score(None, "10k", asked, annual) == 0.0  # unknown period: no lift
+    q2 = frozenset({"2023Q2"})
+    hint = implied_kinds("What was revenue in Q2 2023 per the 10-Q?")
+    assert hint == {"quarterly"}
+    assert filing_score("2023Q2", "10q", q2, hint) == 1.0
+    assert filing_score("2023Q3", "10q", q2, hint) == 0.25
+    assert filing_score("2023", "10k", q2, hint) == 0.5
+    assert filing_score("2023Q2", "earnings", q2, frozenset()) == 0.5  # no hint: annual first
+    assert implied_kinds("What did the 8-K say?") == {"release"}
+
+
+def test_filing_first_stage_lifts_the_asked_filing_and_falls_back_without_a_year(tmp_path):
+    data = _corpus(tmp_path / "c")
+    index = BM25Index.build(data.passages, progress=False)
+    fx = FieldExtractor.from_passages(data.passages.values())
+    entity = FirstStage("bm25+entity", index, data.passages, fx)
+    filing = FirstStage("bm25+entity+filing=1", index, data.passages, fx)
+    question = "How did Globex revenue grow in fiscal year 2019?"
+    assert filing.search(question, 1)[0] == ["Globex-2019"]
+    assert set(filing.search(question, 2)[0]) == {"Globex-2019", "Globex-2020"}
+    no_year = "How did Globex revenue grow?"
+    (pids, scores), (plain_pids, plain_scores) = (
+        filing.search(no_year, 5),
+        entity.search(no_year, 5),
+    )
+    assert pids == plain_pids and np.array_equal(scores, plain_scores)
+    other = "How did Initech revenue grow in 2019?"  # no company of the corpus: no lift either
+    assert filing.search(other, 5)[0] == entity.search(other, 5)[0]
+
+
 def test_keywords_step_appends_key_phrases():
     question = "What was the capital expenditure of Acme in 2018?"
     out = QueryProcessor(FX, ("keywords",))(question)
@@ -102,10 +144,20 @@ def test_keywords_step_appends_key_phrases():
 
 
 def test_first_stage_names_parse_and_auto_resolves_per_dataset():
-    assert parse_first_stage("bm25") == ((), False)
-    assert parse_first_stage("bm25+query+entity") == (QUERY_STEPS, True)
-    assert parse_first_stage("bm25+keywords+periods") == (("periods", "keywords"), False)
-    for bad in ("bm25+stemming", "dense+query", "bm25+query+query"):
+    assert parse_first_stage("bm25") == StageParts((), False)
+    assert parse_first_stage("bm25+query+entity") == StageParts(QUERY_STEPS, True)
+    assert parse_first_stage("bm25+keywords+periods") == StageParts(("periods", "keywords"))
+    assert parse_first_stage("bm25+entity+filing").filing == FILING_WEIGHT
+    assert parse_first_stage("bm25+entity+filing=0.25").filing == 0.25 != FILING_WEIGHT
+    for bad in (
+        "bm25+stemming",
+        "dense+query",
+        "bm25+query+query",
+        "bm25+query+filing",  # filing ranks the named company's filings: needs entity
+        "bm25+entity+filing=0",
+        "bm25+entity+filing=x",
+        "bm25+entity+filing+filing=1",
+    ):
         with pytest.raises(DataError, match="unknown first stage"):
             parse_first_stage(bad)
     for name, stage in CHOSEN.items():  # 'auto' is whatever the ablation chose, per dataset

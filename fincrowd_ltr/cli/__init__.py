@@ -15,8 +15,8 @@ from fincrowd_ltr.cli import commands as c
 DEFAULT_CACHE = Path(".cache")
 FIRST_STAGE_HELP = (
     "candidate retrieval: 'auto' (the one chosen on training folds for the dataset: FinanceBench "
-    "bm25+query+entity, TAT-QA and other corpora bm25), 'run' (your --run's own top N), or 'bm25' "
-    "plus any of +instructions +periods +synonyms +keywords +query +entity"
+    "bm25+query+entity+filing, TAT-QA and other corpora bm25), 'run' (your --run's own top N), or "
+    "'bm25' plus any of +instructions +periods +synonyms +keywords +query +entity +filing[=W]"
 )
 
 

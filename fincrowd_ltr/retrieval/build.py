@@ -30,6 +30,7 @@ from fincrowd_ltr.retrieval.banks import (
     score_banks,
 )
 from fincrowd_ltr.retrieval.bm25 import BM25Config, BM25Index
+from fincrowd_ltr.retrieval.filings import VERSION as FILINGS_VERSION
 from fincrowd_ltr.retrieval.first_stage import RUN, FirstStage, resolve_first_stage
 from fincrowd_ltr.retrieval.query import synonyms_fingerprint
 from fincrowd_ltr.retrieval.rankers import RunRanker, RunScores, make_rankers, scores_from_run
@@ -64,6 +65,7 @@ class BankSpec:
             self.dense_policy.pooling,
             stage,
             EXTRACTOR_VERSION if stage != "bm25" else None,
+            FILINGS_VERSION if "filing" in stage else None,
             synonyms_fingerprint() if "synonyms" in stage or "query" in stage else None,
             dataset.corpus_fingerprint(),
             dataset.queries_fingerprint(with_qrels=self.mode == "injected"),

@@ -6,18 +6,28 @@ so a bank keeps its size. A question that names no company, or only companies th
 falls back to unrestricted BM25. Only the question text and the corpus metadata are used, never
 the gold.
 
+Filing-aware retrieval (``filing``, with ``entity``) then lifts the named company's pages by their
+filing's compatibility with the question's fiscal period and implied filing type
+(:mod:`fincrowd_ltr.retrieval.filings`): ``weight x compatibility x`` the question's best BM25 score
+is added, so the right filing's pages lead while strong BM25 matches of other filings still make
+the bank. Questions that state no year fall back to the entity-aware order.
+
 A first stage is named ``bm25`` followed by ``+step`` parts, any of ``instructions``, ``periods``,
 ``synonyms``, ``keywords`` (query processing, see :mod:`fincrowd_ltr.retrieval.query`), ``query``
-(short for the first three) and ``entity``; e.g. ``bm25+query+entity``.
+(short for the first three), ``entity`` and ``filing`` (or ``filing=W`` for a weight other than
+``FILING_WEIGHT``); e.g. ``bm25+query+entity+filing``.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from fincrowd_ltr.data.schema import DataError, Passage
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.retrieval.bm25 import BM25Index, top_k
+from fincrowd_ltr.retrieval.filings import FilingPrior
 from fincrowd_ltr.retrieval.query import QUERY_STEPS, STEPS, QueryProcessor
 
 # the ablation's variants: the original query, each step alone, the steps together
@@ -32,15 +42,20 @@ FIRST_STAGES = (
     "bm25+query+keywords",
     "bm25+query+entity",
     "bm25+query+keywords+entity",
+    "bm25+query+entity+filing=0.25",
+    "bm25+query+entity+filing=0.5",
+    "bm25+query+entity+filing",
 )
-PARTS = (*STEPS, "query", "entity")
+PARTS = (*STEPS, "query", "entity", "filing")
+FILING_WEIGHT = 1.0
 AUTO = "auto"
 RUN = "run"  # a user's own run is the first stage (``build_banks(run=...)``)
 # ``auto``: the first stage chosen on training folds for each dataset by
 # ``fincrowd first-stage --dataset NAME`` (README, "First stage"): on FinanceBench every fold's
-# training folds chose bm25+query+entity; on TAT-QA dev (no company names, synonyms hurt) plain
-# BM25. Other corpora get plain BM25 until their own ablation says otherwise.
-CHOSEN = {"financebench": "bm25+query+entity", "tatqa": "bm25"}
+# training folds chose bm25+query+entity+filing (weight 1 on four folds, 0.5 on one; 1 on all
+# questions); on TAT-QA dev (no company names or filings, synonyms hurt) plain BM25. Other corpora
+# get plain BM25 until their own ablation says otherwise.
+CHOSEN = {"financebench": "bm25+query+entity+filing", "tatqa": "bm25"}
 FALLBACK = "bm25"
 
 
@@ -49,20 +64,49 @@ def resolve_first_stage(name: str, dataset: str) -> str:
     return CHOSEN.get(dataset, FALLBACK) if name == AUTO else name
 
 
-def parse_first_stage(name: str) -> tuple[tuple[str, ...], bool]:
-    """``(query processing steps, entity-aware)`` of a first-stage name; errors list the parts."""
+@dataclass(frozen=True)
+class StageParts:
+    """What a first-stage name asks for: query steps, entity restriction, filing weight (0: off)."""
+
+    steps: tuple[str, ...] = ()
+    entity: bool = False
+    filing: float = 0.0
+
+
+def _filing_weight(part: str) -> float | None:
+    """The weight of a ``filing`` / ``filing=W`` part; ``None`` if ``part`` is not one."""
+    head, eq, value = part.partition("=")
+    if head != "filing":
+        return None
+    if not eq:
+        return FILING_WEIGHT
+    try:
+        weight = float(value)
+    except ValueError:
+        weight = -1.0
+    return weight if weight > 0 else None
+
+
+def parse_first_stage(name: str) -> StageParts:
+    """The parts of a first-stage name; errors list the parts one can write."""
     if name in (AUTO, RUN):
-        return (), False
+        return StageParts()
     head, *parts = name.split("+")
-    unknown = [p for p in parts if p not in PARTS]
-    if head != "bm25" or unknown or len(set(parts)) != len(parts):
+    filing = [w for w in map(_filing_weight, parts) if w is not None]
+    plain = [p for p in parts if not p.startswith("filing")]
+    unknown = [p for p in plain if p not in PARTS]
+    kinds = [p.partition("=")[0] for p in parts]
+    bad_filing = len(filing) != len(parts) - len(plain) or (filing and "entity" not in parts)
+    if head != "bm25" or unknown or len(set(kinds)) != len(kinds) or bad_filing:
         raise DataError(
             f"unknown first stage {name!r}: write 'auto', 'run' (your run's own top N), or "
-            f"'bm25' then any of "
-            f"{', '.join('+' + p for p in PARTS)} (e.g. bm25+query+entity)"
+            f"'bm25' then any of {', '.join('+' + p for p in PARTS)} (e.g. bm25+query+entity); "
+            "'filing' needs 'entity' and takes an optional positive weight (filing=0.25)"
         )
-    steps = {s for p in parts for s in (QUERY_STEPS if p == "query" else (p,)) if s != "entity"}
-    return tuple(s for s in STEPS if s in steps), "entity" in parts
+    steps = {s for p in plain for s in (QUERY_STEPS if p == "query" else (p,)) if s != "entity"}
+    return StageParts(
+        tuple(s for s in STEPS if s in steps), "entity" in parts, filing[0] if filing else 0.0
+    )
 
 
 class FirstStage:
@@ -81,13 +125,17 @@ class FirstStage:
     ) -> None:
         if name == AUTO:
             raise DataError("resolve the 'auto' first stage for a dataset first")
-        steps, entity = parse_first_stage(name)
+        parts = parse_first_stage(name)
         self.name = name
         self.index = index
         self.extractor = extractor
-        self.process = QueryProcessor(extractor, steps) if steps else None
+        self.process = QueryProcessor(extractor, parts.steps) if parts.steps else None
+        self.filing_weight = parts.filing
+        self.filings = (
+            FilingPrior((passages[p] for p in index.pids), extractor) if parts.filing else None
+        )
         self.by_company: dict[str, np.ndarray] = {}
-        if entity:
+        if parts.entity:
             rows: dict[str, list[int]] = {}
             for i, pid in enumerate(index.pids):
                 company = passages[pid].company
@@ -96,14 +144,17 @@ class FirstStage:
             self.by_company = {c: np.array(r, dtype=np.int64) for c, r in rows.items()}
 
     def _scores(self, query: str) -> np.ndarray:
-        """First-stage scores of every passage: BM25 of the (processed) question, plus a constant
-        that ranks the named company's passages above all others."""
+        """First-stage scores of every passage: BM25 of the (processed) question, plus the filing
+        lift and a constant that ranks the named company's passages above all others."""
         text = self.process(query) if self.process is not None else query
         scores = self.index.scores(text)
         if self.by_company:
             named = [c for c in self.extractor.extract_query(query).entity if c in self.by_company]
             if named:
                 rows = np.concatenate([self.by_company[c] for c in sorted(named)])
+                fit = self.filings(query) if self.filings is not None else None
+                if fit is not None:
+                    scores[rows] += self.filing_weight * float(scores.max()) * fit[rows]
                 scores[rows] += float(scores.max() - scores.min()) + 1.0
         return scores
 
