@@ -73,3 +73,38 @@ def test_local_concentration_and_degenerate_banks():
 
 def test_schema_coverage_without_query_fields():
     assert schema_coverage(FinancialFields(), FinancialFields(period=frozenset({"2018"}))) == 0.0
+
+
+def test_page_features_read_filing_printed_periods_metric_rows_and_roles():
+    restated = (
+        "Consolidated Statements of Cash Flows\nYears 2019 and 2018\nCapital expenditures\n$ 1,577"
+    )
+    passages = {
+        "k2019": Passage(
+            "k2019",
+            "Capital expenditures rose. 2019",
+            company="Acme",
+            period="2019",
+            doc_type="10k",
+        ),
+        "k2020": Passage("k2020", restated, company="Acme", period="2020", doc_type="10k"),
+        "q2017": Passage(
+            "q2017",
+            "Notes to Consolidated Financial Statements\nNOTE 4 leases 2017",
+            company="Acme",
+            period="2017Q2",
+            doc_type="10q",
+        ),
+        "bare": Passage("bare", "no period, no metadata"),
+    }
+    featurizer = BankFeaturizer(FieldExtractor.from_passages(passages.values()), passages)
+    pids = list(passages)
+    x = featurizer.features("What was Acme's FY2019 capital expenditure?", pids)
+    assert list(x[:, col("filing_fit")]) == [1.0, 0.5, 0.0, 0.0]  # own year, restated, other
+    assert list(x[:, col("text_period_match")]) == [1, 1, 0, 0]  # the 2020 filing prints 2019
+    assert list(x[:, col("text_period_conflict")]) == [0, 0, 1, 0]
+    assert list(x[:, col("metric_row")]) == [0, 1, 0, 0]  # a figure follows only on k2020
+    assert x[1, col("role_statement")] == 1 and x[2, col("role_notes")] == 1
+    assert x[:, [col(f"role_{r}") for r in ("statement", "notes", "mdna", "other")]].sum() == 2
+    no_period = featurizer.features("What is Acme's capital expenditure?", pids)
+    assert not no_period[:, col("filing_fit") : col("text_period_conflict") + 1].any()

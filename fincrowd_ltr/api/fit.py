@@ -28,6 +28,7 @@ from fincrowd_ltr.evaluation.results import (
     write_report,
 )
 from fincrowd_ltr.features import BankFeaturizer
+from fincrowd_ltr.features.bank_features import FAMILIES
 from fincrowd_ltr.features.examples import BankExample, make_examples
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.model.calibration import DEFAULT_REGRESSION_CAP, MIN_CALIBRATION_QUERIES
@@ -464,19 +465,7 @@ def _fit_final(
     return final
 
 
-ABLATION_FAMILIES = (
-    "lexical",
-    "coverage",
-    "concentration",
-    "compatibility",
-    "entity",
-    "metric",
-    "period",
-    "segment",
-    "table_scope",
-    "unit",
-    "currency",
-)
+ABLATION_FAMILIES = ("compatibility", *FAMILIES)  # all typed fields at once, then each family
 
 
 def feature_ablation(

@@ -7,7 +7,16 @@ For a query and its bank (candidates in bank order), each candidate gets:
   (0 when the query observes none);
 - ``concentration``: mean TF-IDF cosine to the candidate's 5 nearest competitors in the bank;
 - ``<field>_match`` and ``<field>_conflict`` for the seven typed fields (1 or 0; an unknown field
-  on either side gives 0 and 0).
+  on either side gives 0 and 0);
+- ``filing_fit``: the candidate's filing compatibility with the question's periods and implied
+  filing type (:mod:`fincrowd_ltr.retrieval.filings`; 0 when either is unknown);
+- ``text_period_match`` / ``text_period_conflict``: the periods printed on the page (its table
+  columns and headers), not the filing's, against the question's;
+- ``metric_row``: the question's metric stands next to a figure on the page;
+- ``role_statement``, ``role_notes``, ``role_mdna``, ``role_other`` (cover, contents, exhibit):
+  the page's role from its heading lines (:mod:`fincrowd_ltr.features.page_cues`).
+
+``FAMILIES`` groups the features for ablations.
 """
 
 from __future__ import annotations
@@ -17,15 +26,38 @@ from scipy import sparse
 
 from fincrowd_ltr.data.schema import Passage
 from fincrowd_ltr.features.lexical import TermCounter, bank_bm25, local_concentration
-from fincrowd_ltr.fields.compatibility import Compatibility, compare_field
+from fincrowd_ltr.features.page_cues import has_metric_row, page_role, text_periods
+from fincrowd_ltr.fields.compatibility import Compatibility, compare_field, compare_period
 from fincrowd_ltr.fields.extractor import FIELD_NAMES, FieldExtractor, FinancialFields
+from fincrowd_ltr.retrieval.filings import filing_score, implied_kinds
 
+PAGE_ROLES = ("statement", "notes", "mdna", "other")
 FEATURE_NAMES: tuple[str, ...] = (
     "lexical",
     "coverage",
     "concentration",
     *(f"{name}_{kind}" for name in FIELD_NAMES for kind in ("match", "conflict")),
+    "filing_fit",
+    "text_period_match",
+    "text_period_conflict",
+    "metric_row",
+    *(f"role_{role}" for role in PAGE_ROLES),
 )
+TYPED = 3  # column of the first typed-field feature
+PAGE = TYPED + 2 * len(FIELD_NAMES)  # column of the first page feature
+
+
+def family_of(name: str) -> str:
+    """The ablation family of a feature: ``lexical``, ``coverage``, ``concentration``, a field
+    name (its match/conflict pair), ``filing``, ``text_period``, ``metric_row`` or ``role``."""
+    if name == "filing_fit":
+        return "filing"
+    if name.startswith("role_"):
+        return "role"
+    return name.rsplit("_", 1)[0] if name.endswith(("_match", "_conflict")) else name
+
+
+FAMILIES: tuple[str, ...] = tuple(dict.fromkeys(family_of(n) for n in FEATURE_NAMES))
 
 
 def zscore(values: np.ndarray) -> np.ndarray:
@@ -60,6 +92,7 @@ class BankFeaturizer:
         self.passages = passages
         self.terms = TermCounter()
         self._fields: dict[str, FinancialFields] = {}
+        self._cues: dict[str, tuple[str, frozenset[str]]] = {}
         self._query_fields: dict[tuple[str, frozenset], FinancialFields] = {}
 
     def passage_fields(self, pid: str) -> FinancialFields:
@@ -67,6 +100,14 @@ class BankFeaturizer:
         if fields is None:
             fields = self._fields[pid] = self.extractor.extract_passage(self.passages[pid])
         return fields
+
+    def page_cues(self, pid: str) -> tuple[str, frozenset[str]]:
+        """The page's role and the periods printed on it (cached)."""
+        cues = self._cues.get(pid)
+        if cues is None:
+            text = self.passages[pid].text
+            cues = self._cues[pid] = (page_role(text), text_periods(text))
+        return cues
 
     def query_fields(self, text: str, pids: list[str] | None = None) -> FinancialFields:
         """The question's fields, reading companies with the extractor's vocabulary plus the
@@ -115,6 +156,29 @@ class BankFeaturizer:
                 for v in values
             ]
             out[:, 1] += np.array([bool(v) for v in values], dtype=np.float64) / len(observed)
-            out[:, 3 + 2 * j] = [o is Compatibility.MATCH for o in found]
-            out[:, 4 + 2 * j] = [o is Compatibility.CONFLICT for o in found]
+            out[:, TYPED + 2 * j] = [o is Compatibility.MATCH for o in found]
+            out[:, TYPED + 1 + 2 * j] = [o is Compatibility.CONFLICT for o in found]
+        self._page_features(query, q_fields, pids, out[:, PAGE:])
         return out
+
+    def _page_features(
+        self, query: str, q_fields: FinancialFields, pids: list[str], out: np.ndarray
+    ) -> None:
+        """Filing fit, printed periods, metric row and page role, written into ``out``."""
+        hint = implied_kinds(query) if q_fields.period else frozenset()
+        fits: dict[tuple, float] = {}
+        for i, pid in enumerate(pids):
+            passage = self.passages[pid]
+            role, printed = self.page_cues(pid)
+            if q_fields.period:
+                key = (passage.period, passage.doc_type)
+                if key not in fits:
+                    fits[key] = filing_score(*key, q_fields.period, hint)
+                out[i, 0] = fits[key]
+                found = compare_period(q_fields.period, printed)
+                out[i, 1] = found is Compatibility.MATCH
+                out[i, 2] = found is Compatibility.CONFLICT
+            if q_fields.metric:
+                out[i, 3] = has_metric_row(passage.text, q_fields.metric)
+            if role:
+                out[i, 4 + PAGE_ROLES.index(role if role in PAGE_ROLES else "other")] = 1.0

@@ -16,8 +16,10 @@ import numpy as np
 
 from fincrowd_ltr.data.schema import Dataset
 from fincrowd_ltr.features.bank_features import FEATURE_NAMES, BankFeaturizer
+from fincrowd_ltr.features.page_cues import VERSION as CUES_VERSION
 from fincrowd_ltr.fields.vocabulary import EXTRACTOR_VERSION
 from fincrowd_ltr.retrieval.banks import BankSet
+from fincrowd_ltr.retrieval.filings import VERSION as FILINGS_VERSION
 
 
 @dataclass
@@ -45,7 +47,13 @@ def vocabulary_key(featurizer: BankFeaturizer) -> str:
     """A fingerprint of what features depend on besides the bank: extractor version and
     vocabulary, and the feature names."""
     blob = json.dumps(
-        [EXTRACTOR_VERSION, list(FEATURE_NAMES), sorted(featurizer.extractor.companies.items())],
+        [
+            EXTRACTOR_VERSION,
+            CUES_VERSION,
+            FILINGS_VERSION,
+            list(FEATURE_NAMES),
+            sorted(featurizer.extractor.companies.items()),
+        ],
         sort_keys=True,
     )
     return hashlib.sha1(blob.encode()).hexdigest()[:12]

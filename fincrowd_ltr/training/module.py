@@ -6,6 +6,7 @@ import lightning as L
 import torch
 
 from fincrowd_ltr.features import FEATURE_NAMES
+from fincrowd_ltr.features.bank_features import family_of
 from fincrowd_ltr.model import MAX_DISTRACTORS, ResidualScorer, pairwise_loss
 
 NDCG_K = 10
@@ -30,8 +31,7 @@ def batch_ndcg(
 
 def _dropped(name: str, dropped: set[str]) -> bool:
     typed = name.endswith(("_match", "_conflict"))
-    field = name.rsplit("_", 1)[0] if typed else name
-    return name in dropped or field in dropped or (typed and "compatibility" in dropped)
+    return name in dropped or family_of(name) in dropped or (typed and "compatibility" in dropped)
 
 
 class ResidualModule(L.LightningModule):
