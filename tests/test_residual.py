@@ -5,6 +5,7 @@ import math
 import torch
 
 from fincrowd_ltr.model import ResidualScorer, normalise_base, pair_weights, pairwise_loss
+from fincrowd_ltr.model.pairs import listnet_loss
 
 
 def softplus(x):
@@ -82,6 +83,29 @@ def test_distractor_cap_keeps_the_highest_ranked():
     assert torch.allclose(weights[0, 39, :30], torch.full((30,), 1 / 30, dtype=torch.float64))
 
 
+def test_hard_negatives_are_kept_before_higher_ranked_distractors():
+    base = torch.arange(40, dtype=torch.float64).flip(0).unsqueeze(0)
+    labels = torch.zeros(1, 40, dtype=torch.long)
+    labels[0, 39] = 1
+    hard = torch.zeros(1, 40, dtype=torch.bool)
+    hard[0, 35:38] = True  # three low-ranked distractors that conflict on one field only
+    mask = torch.ones(1, 40, dtype=torch.bool)
+    weights = pair_weights(labels, base, mask, max_distractors=30, hard=hard)
+    paired = weights[0, 39].nonzero().flatten().tolist()
+    assert paired == [*range(27), 35, 36, 37] and math.isclose(weights.sum().item(), 1.0)
+
+
+def test_listnet_loss_by_hand_and_banks_without_support_skipped():
+    final = torch.tensor([[2.0, 0.0, 0.0], [1.0, 1.0, 1.0]], dtype=torch.float64)
+    labels = torch.tensor([[1, 0, 0], [0, 0, 0]])
+    mask = torch.tensor([[True, True, True], [True, True, True]])
+    expected = -math.log(math.exp(2) / (math.exp(2) + 2))
+    assert math.isclose(listnet_loss(final, labels, mask).item(), expected, rel_tol=1e-12)
+    padded = torch.tensor([[2.0, 0.0, 99.0]], dtype=torch.float64)
+    two = listnet_loss(padded, labels[:1], torch.tensor([[True, True, False]]))
+    assert math.isclose(two.item(), -math.log(math.exp(2) / (math.exp(2) + 1)), rel_tol=1e-12)
+
+
 def test_padding_is_ignored_by_the_loss():
     final = torch.tensor([[2.0, 1.0, 50.0]], dtype=torch.float64)
     labels = torch.tensor([[1, 0, 0]])
@@ -105,4 +129,6 @@ def test_dropped_features_keep_zero_weight_and_no_effect():
     base = torch.tensor([1.0, 2.0, 3.0])
     assert torch.equal(module.scorer(x, base), module.scorer(y, base))
     everything_typed = ResidualModule(drop_features=["compatibility"]).scorer.active
-    assert everything_typed[3:].sum() == 0 and everything_typed[:3].sum() == 3
+    typed = [n.endswith(("_match", "_conflict")) for n in FEATURE_NAMES]
+    assert everything_typed[typed].sum() == 0
+    assert everything_typed[[not t for t in typed]].sum() == len(typed) - sum(typed)

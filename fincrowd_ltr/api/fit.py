@@ -140,6 +140,8 @@ def fit_correction(
     banks: dict[str, BankSet] | None = None,
     progress: bool = True,
     workers: int | None = None,
+    objective: str = "pairwise",
+    hard_negatives: bool = False,
 ) -> tuple[GatedCorrection, CrossValReport]:
     """Cross-validate and fit the gated correction of ``ranker``'s scores on a labelled corpus.
 
@@ -157,6 +159,8 @@ def fit_correction(
         domain: Name of the gate domain the final model calibrates (default: the dataset name).
         workers: Processes that train the residuals (``None``: one per CPU core when there are
             enough fits; 1: this process). Results are the same either way.
+        objective: ``pairwise`` (the paper's supporting-versus-distracting pairs) or ``listnet``.
+        hard_negatives: Pair supports first with distractors that conflict on exactly one field.
 
     Returns:
         ``(model, report)``: the fitted :class:`GatedCorrection` and the held-out results.
@@ -165,7 +169,10 @@ def fit_correction(
 
     data = load_dataset(dataset, data_root, split)
     run = read_run(run, data)
-    grid = tuple(grid) if grid else ({},)
+    options = {"objective": objective} if objective != "pairwise" else {}
+    if hard_negatives:
+        options["hard_negatives"] = True
+    grid = tuple({**setting, **options} for setting in (grid or ({},)))
     plan = FoldPlan.by_group(data, folds, seed)
     held = None
     if test_fold is not None:

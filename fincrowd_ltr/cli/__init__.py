@@ -266,6 +266,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-gate", dest="gate", action="store_false", help="residual only, trained on every group"
     )
     p.add_argument(
+        "--objective",
+        choices=("pairwise", "listnet"),
+        default="pairwise",
+        help="residual objective: supporting-vs-distracting pairs (the paper's) or ListNet",
+    )
+    p.add_argument(
+        "--hard-negatives",
+        action="store_true",
+        help="pair supports first with distractors that conflict on exactly one typed field",
+    )
+    p.add_argument(
         "--domain", default=None, help="gate domain to calibrate (default: the dataset's name)"
     )
     p.add_argument(

@@ -120,6 +120,8 @@ def fit_residual(args: argparse.Namespace) -> None:
         test_fold=args.test_fold,
         run=args.run,
         workers=args.workers or None,
+        objective=args.objective,
+        hard_negatives=args.hard_negatives,
         **_common(args),
     )
     data = report.to_dict()
@@ -139,6 +141,8 @@ def fit_residual(args: argparse.Namespace) -> None:
             train_mode=args.train_mode,
             val_mode=args.val_mode,
             run=args.run,
+            objective=args.objective,
+            hard_negatives=args.hard_negatives,
             **_common(args),
         )
         print(f"\nfeature ablation at {setting} (cross-validated delta over base, family removed):")

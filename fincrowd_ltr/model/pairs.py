@@ -5,6 +5,15 @@ In each bank, every supporting (relevant) candidate is paired with each of the a
 ``softplus(-(final_support - final_distract))`` (logistic / RankNet), and a bank's pairs carry
 weights that sum to one, so a bank with many pairs counts as much as a bank with one. Banks without
 a supporting candidate contribute nothing and are counted by the data module.
+
+Options beside the paper's objective (the default):
+
+- hard negatives: distractors that violate exactly one typed constraint (same company and metric,
+  another year; same filing, another metric) are kept before the others, still at most
+  ``max_distractors`` per bank and still unit weight per bank;
+- ``listnet_loss``: a listwise objective (ListNet, Cao et al., 2007): cross-entropy between the
+  softmax of the bank's scores and the uniform distribution over its supporting candidates, one
+  unit per bank.
 """
 
 from __future__ import annotations
@@ -20,17 +29,18 @@ def pair_weights(
     base_scores: torch.Tensor,
     mask: torch.Tensor,
     max_distractors: int = MAX_DISTRACTORS,
+    hard: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``(banks, n, n)`` weights ``W[b, i, j]`` for pairs (support i, distractor j); each bank
-    with at least one pair sums to one."""
+    with at least one pair sums to one. ``hard`` (banks, n) marks distractors kept first."""
     labels = labels.bool() & mask
     distract = (~labels) & mask
-    # rank distractors by base score within the bank; keep the top max_distractors
-    masked = torch.where(
-        distract,
-        base_scores.to(torch.float64),
-        torch.full_like(base_scores, float("-inf"), dtype=torch.float64),
-    )
+    # rank distractors by base score within the bank (hard ones first); keep the top ones
+    key = base_scores.to(torch.float64)
+    if hard is not None:
+        spread = (key.max() - key.min()).abs() + 1.0
+        key = key + hard.to(torch.float64) * spread
+    masked = torch.where(distract, key, torch.full_like(key, float("-inf")))
     order = torch.argsort(masked, dim=-1, descending=True, stable=True)
     rank = torch.empty_like(order)
     rank.scatter_(-1, order, torch.arange(order.shape[-1]).expand_as(order))
@@ -46,10 +56,11 @@ def pairwise_loss(
     base_scores: torch.Tensor,
     mask: torch.Tensor,
     max_distractors: int = MAX_DISTRACTORS,
+    hard: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Mean over banks with pairs of the weighted pairwise logistic loss (computed on the pairs
     only: at most ``max_distractors`` per supporting candidate, not the bank's n x n)."""
-    weights = pair_weights(labels, base_scores, mask, max_distractors)
+    weights = pair_weights(labels, base_scores, mask, max_distractors, hard)
     bank, support, distract = weights.nonzero(as_tuple=True)
     if len(bank) == 0:
         return final.sum() * 0.0
@@ -59,3 +70,17 @@ def pairwise_loss(
     has_pairs = torch.zeros(final.shape[0], dtype=torch.bool)
     has_pairs[bank] = True
     return per_bank[has_pairs].mean()
+
+
+def listnet_loss(final: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean over banks with a supporting candidate of ListNet's cross-entropy between the target
+    distribution (uniform over supporting candidates) and the softmax of the final scores."""
+    support = labels.bool() & mask
+    has = support.any(-1)
+    if not has.any():
+        return final.sum() * 0.0
+    logits = torch.where(mask, final, torch.full_like(final, float("-inf")))
+    log_p = torch.log_softmax(logits[has], dim=-1)
+    target = support[has].to(log_p.dtype)
+    target = target / target.sum(-1, keepdim=True)
+    return -(target * torch.where(support[has], log_p, torch.zeros_like(log_p))).sum(-1).mean()

@@ -7,7 +7,12 @@ import torch
 
 from fincrowd_ltr.features import FEATURE_NAMES
 from fincrowd_ltr.features.bank_features import family_of
+from fincrowd_ltr.fields.extractor import FIELD_NAMES
 from fincrowd_ltr.model import MAX_DISTRACTORS, ResidualScorer, pairwise_loss
+from fincrowd_ltr.model.pairs import listnet_loss
+
+OBJECTIVES = ("pairwise", "listnet")
+_CONFLICTS = [FEATURE_NAMES.index(f"{name}_conflict") for name in FIELD_NAMES]
 
 NDCG_K = 10
 
@@ -45,6 +50,9 @@ class ResidualModule(L.LightningModule):
         max_distractors: Distractors per bank in the objective.
         drop_features: Feature names or families (``lexical``, ``coverage``, ``concentration``,
             ``compatibility``, or a field name such as ``period``) to switch off (ablations).
+        objective: ``pairwise`` (the paper's) or ``listnet`` (listwise over the bank).
+        hard_negatives: Pair supports first with distractors that conflict with the question on
+            exactly one typed field (pairwise objective only).
     """
 
     def __init__(
@@ -55,7 +63,11 @@ class ResidualModule(L.LightningModule):
         weight_decay: float = 0.0,
         max_distractors: int = MAX_DISTRACTORS,
         drop_features: list[str] | None = None,
+        objective: str = "pairwise",
+        hard_negatives: bool = False,
     ) -> None:
+        if objective not in OBJECTIVES:
+            raise ValueError(f"unknown objective {objective!r}; choose from {OBJECTIVES}")
         super().__init__()
         self.save_hyperparameters()
         self.feature_names = list(FEATURE_NAMES)
@@ -74,9 +86,20 @@ class ResidualModule(L.LightningModule):
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         final = self(batch)
-        loss = pairwise_loss(
-            final, batch["labels"], batch["base"], batch["mask"], self.hparams.max_distractors
-        )
+        if self.hparams.objective == "listnet":
+            loss = listnet_loss(final, batch["labels"], batch["mask"])
+        else:
+            hard = None
+            if self.hparams.hard_negatives:
+                hard = batch["features"][..., _CONFLICTS].sum(-1) == 1
+            loss = pairwise_loss(
+                final,
+                batch["labels"],
+                batch["base"],
+                batch["mask"],
+                self.hparams.max_distractors,
+                hard,
+            )
         self._epoch["train"].append((loss.detach() * len(batch["qids"]), len(batch["qids"])))
         return loss
 
