@@ -122,3 +122,16 @@ def test_hybrid_shares_the_dense_ranker(toy, tmp_path):
     index = BM25Index.build(toy.passages, progress=False)
     dense, hybrid = make_rankers(["dense", "hybrid"], toy.passages, index, tmp_path, progress=False)
     assert isinstance(dense, EncoderRanker) and hybrid.parts[1] is dense
+
+
+def test_fused_ranker_is_rrf_of_the_first_stage_and_dense(toy, tmp_path):
+    from fincrowd_ltr.retrieval.build import BankSpec, build_banks
+    from fincrowd_ltr.retrieval.rankers import make_rankers
+
+    banks = build_banks(toy, "all", ["dense", "fused"], BankSpec(size=3), tmp_path, progress=False)
+    for bank in banks.banks.values():
+        expected = reciprocal_rank_fusion([bank.first_stage, bank.scores["dense"]])
+        np.testing.assert_allclose(bank.scores["fused"], expected)
+    index = BM25Index.build(toy.passages, progress=False)
+    with pytest.raises(DataError, match="needs the first stage"):
+        make_rankers(["fused"], toy.passages, index, tmp_path, progress=False)

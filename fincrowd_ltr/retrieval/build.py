@@ -122,12 +122,14 @@ def build_banks(
     bankset = BankSet.load(path, dataset) if path is not None and path.exists() else None
     missing = [r for r in built_in if bankset is None or r not in bankset.rankers]
     if bankset is None or missing:
+        needs_stage = bankset is None or "fused" in missing
         needs_index = (
-            bankset is None and stage_name != RUN or any(r in ("bm25", "hybrid") for r in missing)
+            needs_stage and stage_name != RUN or any(r in ("bm25", "hybrid") for r in missing)
         )
         if needs_index:
             index = index or BM25Index.build(dataset.passages, spec.bm25, cache_dir, progress)
-        if bankset is None:
+        stage = None
+        if needs_stage:
             if stage_name == RUN:
                 stage = RunFirstStage(run)
             elif stage_name == "bm25":
@@ -135,10 +137,11 @@ def build_banks(
             else:
                 extractor = FieldExtractor.from_passages(dataset.passages.values())
                 stage = FirstStage(stage_name, index, dataset.passages, extractor)
+        if bankset is None:
             bankset = retrieve_candidates(dataset, stage, spec.size, spec.mode)
             bankset.split = split
         built = make_rankers(
-            missing, dataset.passages, index, cache_dir, spec.dense_policy, progress
+            missing, dataset.passages, index, cache_dir, spec.dense_policy, progress, stage
         )
         score_banks(bankset, dataset, built, progress)
         if path is not None:

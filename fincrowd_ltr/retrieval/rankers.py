@@ -2,8 +2,10 @@
 
 A ranker is anything with a ``name`` and ``score(query, pids) -> float64 array`` where ``query``
 is a :class:`~fincrowd_ltr.data.schema.Query` (id and text). Built in: ``bm25`` (the corpus
-index), ``dense`` (MiniLM), ``splade`` (SPLADE-tiny), ``hybrid`` (RRF of BM25 and dense) and
-``run`` (a user's own ranker: scores read from a TREC run file, a mapping, or a callable).
+index), ``dense`` (MiniLM), ``splade`` (SPLADE-tiny), ``hybrid`` (RRF of BM25 and dense),
+``fused`` (RRF of the first stage's own score and dense: the first stage's company and filing
+evidence kept in the base) and ``run`` (a user's own ranker: scores read from a TREC run file, a
+mapping, or a callable).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from fincrowd_ltr.retrieval.bm25 import BM25Index
 from fincrowd_ltr.retrieval.fusion import reciprocal_rank_fusion
 from fincrowd_ltr.retrieval.windows import WindowPolicy
 
-RANKERS = ("bm25", "dense", "splade", "hybrid")
+RANKERS = ("bm25", "dense", "splade", "hybrid", "fused")
 
 
 class BaseRanker(Protocol):
@@ -60,6 +62,21 @@ class EncoderRanker:
 
     def score(self, query: Query, pids: list[str]) -> np.ndarray:
         return self.encoder.score(query.text, [self.passages[p].text for p in pids])
+
+
+class FirstStageRanker:
+    """The first stage's own score of each candidate (``stage.score_ids(text, pids)``, or
+    ``stage.score_query(query, pids)`` for a run)."""
+
+    name = "first-stage"
+
+    def __init__(self, stage) -> None:
+        self.stage = stage
+
+    def score(self, query: Query, pids: list[str]) -> np.ndarray:
+        if hasattr(self.stage, "score_query"):
+            return self.stage.score_query(query, pids)
+        return self.stage.score_ids(query.text, pids)
 
 
 class HybridRanker:
@@ -122,9 +139,11 @@ def make_rankers(
     cache_dir: Path | None,
     dense_policy: WindowPolicy | None = None,
     progress: bool = True,
+    first_stage=None,
 ) -> list[BaseRanker]:
     """Build built-in base rankers by name. Rankers that need the same model share one instance
-    (the hybrid reuses the dense ranker), so every passage is embedded once per run."""
+    (the hybrid reuses the dense ranker), so every passage is embedded once per run. ``fused``
+    needs the ``first_stage`` that made the banks (``score_ids(text, pids)`` or ``score_query``)."""
     built: dict[str, BaseRanker] = {}
 
     def get(name: str) -> BaseRanker:
@@ -143,6 +162,10 @@ def make_rankers(
             ranker = EncoderRanker("splade", SpladeEncoder(cache_dir=cache_dir), passages, progress)
         elif name == "hybrid":
             ranker = HybridRanker([get("bm25"), get("dense")])
+        elif name == "fused":
+            if first_stage is None:
+                raise DataError("ranker 'fused' needs the first stage that built the banks")
+            ranker = HybridRanker([FirstStageRanker(first_stage), get("dense")], name="fused")
         else:
             raise DataError(f"unknown ranker {name!r}; choose from {RANKERS}")
         built[name] = ranker
@@ -156,6 +179,7 @@ __all__ = [
     "BM25Ranker",
     "BaseRanker",
     "EncoderRanker",
+    "FirstStageRanker",
     "HybridRanker",
     "RunRanker",
     "check_scores",
