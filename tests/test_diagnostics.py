@@ -198,19 +198,18 @@ def test_diagnose_on_a_beir_corpus_with_a_trec_run(tmp_path):
     (root / "qrels.tsv").write_text("\n".join(qrels) + "\n")
     write_trec_run(tmp_path / "run.trec", run)
     out = tmp_path / "diag"
-    code = main(
-        [
-            "diagnose",
-            "--dataset=beir",
-            f"--data-root={root}",
-            f"--cache-dir={tmp_path / 'cache'}",
-            "--ranker=run",
-            f"--run={tmp_path / 'run.trec'}",
-            "--similarity=bm25",
-            "--pool-sizes=2,4",
-            f"--out={out}",
-        ]
-    )
+    code_args = [
+        "diagnose",
+        "--dataset=beir",
+        f"--data-root={root}",
+        f"--cache-dir={tmp_path / 'cache'}",
+        "--ranker=run",
+        f"--run={tmp_path / 'run.trec'}",
+        "--similarity=bm25",
+        "--pool-sizes=2,4",
+        f"--out={out}",
+    ]
+    code = main(code_args)
     assert code == 0
     report = json.loads((out / "report.json").read_text())
     labels = [json.loads(line) for line in (out / "crowding_labels.jsonl").read_text().splitlines()]
@@ -220,3 +219,12 @@ def test_diagnose_on_a_beir_corpus_with_a_trec_run(tmp_path):
     assert report["failures"]["crowded_by_primary_field"] == {"period": 4}
     for name in ("summary.md", "recall_vs_pool.png", "typed_deltas.png", "failures.png"):
         assert (out / name).stat().st_size > 0
+    assert report["first_stage"] == "bm25"  # 'auto' on a BEIR corpus
+    # pools drawn by the filing-aware first stage: the asked company's pages of every period
+    filing = tmp_path / "diag-filing"
+    stage = "bm25+query+entity+filing"
+    argv = [f"--out={filing}", f"--first-stage={stage}", "--ranker=bm25"]
+    base = [a for a in code_args if not a.startswith(("--out", "--ranker", "--run"))]
+    assert main([*base, *argv]) == 0
+    report = json.loads((filing / "report.json").read_text())
+    assert report["first_stage"] == stage and report["stress"]["n_eligible"] == 4

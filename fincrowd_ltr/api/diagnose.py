@@ -21,13 +21,17 @@ def diagnose(
     similarity: str = "dense",
     caliper: float = 1.0,
     run=None,
+    first_stage: str = "auto",
     split: str = "all",
     data_root: str | Path | None = None,
     cache_dir: str | Path | None = DEFAULT_CACHE,
 ) -> dict:
     """The diagnosis report of ``ranker`` (``run`` with ``run=`` for your own ranker).
     ``similarity`` is the ranker whose score is the matching covariate (``dense`` embeds every
-    bank passage with MiniLM the first time; ``bm25`` is free)."""
+    bank passage with MiniLM the first time; ``bm25`` is free). The pools are drawn from the
+    ``first_stage``'s gold-injected top ``pool_depth``: on FinanceBench the default (filing-aware)
+    brings the named company's pages of the asked period's filings and of other periods, so
+    compatible and incompatible distractors both exist."""
     data = load_dataset(dataset, data_root, split)
     if similarity == "dense":
         print(
@@ -45,4 +49,5 @@ def diagnose(
         pool_depth,
         config,
         read_run(run, data),
+        first_stage,
     )

@@ -311,6 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--ranker", default="dense", help="the base ranker to diagnose (or 'run' with --run)"
     )
     _run(p)
+    _stage(p)
     p.add_argument(
         "--pool-depth",
         type=int,

@@ -205,9 +205,13 @@ def diagnose(args: argparse.Namespace) -> dict:
         similarity=_similarity(args),
         caliper=args.caliper,
         run=args.run,
+        first_stage=args.first_stage,
         **_common(args),
     )
-    print(f"{args.dataset} ({args.split}), ranker {args.ranker}: matched pools (Recall@10)")
+    print(
+        f"{args.dataset} ({args.split}), ranker {args.ranker}, first stage "
+        f"{report['first_stage']}: matched pools (Recall@10)"
+    )
     for size, row in report["stress"]["variants"]["primary"].items():
         if row["n_queries"]:
             r = row["recall@10"]

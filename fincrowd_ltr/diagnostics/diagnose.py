@@ -58,22 +58,22 @@ def diagnose(
     pool_depth: int = DEFAULT_BANK_SIZE,
     config: StressConfig | None = None,
     run: dict | None = None,
+    first_stage: str = "auto",
 ) -> dict:
-    """Run every diagnostic for ``ranker``; with ``out_dir``, write ``report.json``,
-    ``summary.md``, the figures and ``crowding_labels.jsonl``."""
+    """Run every diagnostic for ``ranker`` on banks of ``first_stage``; with ``out_dir``, write
+    ``report.json``, ``summary.md``, the figures and ``crowding_labels.jsonl``."""
     config = config or StressConfig()
     started = time.perf_counter()
     if not any(dataset.covered(q) for q in dataset.queries):
         raise DataError(f"{dataset.name}: no query has relevant passages in the corpus")
     sim = config.similarity_ranker
-    injected = _banks(
-        dataset, split, ranker, BankSpec(size=pool_depth, mode="injected"), cache_dir, sim, run
-    )
+    pools = BankSpec(size=pool_depth, mode="injected", first_stage=first_stage)
+    injected = _banks(dataset, split, ranker, pools, cache_dir, sim, run)
     retrieved = _banks(
         dataset,
         split,
         ranker,
-        BankSpec(size=DEFAULT_BANK_SIZE, mode="retrieved"),
+        BankSpec(size=DEFAULT_BANK_SIZE, mode="retrieved", first_stage=first_stage),
         cache_dir,
         sim,
         run,
@@ -89,6 +89,7 @@ def diagnose(
         "split": split,
         "ranker": ranker,
         "pool_depth": pool_depth,
+        "first_stage": BankSpec(first_stage=first_stage).stage(dataset),
         "stress": run_stress(dataset, injected.banks, ranker, featurizer, config),
         "failures": summarise_failures(labels),
         "off_target": off_target_shares(dataset, covered, ranker, featurizer),
