@@ -172,6 +172,7 @@ def _steps(config: DemoConfig, out: Path, common: dict, first_stage: str, echo) 
                 item["ranker"],
                 split=item.get("split", "all"),
                 pool_depth=int(item.get("pool_depth", 100)),
+                similarity=item.get("similarity", "dense"),
                 first_stage=stage,
                 out_dir=out / "diagnose" / f"{item['dataset']}-{item['ranker']}-{stage}",
                 **common,
