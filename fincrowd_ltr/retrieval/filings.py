@@ -53,7 +53,9 @@ def implied_kinds(question: str) -> frozenset[str]:
     return frozenset(kind for kind, pattern in _HINTS.items() if pattern.search(question))
 
 
-def filing_score(period: str | None, doc_type: str | None, asked: frozenset[str], hint) -> float:
+def filing_score(
+    period: str | None, doc_type: str | None, asked: frozenset[str], hint: frozenset[str]
+) -> float:
     """Compatibility in ``[0, 1]`` of one filing with the question's periods ``asked``
     (``YYYY``/``YYYYQn``) and implied kinds ``hint``."""
     if not period or not period[:4].isdigit():
