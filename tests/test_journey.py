@@ -132,7 +132,8 @@ def test_fit_residual_ablation_flag_reports_each_feature_family(tmp_path):
     args = ["fit-residual", *common, "--ranker=bm25", "--no-select", "--no-gate", "--folds=4"]
     assert main([*args, "--ablation", f"--report={report}", f"--out={tmp_path / 'm'}"]) == 0
     ablation = json.loads(report.read_text())["ablation"]
-    assert {"none", "period", "compatibility", "lexical"} <= set(ablation)
+    assert {"none", "period", "compatibility", "lexical", "all_periods"} <= set(ablation)
     full = ablation["none"]["retrieved"]["ndcg@10_delta"]
-    # the toy questions differ only by year: without the period features the residual loses it
-    assert ablation["period"]["retrieved"]["ndcg@10_delta"] < full
+    # the toy questions differ only by year: without any period evidence (the field, the years
+    # printed on the page, the filing's fit) the residual loses it
+    assert ablation["all_periods"]["retrieved"]["ndcg@10_delta"] < full

@@ -472,7 +472,13 @@ def _fit_final(
     return final
 
 
-ABLATION_FAMILIES = ("compatibility", *FAMILIES)  # all typed fields at once, then each family
+# each row drops these families: all typed fields at once, every family alone, and every source of
+# period evidence at once (the period field, periods printed on the page, the filing's fit)
+ABLATIONS: dict[str, list[str]] = {
+    "compatibility": ["compatibility"],
+    **{family: [family] for family in FAMILIES},
+    "all_periods": ["period", "text_period", "filing"],
+}
 
 
 def feature_ablation(
@@ -483,8 +489,7 @@ def feature_ablation(
     pass to :func:`fit_correction` (the residual alone, no gate)."""
     data = load_dataset(dataset, kwargs.pop("data_root", None), kwargs.get("split", "all"))
     out = {}
-    for family in ("none", *ABLATION_FAMILIES):
-        dropped = [] if family == "none" else [family]
+    for family, dropped in {"none": [], **ABLATIONS}.items():
         grid = ({**(setting or {}), "drop_features": dropped},)
         _, report = fit_correction(data, ranker, gate=False, grid=grid, progress=False, **kwargs)
         out[family] = {
