@@ -21,6 +21,7 @@ from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.fields.extractor import FIELD_NAMES, FieldExtractor, FinancialFields
 
 SAMPLE_SEED = 13
+FRESH_SEED = 16  # the second audit sample (issue 16), disjoint from the first
 
 
 def sample_records(datasets: dict[str, Dataset]) -> list[str]:
@@ -34,6 +35,22 @@ def sample_records(datasets: dict[str, Dataset]) -> list[str]:
     pages = sorted(p for p, v in fb.passages.items() if 300 <= len(v.text) <= 2000)
     records += [f"financebench/passage/{p}" for p in rng.sample(pages, 35)]
     return records
+
+
+def sample_fresh_records(datasets: dict[str, Dataset], taken: set[str]) -> list[str]:
+    """The fresh audit sample (labelled before extractor 1.2 changed anything): 12 FinanceBench
+    pages of 300-1,500 characters, 30 TAT-QA questions and 30 FinQA questions, none in
+    ``taken`` (the first sample), drawn with ``FRESH_SEED``."""
+    rng = random.Random(FRESH_SEED)
+    fb, tq, fq = datasets["financebench"], datasets["tatqa"], datasets["finqa"]
+    pages = sorted(
+        f"financebench/passage/{p}"
+        for p, v in fb.passages.items()
+        if 300 <= len(v.text) <= 1500 and f"financebench/passage/{p}" not in taken
+    )
+    tatqa = sorted(f"tatqa/query/{q}" for q in tq.queries if f"tatqa/query/{q}" not in taken)
+    finqa = sorted(f"finqa/query/{q}" for q in fq.queries)
+    return rng.sample(pages, 12) + rng.sample(tatqa, 30) + rng.sample(finqa, 30)
 
 
 def extract_record(
