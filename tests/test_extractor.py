@@ -119,3 +119,36 @@ def test_extraction_is_deterministic_and_total(text):
     a = fx.extract_text(text)
     assert a == fx.extract_text(text)
     assert all(isinstance(getattr(a, n), frozenset) for n in FIELD_NAMES)
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "expected"),
+    [
+        ("Operating\nincome rose", "metric", {"operating_income"}),  # phrase broken by a line
+        ("operat-\ning income rose", "metric", {"operating_income"}),  # hyphenated across lines
+        ("Revenue1 grew", "metric", {"revenue"}),  # footnote digit touching the word
+        ("NetIncome was 5", "metric", {"net_income"}),  # run together by the text layer
+        ("Sales grew 5%", "metric", {"revenue"}),  # bare sales
+        ("cost of sales rose", "metric", {"cost_of_revenue"}),  # not revenue too
+        ("sales and marketing expense", "metric", set()),
+        ("Earnings (loss) per share", "metric", {"eps"}),
+        ("investments in debt securities rose", "metric", set()),  # held as an investment
+        ("Which debt securities are registered under Acme's name?", "metric", {"debt"}),
+        ("Net sales ($ million)", "unit", {"millions"}),
+        ("(in $ thousands)", "unit", {"thousands"}),
+    ],
+)
+def test_pdf_text_is_read_as_printed(text, field, expected):
+    assert set(getattr(fx.extract_text(text), field)) >= expected
+    if not expected:
+        assert not getattr(fx.extract_text(text), field)
+
+
+def test_passage_segments_need_a_segment_or_region_context():
+    plant = Passage("p", "Our consumer plant in China opened.", company="Acme", period="2019")
+    assert not fx.extract_passage(plant).segment  # business description, lone location
+    table = Passage("t", "Net sales by region\nAmericas 10\nEurope 5", company="Acme")
+    assert {"americas", "europe"} <= fx.extract_passage(table).segment
+    assert "china" in fx.extract_query("What were Acme's sales in China in 2019?").segment
+    assert fx.extract_query("What was Company3 revenue in FY2020?", ["Company3"]).entity
+    assert "revenue" not in fx.extract_text("Cost of sales rose").metric

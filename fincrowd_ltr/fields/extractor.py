@@ -4,6 +4,12 @@ Seven fields are extracted: entity, metric, period, segment, table scope (statem
 unit and currency. Each is a set of canonical values; an empty set means *unknown* (never a
 conflict). Passage metadata (a filing's company and fiscal period) is used when present, the
 text otherwise. Periods are ``"2018"`` (a fiscal or calendar year) or ``"2018Q2"``.
+
+Text is read as PDF text layers print it (:func:`normalise`): words hyphenated across lines are
+joined, footnote digits touching a word are dropped, accounting phrases printed without their
+space are split ("NetIncome", "cashflow"), and every run of whitespace becomes one space, so that
+phrases broken by line breaks match. In passages, generic segment words ("consumer") and a lone
+region name count only when the text speaks of segments or regions; questions keep them.
 """
 
 from __future__ import annotations
@@ -97,6 +103,57 @@ _SEGMENT_QUALIFIERS = {
     "segment",
     "s",
 }
+_HYPHENATED = re.compile(r"(?<=[A-Za-z])-[ \t]*\n\s*(?=[a-z])")
+_FOOTNOTE = re.compile(r"(?<=[a-z]{3})\d{1,2}\b")  # "revenue1" -> "revenue"; years have 4 digits
+_DIGITS = frozenset("0123456789")
+_FOOTNOTE_ANY = re.compile(r"[a-z]{3}\d{1,2}(?![a-z0-9])")
+# accounting phrases a PDF text layer may print without their space ("NetIncome", "cashflow")
+_MODIFIERS = ("net", "total", "gross", "operating", "cash", "free", "capital", "long", "short")
+_HEADS = (
+    "income", "revenue", "revenues", "sales", "profit", "margin", "assets", "liabilities",
+    "equity", "flow", "flows", "debt", "expenditure", "expenditures", "term", "earnings", "loss",
+)  # fmt: skip
+_RUN_TOGETHER = re.compile(rf"\b({'|'.join(_MODIFIERS)})({'|'.join(_HEADS)})\b")
+_JOINED = frozenset(m + h for m in _MODIFIERS for h in _HEADS)
+_SEGMENT_CONTEXT = ("segment", "geographic", "region")
+_GEOGRAPHIC = frozenset(
+    {"americas", "north_america", "latin_america", "united_states", "europe", "asia_pacific"}
+    | {"china", "japan"}
+)
+_GENERIC_SEGMENTS = frozenset({"consumer", "enterprise", "data_center", "gaming", "healthcare"}) | {
+    "industrial"
+}
+
+
+def normalise(text: str) -> str:
+    """Words hyphenated across lines joined, whitespace runs made one space (case kept)."""
+    if "-\n" in text or "- \n" in text or "-\t" in text:
+        text = _HYPHENATED.sub("", text)
+    return " ".join(text.split())
+
+
+def read_text(text: str) -> tuple[str, TextIndex]:
+    """The lower-cased text the field patterns read, and its word index: :func:`normalise`, then
+    footnote digits dropped and run-together phrases split (checked on the words first: rare)."""
+    lowered = normalise(text).lower()
+    words = TextIndex(lowered)
+    footnotes = any(w[-1] in _DIGITS and w[:3].isalpha() for w in words.words)
+    if not _JOINED.isdisjoint(words.words) or (footnotes and _FOOTNOTE_ANY.search(lowered)):
+        lowered = _RUN_TOGETHER.sub(r"\1 \2", _FOOTNOTE.sub("", lowered))
+        words = TextIndex(lowered)
+    return lowered, words
+
+
+def _passage_segments(found: frozenset[str], lowered: str) -> frozenset[str]:
+    """Segments of a passage: generic words count only in a text about segments or regions, and a
+    lone region name only there too (a breakdown names two or more)."""
+    if not found or any(c in lowered for c in _SEGMENT_CONTEXT):
+        return found
+    kept = found - _GENERIC_SEGMENTS
+    regions = kept & _GEOGRAPHIC
+    return kept - regions if len(regions) < 2 else kept
+
+
 _TABLE_LINE = re.compile(r"^[\s$(€£¥]*-?[\d,.]+\)?%?\s*$")
 
 
@@ -309,13 +366,19 @@ class FieldExtractor:
         self, text: str, query: bool = False, entity: bool = True, period: bool = True
     ) -> FinancialFields:
         """Fields from text alone (``entity``/``period`` False skips fields given elsewhere)."""
-        lowered = text.lower()
-        words = TextIndex(lowered)
+        lowered, words = read_text(text)
+        segment = self.segments(lowered, words)
+        if not query:
+            segment = _passage_segments(segment, lowered)
+        entities: frozenset[str] = frozenset()
+        if entity:  # names keep digits that touch words ("Company3")
+            named = normalise(text)
+            entities = self.entities(named, named.lower())
         return FinancialFields(
-            entity=self.entities(text, lowered, words) if entity else frozenset(),
+            entity=entities,
             metric=self._metric.find(lowered, words),
             period=self.periods(text, query=query) if period else frozenset(),
-            segment=self.segments(lowered, words),
+            segment=segment,
             table_scope=self._statement.find(lowered, words),
             unit=self.units(lowered, words),
             currency=self.currencies(lowered, words),

@@ -7,14 +7,18 @@ extractor sees: bump ``EXTRACTOR_VERSION`` so checkpoints record which vocabular
 
 from __future__ import annotations
 
-EXTRACTOR_VERSION = "1.1"
+EXTRACTOR_VERSION = "1.2"
 
 # Financial metrics: canonical name -> surface forms. Forms are specific enough that a
 # passage which mentions them is about that metric (e.g. the cash-flow line item for capex).
 # fmt: off
 METRICS: dict[str, list[str]] = {
     "revenue": [r"(?<!deferred )(?<!unearned )revenues?", r"net sales", r"total sales",
-                r"net revenues?", r"top[- ]line"],
+                r"net revenues?", r"top[- ]?line",
+                # bare "sales", but not cost of sales, sales and marketing, sales tax, asset sales
+                r"(?<!cost of )(?<!costs of )(?<!selling and )sales(?! (?:and|&) marketing"
+                r"| tax| representatives?| force| of (?:property|assets?|investments?|securities"
+                r"|businesses|subsidiar))"],
     "cost_of_revenue": [r"costs? of (?:goods sold|sales|(?:\w+ )?revenues?|products sold)", r"cogs"],
     "gross_profit": [r"gross (?:profit|margin)s?"],
     "operating_income": [r"(?<!net )operating (?:income|profits?|loss)", r"income from operations",
@@ -23,6 +27,7 @@ METRICS: dict[str, list[str]] = {
     "net_income": [r"net (?:income|earnings|loss|profit)", r"profit attributable",
                    r"net income attributable"],
     "eps": [r"earnings per (?:common )?share", r"eps",
+            r"(?:net )?(?:income|earnings) \(loss\) per (?:common |diluted |basic )?share",
             r"(?:diluted|basic) (?:net )?(?:income|earnings) per share", r"net income per share"],
     "ebitda": [r"ebitda"],
     "capital_expenditure": [r"capital expenditures?", r"capex",
@@ -41,7 +46,10 @@ METRICS: dict[str, list[str]] = {
     "total_liabilities": [r"total liabilities"],
     "shareholders_equity": [r"(?:total )?(?:common )?(?:stock|share)holders['’]? equity", r"total equity",
                             r"return on equity"],
-    "debt": [r"(?:total |long[- ]term |short[- ]term )?debt", r"borrowings?", r"notes payable",
+    # debt held as an investment (investments in debt, debt investments) is not the company's debt
+    "debt": [r"(?<!investments in )(?<!available-for-sale )(?<!marketable )(?<!held-to-maturity )"
+             r"(?:total |long[- ]term |short[- ]term )?debt(?! investments?| (?:securities|instruments)"
+             r" held)", r"borrowings?", r"notes payable",
              r"leverage ratio", r"credit (?:agreements?|facilit(?:y|ies))", r"loans? payable",
              r"\(loan\)"],
     "cash": [r"cash (?:and|&) cash equivalents", r"cash balance"],
@@ -70,7 +78,8 @@ SEGMENTS: dict[str, list[str]] = {
     "north_america": [r"north america(?:n)?"],
     "latin_america": [r"latin america"],
     "united_states": [r"(?<!of the )united states(?! (?:district|government|code|securities))",
-                      r"domestic(?: segment| market)?"],
+                      r"domestic(?: segment| market)?",
+                      r"u\.s\.(?= (?:segment|operations|markets?|sales|revenues?))"],
     "international": [r"international (?:segment|operations|markets?|sales|revenues?)"],
     "europe": [r"europe", r"emea"],
     "asia_pacific": [r"asia[- ]pacific", r"apac", r"apj"],
@@ -116,13 +125,14 @@ STATEMENTS: dict[str, list[str]] = {
 }
 
 # Units: magnitudes and kinds of quantity, as stated in headers and questions.
+# ("($ million)", "(in $ millions)", "($ in thousands)": magnitude headers written with the symbol)
 UNITS: dict[str, list[str]] = {
     "thousands": [r"in thousands", r"\(thousands\)", r"thousands of (?:u\.s\. )?dollars",
-                  r"usd thousands", r"\(in \$?thousands"],
+                  r"usd thousands", r"\(in \$? ?thousands", r"\(\$ ?(?:in )?thousands?\)"],
     "millions": [r"in millions", r"\(millions\)", r"usd millions", r"millions of (?:u\.s\. )?dollars",
-                 r"\(in \$?millions", r"dollars in millions", r"usdm"],
+                 r"\(in \$? ?millions", r"\(\$ ?(?:in )?millions?\)", r"dollars in millions", r"usdm"],
     "billions": [r"in billions", r"\(billions\)", r"usd billions", r"billions of (?:u\.s\. )?dollars",
-                 r"\(in \$?billions"],
+                 r"\(in \$? ?billions", r"\(\$ ?(?:in )?billions?\)"],
     "percent": [r"percent(?:age)?s?", r"per cent", r"margins?", r"(?:tax|growth|discount) rates?"],
     "per_share": [r"per (?:diluted |common |basic )?share"],
 }
