@@ -17,7 +17,7 @@ import numpy as np
 from fincrowd_ltr.data.schema import Dataset
 from fincrowd_ltr.features.bank_features import FEATURE_NAMES, BankFeaturizer
 from fincrowd_ltr.features.page_cues import VERSION as CUES_VERSION
-from fincrowd_ltr.fields.vocabulary import EXTRACTOR_VERSION
+from fincrowd_ltr.fields.extractor import extractor_fingerprint
 from fincrowd_ltr.retrieval.banks import BankSet
 from fincrowd_ltr.retrieval.filings import VERSION as FILINGS_VERSION
 
@@ -48,7 +48,7 @@ def vocabulary_key(featurizer: BankFeaturizer) -> str:
     vocabulary, and the feature names."""
     blob = json.dumps(
         [
-            EXTRACTOR_VERSION,
+            extractor_fingerprint(),
             CUES_VERSION,
             FILINGS_VERSION,
             list(FEATURE_NAMES),

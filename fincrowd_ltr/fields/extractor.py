@@ -15,9 +15,11 @@ region name count only when the text speaks of segments or regions; questions ke
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, fields, replace
+from pathlib import Path
 
 from fincrowd_ltr.data.schema import Passage
 from fincrowd_ltr.fields import vocabulary as V
@@ -123,6 +125,17 @@ _GEOGRAPHIC = frozenset(
 _GENERIC_SEGMENTS = frozenset({"consumer", "enterprise", "data_center", "gaming", "healthcare"}) | {
     "industrial"
 }
+
+
+@functools.lru_cache(maxsize=1)
+def extractor_fingerprint() -> str:
+    """The extractor version plus a hash of its code and vocabulary: cache keys change whenever a
+    pattern does, even when the version was not bumped."""
+    here = Path(__file__).parent
+    digest = hashlib.sha1()
+    for name in ("extractor.py", "vocabulary.py", "matcher.py"):
+        digest.update((here / name).read_bytes())
+    return f"{V.EXTRACTOR_VERSION}-{digest.hexdigest()[:12]}"
 
 
 def normalise(text: str) -> str:

@@ -22,7 +22,7 @@ import numpy as np
 from fincrowd_ltr.data.ranking import rank_order
 from fincrowd_ltr.data.schema import DataError, Dataset, Query
 from fincrowd_ltr.fields import FieldExtractor
-from fincrowd_ltr.fields.vocabulary import EXTRACTOR_VERSION
+from fincrowd_ltr.fields.extractor import extractor_fingerprint
 from fincrowd_ltr.retrieval.banks import (
     DEFAULT_BANK_SIZE,
     BankSet,
@@ -64,7 +64,7 @@ class BankSpec:
             self.dense_policy.key(),
             self.dense_policy.pooling,
             stage,
-            EXTRACTOR_VERSION if stage != "bm25" else None,
+            extractor_fingerprint() if stage != "bm25" else None,
             FILINGS_VERSION if "filing" in stage else None,
             synonyms_fingerprint() if "synonyms" in stage or "query" in stage else None,
             dataset.corpus_fingerprint(),
