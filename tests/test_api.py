@@ -176,3 +176,19 @@ def test_checkpoints_without_fingerprints_fall_back_to_ids():
     )
     mixed.domains["d"] = GateCalibration(1.0, 0.5, 0.03, 2, 0.0, 0.0, 0.5, qids[5:7], "mycorpus")
     assert mixed.seen(data, calibration_of="d") == {qids[0], *qids[5:7]}
+
+
+def test_extra_training_banks_join_training_and_count_as_training_questions():
+    data = user_corpus()
+    other = user_corpus(prefix="Other", companies=6)
+    other.name = "othercorpus"
+    plain, _ = fc.fit_correction(data, "bm25", folds=4, min_calibration=2, cache_dir=None)
+    model, _ = fc.fit_correction(
+        data, "bm25", folds=4, min_calibration=2, cache_dir=None,
+        extra_training=[other], extra_limit=4,
+    )  # fmt: skip
+    drawn = model.summary.extra["extra_training"]["othercorpus"]
+    assert len(drawn) == 4 and set(drawn) <= set(other.queries)
+    assert model.summary.train_banks == plain.summary.train_banks + 4
+    fingerprints = set(model.summary.query_fingerprints)
+    assert {other.question_fingerprint(q) for q in drawn} <= fingerprints

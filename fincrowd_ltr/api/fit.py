@@ -106,10 +106,21 @@ def held_out_rankings(report: dict) -> dict[str, dict[str, list[str]]]:
 
 
 class _Folds:
-    """Examples per bank mode, indexed by the fold plan."""
+    """Examples per bank mode, indexed by the fold plan; training sets add ``extra`` (banks of
+    other datasets, in every training set, never in validation, calibration or test)."""
 
-    def __init__(self, plan: FoldPlan, examples: dict[str, dict[str, BankExample]]) -> None:
+    def __init__(
+        self,
+        plan: FoldPlan,
+        examples: dict[str, dict[str, BankExample]],
+        train_mode: str,
+        extra: list[BankExample] | None = None,
+    ) -> None:
         self.plan, self.examples = plan, examples
+        self.train_mode, self.extra = train_mode, list(extra or [])
+
+    def train(self, folds) -> list[BankExample]:
+        return self.of(self.train_mode, folds) + self.extra
 
     def of(self, mode: str, folds, covered_only: Dataset | None = None) -> list[BankExample]:
         found = self.examples[mode]
@@ -142,6 +153,8 @@ def fit_correction(
     workers: int | None = None,
     objective: str = "pairwise",
     hard_negatives: bool = False,
+    extra_training: list[str | Dataset] | None = None,
+    extra_limit: int = 300,
 ) -> tuple[GatedCorrection, CrossValReport]:
     """Cross-validate and fit the gated correction of ``ranker``'s scores on a labelled corpus.
 
@@ -161,6 +174,10 @@ def fit_correction(
             enough fits; 1: this process). Results are the same either way.
         objective: ``pairwise`` (the paper's supporting-versus-distracting pairs) or ``listnet``.
         hard_negatives: Pair supports first with distractors that conflict on exactly one field.
+        extra_training: Other labelled datasets whose banks (``train_mode``, scored by ``ranker``,
+            at most ``extra_limit`` covered questions each, drawn with ``seed``) join every
+            training set; their questions are recorded as training questions, so evaluation
+            leaves them out.
 
     Returns:
         ``(model, report)``: the fitted :class:`GatedCorrection` and the held-out results.
@@ -202,7 +219,11 @@ def fit_correction(
         run,
         progress,
     )
-    ex = _Folds(plan, examples)
+    extra, extra_qids = _extra_examples(
+        extra_training or [], ranker, train_mode, first_stage, bank_size, extra_limit, seed,
+        data_root, cache_dir, progress,
+    )  # fmt: skip
+    ex = _Folds(plan, examples, train_mode, extra)
     fits = ResidualFits(workers, progress)
     companies = extractor.companies
 
@@ -224,7 +245,7 @@ def fit_correction(
     chosen, val_scores, gate_folds = [], [], []
     for r in rounds:
         val = ex.of(val_mode, [r.validation])
-        module, index, scores = select_residual(ex.of(train_mode, r.train), val, grid, seed, fits)
+        module, index, scores = select_residual(ex.train(r.train), val, grid, seed, fits)
         setting = grid[index]
         chosen.append(setting)
         val_scores.append(scores)
@@ -316,8 +337,13 @@ def fit_correction(
         test_fold=test_fold,
         train_banks=final.summary.train_banks,
         query_ids=trained_qids,
-        query_fingerprints=sorted(data.question_fingerprint(q) for q in trained_qids),
-        extra={"held_out_query_ids": sorted(held)} if held is not None else {},
+        query_fingerprints=sorted(
+            [data.question_fingerprint(q) for q in trained_qids] + [fp for _, _, fp in extra_qids]
+        ),
+        extra={
+            **({"held_out_query_ids": sorted(held)} if held is not None else {}),
+            **({"extra_training": _by_dataset(extra_qids)} if extra_qids else {}),
+        },
     )
     report.info["residual_fits"] = fits.trained
     return final, report
@@ -347,6 +373,36 @@ def _examples_by_mode(
         found = make_examples(data, bankset, ranker, featurizer, cache=cache)
         examples[mode] = {e.qid: e for e in found}
     return examples, notes
+
+
+def _extra_examples(
+    datasets, ranker, mode, first_stage, bank_size, limit, seed, data_root, cache_dir, progress
+) -> tuple[list[BankExample], list[tuple[str, str, str]]]:
+    """Training banks of other datasets and their ``(dataset, qid, fingerprint)``."""
+    import random
+
+    out, qids = [], []
+    for name in datasets:
+        other = load_dataset(name, data_root, "all")
+        featurizer = BankFeaturizer(
+            FieldExtractor.from_passages(other.passages.values()), other.passages
+        )
+        found, _ = _examples_by_mode(
+            other, ranker, [mode], {}, featurizer, first_stage, bank_size, "all", cache_dir,
+            None, progress,
+        )  # fmt: skip
+        covered = sorted(q for q, e in found[mode].items() if e.has_support)
+        for qid in random.Random(seed).sample(covered, min(limit, len(covered))):
+            out.append(found[mode][qid])
+            qids.append((other.name, qid, other.question_fingerprint(qid)))
+    return out, qids
+
+
+def _by_dataset(rows: list[tuple[str, str, str]]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for name, qid, _ in rows:
+        out.setdefault(name, []).append(qid)
+    return {name: sorted(q) for name, q in out.items()}
 
 
 def _held_out(data, ranker, systems: dict, labels: dict | None, gate: bool) -> HeldOut:
@@ -400,7 +456,7 @@ def _gate_splits(ex, train, validation, train_mode, val_mode):
     examples) per inner round."""
     for inner in FoldPlan.inner(train, validation):
         inner_val = validation if validation != inner.test else inner.train[0]
-        yield inner.test, ex.of(train_mode, inner.train), ex.of(val_mode, [inner_val])
+        yield inner.test, ex.train(inner.train), ex.of(val_mode, [inner_val])
 
 
 def _final_round(data, plan):
@@ -426,7 +482,7 @@ def _prefetch(fits, ex, plan, data, grid, seed, gate, train_mode, val_mode) -> N
     from fincrowd_ltr.training.fitting import select_residual
 
     rounds = plan.rounds()
-    splits = [(ex.of(train_mode, r.train), ex.of(val_mode, [r.validation])) for r in rounds]
+    splits = [(ex.train(r.train), ex.of(val_mode, [r.validation])) for r in rounds]
     fits.prefetch([(t, v, s, seed) for t, v in splits for s in grid])
     jobs, val_scores = [], []
     for r, (train, val) in zip(rounds, splits, strict=True):
@@ -440,13 +496,13 @@ def _prefetch(fits, ex, plan, data, grid, seed, gate, train_mode, val_mode) -> N
     best = grid[_best_setting(val_scores)[0]]
     if gate:
         _, r, val = _final_round(data, plan)
-        jobs.append((ex.of(train_mode, r.train), ex.of(val_mode, [val]), best, seed))
+        jobs.append((ex.train(r.train), ex.of(val_mode, [val]), best, seed))
         jobs += [
             (t, v, best, seed) for _, t, v in _gate_splits(ex, r.train, val, train_mode, val_mode)
         ]
     else:
         train = tuple(range(len(plan)))
-        jobs.append((ex.of(train_mode, train), ex.of(val_mode, [0]), best, seed))
+        jobs.append((ex.train(train), ex.of(val_mode, [0]), best, seed))
     fits.prefetch(jobs)
 
 
@@ -455,19 +511,19 @@ def _fit_final(
 ):
     if not gate:
         train = tuple(range(len(plan)))
-        module, _ = fits.get(ex.of(train_mode, train), ex.of(val_mode, [0]), setting, seed)
+        module, _ = fits.get(ex.train(train), ex.of(val_mode, [0]), setting, seed)
         final = model(module.scorer)
-        final.summary.train_banks = sum(e.has_support for e in ex.of(train_mode, train))
+        final.summary.train_banks = sum(e.has_support for e in ex.train(train))
         return final
     calib, r, val = _final_round(data, plan)  # the largest calibration set
-    module, _ = fits.get(ex.of(train_mode, r.train), ex.of(val_mode, [val]), setting, seed)
+    module, _ = fits.get(ex.train(r.train), ex.of(val_mode, [val]), setting, seed)
     gate_module = _fit_gate(
         data, ex, fits, model, r.train, val, setting, seed, train_mode, val_mode
     )
     final = model(module.scorer, gate_module)
     final.calibrate(domain, data, ex.of("retrieved", [calib]), cap, min_q)
     final.summary.calibration_fold = calib
-    final.summary.train_banks = sum(e.has_support for e in ex.of(train_mode, r.train))
+    final.summary.train_banks = sum(e.has_support for e in ex.train(r.train))
     final.summary.extra["calibration_qids"] = plan.qids([calib])
     return final
 

@@ -277,6 +277,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="pair supports first with distractors that conflict on exactly one typed field",
     )
     p.add_argument(
+        "--extra-training",
+        default="",
+        help="other labelled datasets whose banks join every training set (comma list, e.g. "
+        "tatqa,finqa); their questions count as training questions",
+    )
+    p.add_argument(
+        "--extra-limit", type=int, default=300, help="most questions drawn from each extra dataset"
+    )
+    p.add_argument(
         "--domain", default=None, help="gate domain to calibrate (default: the dataset's name)"
     )
     p.add_argument(

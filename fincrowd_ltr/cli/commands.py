@@ -122,6 +122,8 @@ def fit_residual(args: argparse.Namespace) -> None:
         workers=args.workers or None,
         objective=args.objective,
         hard_negatives=args.hard_negatives,
+        extra_training=[d for d in args.extra_training.split(",") if d],
+        extra_limit=args.extra_limit,
         **_common(args),
     )
     data = report.to_dict()
