@@ -173,6 +173,7 @@ def _steps(config: DemoConfig, out: Path, common: dict, first_stage: str, echo) 
                 split=item.get("split", "all"),
                 pool_depth=int(item.get("pool_depth", 100)),
                 similarity=item.get("similarity", "dense"),
+                caliper=float(item.get("caliper", 1.0)),
                 first_stage=stage,
                 out_dir=out / "diagnose" / f"{item['dataset']}-{item['ranker']}-{stage}",
                 **common,
