@@ -49,7 +49,7 @@ def fold_corrections(
         examples[mode] = {
             e.qid: e for e in make_examples(data, banks, ranker, featurizer, cache=cache)
         }
-    ex, fits = _Folds(plan, examples), ResidualFits()
+    ex, fits = _Folds(plan, examples, "injected"), ResidualFits()
 
     def model(scorer, gate=None, domains=None):
         summary = TrainingSummary(dataset=data.name, base_ranker=ranker)
@@ -57,9 +57,7 @@ def fold_corrections(
 
     out = {}
     for r in plan.rounds():
-        module, _ = fits.get(
-            ex.of("injected", r.train), ex.of("retrieved", [r.validation]), {}, seed
-        )
+        module, _ = fits.get(ex.train(r.train), ex.of("retrieved", [r.validation]), {}, seed)
         gate = _fit_gate(
             data, ex, fits, model, r.train, r.validation, {}, seed, "injected", "retrieved"
         )
