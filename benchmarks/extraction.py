@@ -55,6 +55,9 @@ def main() -> None:
     parser.add_argument("--data-root", default=None)
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--baseline", default=None, help="git ref of the 'before' side (default: BASELINE_REF)"
+    )
     parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
@@ -65,7 +68,8 @@ def main() -> None:
     extra = [f"--n={args.n}", f"--repeats={args.repeats}"]
     if args.data_root:
         extra.append(f"--data-root={Path(args.data_root).resolve()}")
-    with checkout() as old:
+    ref = args.baseline or BASELINE_REF
+    with checkout(ref) as old:
         before = measure_in(old, Path(__file__).resolve(), *extra)
     after = measure_in(ROOT, Path(__file__).resolve(), *extra)
     print(f"field extraction, passages/s on one core, medians of {args.repeats} repeats")
@@ -80,7 +84,7 @@ def main() -> None:
             f"{a['rate'] / b['rate']:>6.2f}x{TARGET:>8.0f}"
             f"{'yes' if a['digest'] == b['digest'] else 'NO':>18}"
         )
-    print(f"before = {BASELINE_REF}, after = this checkout (uncommitted changes included)")
+    print(f"before = {ref}, after = this checkout (uncommitted changes included)")
 
 
 if __name__ == "__main__":
