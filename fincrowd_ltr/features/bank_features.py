@@ -44,6 +44,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     *(f"role_{role}" for role in PAGE_ROLES),
 )
 TYPED = 3  # column of the first typed-field feature
+CONFLICT_COLUMNS = tuple(FEATURE_NAMES.index(f"{name}_conflict") for name in FIELD_NAMES)
 PAGE = TYPED + 2 * len(FIELD_NAMES)  # column of the first page feature
 
 

@@ -118,13 +118,13 @@ _HEADS = (
 _RUN_TOGETHER = re.compile(rf"\b({'|'.join(_MODIFIERS)})({'|'.join(_HEADS)})\b")
 _JOINED = frozenset(m + h for m in _MODIFIERS for h in _HEADS)
 _SEGMENT_CONTEXT = ("segment", "geographic", "region")
-_GEOGRAPHIC = frozenset(
-    {"americas", "north_america", "latin_america", "united_states", "europe", "asia_pacific"}
-    | {"china", "japan"}
+_GEOGRAPHIC = frozenset((
+    "americas", "north_america", "latin_america", "united_states", "europe", "asia_pacific",
+    "china", "japan",
+))  # fmt: skip
+_GENERIC_SEGMENTS = frozenset(
+    ("consumer", "enterprise", "data_center", "gaming", "healthcare", "industrial")
 )
-_GENERIC_SEGMENTS = frozenset({"consumer", "enterprise", "data_center", "gaming", "healthcare"}) | {
-    "industrial"
-}
 
 
 @functools.lru_cache(maxsize=1)
@@ -145,10 +145,11 @@ def normalise(text: str) -> str:
     return " ".join(text.split())
 
 
-def read_text(text: str) -> tuple[str, TextIndex]:
-    """The lower-cased text the field patterns read, and its word index: :func:`normalise`, then
-    footnote digits dropped and run-together phrases split (checked on the words first: rare)."""
-    lowered = normalise(text).lower()
+def read_text(normalised: str) -> tuple[str, TextIndex]:
+    """The lower-cased text the field patterns read, and its word index: ``normalised`` (see
+    :func:`normalise`) with footnote digits dropped and run-together phrases split (checked on the
+    words first: rare)."""
+    lowered = normalised.lower()
     words = TextIndex(lowered)
     footnotes = any(w[-1] in _DIGITS and w[:3].isalpha() for w in words.words)
     if not _JOINED.isdisjoint(words.words) or (footnotes and _FOOTNOTE_ANY.search(lowered)):
@@ -379,14 +380,15 @@ class FieldExtractor:
         self, text: str, query: bool = False, entity: bool = True, period: bool = True
     ) -> FinancialFields:
         """Fields from text alone (``entity``/``period`` False skips fields given elsewhere)."""
-        lowered, words = read_text(text)
+        normalised = normalise(text)
+        lowered, words = read_text(normalised)
         segment = self.segments(lowered, words)
         if not query:
             segment = _passage_segments(segment, lowered)
         entities: frozenset[str] = frozenset()
-        if entity:  # names keep digits that touch words ("Company3")
-            named = normalise(text)
-            entities = self.entities(named, named.lower())
+        if entity:  # names keep digits that touch words ("Company3"): the text before read_text
+            plain = normalised.lower()
+            entities = self.entities(normalised, plain, words if plain == lowered else None)
         return FinancialFields(
             entity=entities,
             metric=self._metric.find(lowered, words),

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from fincrowd_ltr.data.ranking import rank_order
-from fincrowd_ltr.features.bank_features import FEATURE_NAMES
+from fincrowd_ltr.features.bank_features import CONFLICT_COLUMNS, FEATURE_NAMES
 from fincrowd_ltr.fields.extractor import FIELD_NAMES
 
 TOP = 10
@@ -34,7 +34,6 @@ GATE_FEATURE_NAMES: tuple[str, ...] = (
     "top10_rank_shift",
     "correction_spread",
 )
-_CONFLICT = [FEATURE_NAMES.index(f"{name}_conflict") for name in FIELD_NAMES]
 _CONCENTRATION = FEATURE_NAMES.index("concentration")
 
 
@@ -59,7 +58,7 @@ def gate_features_from_scores(
     final_rank[final_order] = np.arange(n)
     sorted_hat = s_hat[base_order]
     out = [float(name in observed) for name in FIELD_NAMES]
-    out += [float(features[top, c].mean()) for c in _CONFLICT]
+    out += [float(features[top, c].mean()) for c in CONFLICT_COLUMNS]
     out += [
         float(np.sqrt((z[top] ** 2).mean())),
         float(sorted_hat[0] - sorted_hat[1]) if n > 1 else 0.0,

@@ -26,7 +26,6 @@ from collections.abc import Iterable
 import numpy as np
 
 from fincrowd_ltr.data.schema import Passage
-from fincrowd_ltr.fields import FieldExtractor
 
 VERSION = 1  # bump when the scores change (part of the bank cache key)
 RESTATED = 0.5
@@ -83,11 +82,9 @@ class FilingPrior:
 
     Args:
         passages: The passages in index order.
-        extractor: Reads the question's fiscal periods.
     """
 
-    def __init__(self, passages: Iterable[Passage], extractor: FieldExtractor) -> None:
-        self.extractor = extractor
+    def __init__(self, passages: Iterable[Passage]) -> None:
         filings: dict[tuple[str | None, str | None], int] = {}
         rows = []
         for p in passages:
@@ -95,9 +92,9 @@ class FilingPrior:
         self.filings = list(filings)
         self.rows = np.array(rows, dtype=np.int64)
 
-    def __call__(self, question: str) -> np.ndarray | None:
-        """Each passage's filing compatibility with ``question``; ``None`` if it states no year."""
-        asked = self.extractor.extract_query(question).period
+    def __call__(self, question: str, asked: frozenset[str]) -> np.ndarray | None:
+        """Each passage's filing compatibility with ``question`` and its extracted periods
+        ``asked``; ``None`` if it states no year."""
         if not asked:
             return None
         hint = implied_kinds(question)

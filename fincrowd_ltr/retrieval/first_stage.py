@@ -131,9 +131,7 @@ class FirstStage:
         self.extractor = extractor
         self.process = QueryProcessor(extractor, parts.steps) if parts.steps else None
         self.filing_weight = parts.filing
-        self.filings = (
-            FilingPrior((passages[p] for p in index.pids), extractor) if parts.filing else None
-        )
+        self.filings = FilingPrior(passages[p] for p in index.pids) if parts.filing else None
         self.by_company: dict[str, np.ndarray] = {}
         if parts.entity:
             rows: dict[str, list[int]] = {}
@@ -149,10 +147,11 @@ class FirstStage:
         text = self.process(query) if self.process is not None else query
         scores = self.index.scores(text)
         if self.by_company:
-            named = [c for c in self.extractor.extract_query(query).entity if c in self.by_company]
+            fields = self.extractor.extract_query(query)
+            named = [c for c in fields.entity if c in self.by_company]
             if named:
                 rows = np.concatenate([self.by_company[c] for c in sorted(named)])
-                fit = self.filings(query) if self.filings is not None else None
+                fit = self.filings(query, fields.period) if self.filings is not None else None
                 if fit is not None:
                     scores[rows] += self.filing_weight * float(scores.max()) * fit[rows]
                 scores[rows] += float(scores.max() - scores.min()) + 1.0

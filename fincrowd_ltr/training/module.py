@@ -6,13 +6,11 @@ import lightning as L
 import torch
 
 from fincrowd_ltr.features import FEATURE_NAMES
-from fincrowd_ltr.features.bank_features import family_of
-from fincrowd_ltr.fields.extractor import FIELD_NAMES
+from fincrowd_ltr.features.bank_features import CONFLICT_COLUMNS, family_of
 from fincrowd_ltr.model import MAX_DISTRACTORS, ResidualScorer, pairwise_loss
 from fincrowd_ltr.model.pairs import listnet_loss
 
 OBJECTIVES = ("pairwise", "listnet")
-_CONFLICTS = [FEATURE_NAMES.index(f"{name}_conflict") for name in FIELD_NAMES]
 
 NDCG_K = 10
 
@@ -91,7 +89,7 @@ class ResidualModule(L.LightningModule):
         else:
             hard = None
             if self.hparams.hard_negatives:
-                hard = batch["features"][..., _CONFLICTS].sum(-1) == 1
+                hard = batch["features"][..., list(CONFLICT_COLUMNS)].sum(-1) == 1
             loss = pairwise_loss(
                 final,
                 batch["labels"],
