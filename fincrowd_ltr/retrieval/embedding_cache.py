@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import time
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,20 @@ DB_FILE = "embeddings.sqlite"
 def text_hash(text: str) -> str:
     """SHA-1 of the exact text (the cache key's text part)."""
     return hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()
+
+
+def _set_wal(db: sqlite3.Connection, attempts: int = 50) -> None:
+    """Switch to write-ahead logging. The switch can fail at once with "database is locked" while
+    another process opens the same new database (SQLite does not wait on its busy timeout
+    there), so it is retried."""
+    for attempt in range(attempts):
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as err:
+            if "locked" not in str(err) or attempt == attempts - 1:
+                raise
+            time.sleep(0.1)
 
 
 class EmbeddingCache:
@@ -39,7 +54,7 @@ class EmbeddingCache:
         if folder is not None:
             folder.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(folder / DB_FILE, timeout=600, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
+            _set_wal(self._db)
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, rows INTEGER, "
                 "dim INTEGER, data BLOB)"
