@@ -192,3 +192,19 @@ def test_extra_training_banks_join_training_and_count_as_training_questions():
     assert model.summary.train_banks == plain.summary.train_banks + 4
     fingerprints = set(model.summary.query_fingerprints)
     assert {other.question_fingerprint(q) for q in drawn} <= fingerprints
+
+
+def test_pooled_gate_calibration_adds_the_cross_fitted_training_rows():
+    data = user_corpus()
+    fold, _ = fc.fit_correction(
+        data, "bm25", folds=4, min_calibration=2, cache_dir=None, gate_calibration="fold"
+    )
+    model, report = fc.fit_correction(data, "bm25", folds=4, min_calibration=2, cache_dir=None)
+    alone, pooled = fold.domains["mycorpus"], model.domains["mycorpus"]
+    assert pooled.n_queries > alone.n_queries  # the training folds' cross-fitted rows join
+    assert pooled.query_ids == alone.query_ids  # only the held-out fold counts as calibration
+    assert not set(pooled.query_ids) & set(model.summary.query_ids)
+    assert report.info["gate_calibration"] == "pooled"
+    assert all(f["query_ids"] > 4 for f in report.info["gate_folds"])
+    with pytest.raises(fc.DataError, match="gate_calibration must be one of"):
+        fc.fit_correction(data, "bm25", folds=4, cache_dir=None, gate_calibration="all")

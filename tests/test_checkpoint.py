@@ -45,3 +45,19 @@ def test_wrong_ranker_version_and_corrupt_files(saved):
         load_residual(path)
     with pytest.raises(DataError, match="no residual checkpoint"):
         load_residual(path / "missing")
+
+
+def test_harvested_segment_names_travel_with_the_checkpoint(tmp_path):
+    from fincrowd_ltr.data.schema import Passage
+    from fincrowd_ltr.model import GatedCorrection
+
+    scorer = ResidualScorer(len(FEATURE_NAMES))
+    scorer.fit_standardisation(torch.randn(40, len(FEATURE_NAMES), dtype=torch.float64))
+    names = {"Acme": ["connected fitness"]}
+    save_residual(tmp_path, scorer, "dense", {}, companies={"Acme": []}, segments=names)
+    model = GatedCorrection.from_pretrained(tmp_path)
+    assert model.extractor.segment_names == names
+    # a corpus adds the names its own filings write; the checkpoint's stay
+    corpus = {"b": Passage("b", "Our Wholesale Banking segment grew.", company="Beta")}
+    extended = model.featurizer(corpus).extractor.segment_names
+    assert extended == {**names, "Beta": ["wholesale banking"]}

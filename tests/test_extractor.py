@@ -152,3 +152,48 @@ def test_passage_segments_need_a_segment_or_region_context():
     assert "china" in fx.extract_query("What were Acme's sales in China in 2019?").segment
     assert fx.extract_query("What was Company3 revenue in FY2020?", ["Company3"]).entity
     assert "revenue" not in fx.extract_text("Cost of sales rose").metric
+
+
+def _acme_corpus():
+    return [
+        Passage("a1", "Net sales of our Connected Fitness segment rose.", company="Acme"),
+        Passage("a2", "The new segment and the following segments were reorganized.", "Acme"),
+        Passage("a3", "Results of the Investing & Lending segment.", company="Acme"),
+        Passage("a4", "Revenue of our Corporate segment fell.", company="Acme"),
+        Passage("b1", "Our Wholesale Banking segment grew.", company="Beta"),
+        Passage("c1", "operating loss in our marine services operating segment rose ."),
+    ]
+
+
+def test_segment_names_are_harvested_from_each_companys_filings():
+    extractor = FieldExtractor.from_passages(_acme_corpus())
+    names = extractor.segment_names
+    assert names["Acme"] == ["connected fitness", "corporate", "investing & lending"]
+    assert names["Beta"] == ["wholesale banking"]
+    assert names[""] == ["marine services"]  # lower-case text: no descriptive words in it
+    # a table row of the company's filing names the segment without the word "segment"
+    row = Passage("a9", "Connected Fitness | 53.4 | 19.2", company="Acme")
+    assert "connected fitness" in extractor.extract_passage(row).segment
+    other = Passage("b9", "Connected Fitness | 53.4 | 19.2", company="Beta")
+    assert "connected fitness" not in extractor.extract_passage(other).segment
+    # a one-word name is ambiguous: only in a text about segments
+    assert (
+        "corporate"
+        not in extractor.extract_passage(Passage("a8", "Corporate offices", "Acme")).segment
+    )
+    about = Passage("a7", "Corporate 12 by segment", company="Acme")
+    assert "corporate" in extractor.extract_passage(about).segment
+
+
+def test_questions_read_the_harvested_names_of_their_companies():
+    extractor = FieldExtractor.from_passages(_acme_corpus())
+    q = "What is the operating margin for connected fitness in 2014?"
+    assert "connected fitness" in extractor.extract_query(q).segment  # no company: every name
+    assert "connected fitness" not in extractor.extract_query(q, ["Beta"]).segment
+    assert (
+        "investing & lending" in extractor.extract_query("Acme investing & lending revenue").segment
+    )
+    # a one-word name counts only for a question about its company
+    assert "corporate" not in extractor.extract_query("corporate tax rate").segment
+    assert "corporate" in extractor.extract_query("Acme corporate costs in 2019").segment
+    assert FieldExtractor().segment_names == {}

@@ -53,7 +53,9 @@ def fold_corrections(
 
     def model(scorer, gate=None, domains=None):
         summary = TrainingSummary(dataset=data.name, base_ranker=ranker)
-        return GatedCorrection(scorer, gate, domains, extractor.companies, summary)
+        return GatedCorrection(
+            scorer, gate, domains, extractor.companies, summary, segments=extractor.segment_names
+        )
 
     out = {}
     for r in plan.rounds():

@@ -31,7 +31,11 @@ from fincrowd_ltr.features import BankFeaturizer
 from fincrowd_ltr.features.bank_features import FAMILIES
 from fincrowd_ltr.features.examples import BankExample, make_examples
 from fincrowd_ltr.fields import FieldExtractor
-from fincrowd_ltr.model.calibration import DEFAULT_REGRESSION_CAP, MIN_CALIBRATION_QUERIES
+from fincrowd_ltr.model.calibration import (
+    DEFAULT_REGRESSION_CAP,
+    MIN_CALIBRATION_QUERIES,
+    calibrate,
+)
 from fincrowd_ltr.model.correction import GatedCorrection, TrainingSummary
 from fincrowd_ltr.progress import Progress
 from fincrowd_ltr.retrieval.banks import BankSet
@@ -40,6 +44,7 @@ from fincrowd_ltr.retrieval.build import BankSpec
 RANKING_DEPTH = 30  # candidates of each held-out ranking kept in the report (for packing)
 MODES = ("retrieved", "injected")
 CV_DOMAIN = "cross-validation"
+GATE_CALIBRATIONS = ("fold", "pooled")
 
 
 @dataclass
@@ -155,6 +160,7 @@ def fit_correction(
     hard_negatives: bool = False,
     extra_training: list[str | Dataset] | None = None,
     extra_limit: int = 300,
+    gate_calibration: str = "pooled",
 ) -> tuple[GatedCorrection, CrossValReport]:
     """Cross-validate and fit the gated correction of ``ranker``'s scores on a labelled corpus.
 
@@ -178,12 +184,21 @@ def fit_correction(
             at most ``extra_limit`` covered questions each, drawn with ``seed``) join every
             training set; their questions are recorded as training questions, so evaluation
             leaves them out.
+        gate_calibration: ``pooled`` (default) calibrates the gate's temperature and threshold
+            on the calibration fold together with the training folds' cross-fitted rows (each
+            scored by a residual and a gate trained without it: several times more questions);
+            ``fold`` on the calibration fold alone.
 
     Returns:
         ``(model, report)``: the fitted :class:`GatedCorrection` and the held-out results.
     """
     from fincrowd_ltr.training.fitting import ResidualFits, select_residual
 
+    if gate_calibration not in GATE_CALIBRATIONS:
+        raise DataError(
+            f"gate_calibration must be one of {GATE_CALIBRATIONS}; got {gate_calibration!r}"
+        )
+    pooled_calibration = gate_calibration == "pooled"
     data = load_dataset(dataset, data_root, split)
     run = read_run(run, data)
     options = {"objective": objective} if objective != "pairwise" else {}
@@ -234,6 +249,7 @@ def fit_correction(
             domains,
             companies,
             TrainingSummary(dataset=data.name, base_ranker=ranker),
+            segments=extractor.segment_names,
         )
 
     rounds = plan.rounds()
@@ -256,13 +272,15 @@ def fit_correction(
                 pooled[mode]["residual"][qid] = res.corrected_ranking
                 pooled[mode]["oracle"][qid] = metadata_oracle(data, res.base_ranking, qid)
         if gate:
-            gate_module = _fit_gate(
-                data, ex, fits, model, r.train, r.validation, setting, seed, train_mode, val_mode
-            )
+            gate_module, oof = _fit_gate(
+                data, ex, fits, model, r.train, r.validation, setting, seed, train_mode, val_mode,
+                pooled_calibration,
+            )  # fmt: skip
             gated = model(module.scorer, gate_module)
-            calibration = gated.calibrate(
-                CV_DOMAIN, data, ex.of("retrieved", [r.validation]), regression_cap, min_calibration
-            )
+            calibration = _calibrate(
+                gated, CV_DOMAIN, data, ex.of("retrieved", [r.validation]), oof,
+                regression_cap, min_calibration,
+            )  # fmt: skip
             gate_folds.append(
                 {
                     "test_fold": r.test,
@@ -291,6 +309,7 @@ def fit_correction(
         "test_fold": test_fold,
         "selection": {"grid": list(grid), "chosen_per_fold": chosen, "mean_val_ndcg10": mean_val},
         "regression_cap": regression_cap,
+        "gate_calibration": gate_calibration,
         "gate_folds": gate_folds,
         "notes": notes,
     }
@@ -315,6 +334,7 @@ def fit_correction(
         regression_cap,
         min_calibration,
         domain or data.name,
+        pooled_calibration,
     )
     calibration_qids = set(final.summary.extra.pop("calibration_qids", []))
     trained_qids = sorted(
@@ -435,20 +455,63 @@ def _held_out(data, ranker, systems: dict, labels: dict | None, gate: bool) -> H
     )
 
 
-def _fit_gate(data, ex, fits, model, train, validation, setting, seed, train_mode, val_mode):
+def _fit_gate(
+    data, ex, fits, model, train, validation, setting, seed, train_mode, val_mode, oof=False
+):
     """The gate trained on cross-fitted rows of the training folds (each scored by a residual
-    trained without it), both bank modes."""
-    from fincrowd_ltr.training.gate_module import train_gate
-
-    feats, labels = [], []
+    trained without it), both bank modes; with ``oof``, also each training fold's retrieved rows
+    as ``(qids, logits, gains)`` with logits of a gate trained without that fold (else None)."""
+    rows = []
     for test, inner_train, inner_val in _gate_splits(ex, train, validation, train_mode, val_mode):
         module, _ = fits.get(inner_train, inner_val, setting, seed)
         scorer = model(module.scorer)
         for mode in MODES:
-            _, f, gains = scorer.gate_rows(data, ex.of(mode, [test]))
-            feats.append(f)
-            labels.append((gains > 1e-12).astype(np.float64))
-    return train_gate(np.concatenate(feats), np.concatenate(labels), seed=seed)
+            qids, f, gains = scorer.gate_rows(data, ex.of(mode, [test]))
+            rows.append((test, mode, qids, f, gains))
+    gate = _train_gate_on(rows, seed)
+    if not oof:
+        return gate, None
+    out = []
+    for fold in sorted({row[0] for row in rows}):
+        held_out = _train_gate_on([row for row in rows if row[0] != fold], seed)
+        out += [
+            (qids, held_out.logits(f), gains)
+            for test, mode, qids, f, gains in rows
+            if test == fold and mode == "retrieved" and len(qids)
+        ]
+    return gate, out
+
+
+def _train_gate_on(rows, seed):
+    from fincrowd_ltr.training.gate_module import train_gate
+
+    feats = np.concatenate([row[3] for row in rows])
+    labels = np.concatenate([(row[4] > 1e-12).astype(np.float64) for row in rows])
+    return train_gate(feats, labels, seed=seed)
+
+
+def _calibrate(model, domain, data, examples, oof, cap, min_queries):
+    """Calibrate ``domain`` on ``examples`` (the calibration fold) or, given cross-fitted
+    training rows ``oof``, on both together."""
+    if oof is None:
+        return model.calibrate(domain, data, examples, cap, min_queries)
+    qids, feats, gains = model.gate_rows(data, examples)
+    logits = [np.array([model.runtime.gate_logit(f) for f in feats])]
+    logits += [row[1] for row in oof]
+    all_qids = list(qids) + [q for row in oof for q in row[0]]
+    calibration = calibrate(
+        np.concatenate(logits),
+        np.concatenate([gains] + [row[2] for row in oof]),
+        all_qids,
+        cap,
+        min_queries,
+        dataset=data.name,
+        query_fingerprints=[data.question_fingerprint(q) for q in qids],
+    )
+    calibration.query_ids = sorted(qids)  # the questions held out of training
+    calibration.n_queries = len(all_qids)
+    model.domains[domain] = calibration
+    return calibration
 
 
 def _gate_splits(ex, train, validation, train_mode, val_mode):
@@ -507,8 +570,9 @@ def _prefetch(fits, ex, plan, data, grid, seed, gate, train_mode, val_mode) -> N
 
 
 def _fit_final(
-    data, ex, fits, model, plan, setting, seed, gate, train_mode, val_mode, cap, min_q, domain
-):
+    data, ex, fits, model, plan, setting, seed, gate, train_mode, val_mode, cap, min_q, domain,
+    pooled=False,
+):  # fmt: skip
     if not gate:
         train = tuple(range(len(plan)))
         module, _ = fits.get(ex.train(train), ex.of(val_mode, [0]), setting, seed)
@@ -517,11 +581,11 @@ def _fit_final(
         return final
     calib, r, val = _final_round(data, plan)  # the largest calibration set
     module, _ = fits.get(ex.train(r.train), ex.of(val_mode, [val]), setting, seed)
-    gate_module = _fit_gate(
-        data, ex, fits, model, r.train, val, setting, seed, train_mode, val_mode
+    gate_module, oof = _fit_gate(
+        data, ex, fits, model, r.train, val, setting, seed, train_mode, val_mode, pooled
     )
     final = model(module.scorer, gate_module)
-    final.calibrate(domain, data, ex.of("retrieved", [calib]), cap, min_q)
+    _calibrate(final, domain, data, ex.of("retrieved", [calib]), oof, cap, min_q)
     final.summary.calibration_fold = calib
     final.summary.train_banks = sum(e.has_support for e in ex.train(r.train))
     final.summary.extra["calibration_qids"] = plan.qids([calib])

@@ -272,6 +272,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="residual objective: supporting-vs-distracting pairs (the paper's) or ListNet",
     )
     p.add_argument(
+        "--gate-calibration",
+        choices=["fold", "pooled"],
+        default="pooled",
+        help="calibrate the gate on the calibration fold pooled with the training folds' "
+        "cross-fitted rows (default: more questions), or on the calibration fold alone",
+    )
+    p.add_argument(
         "--hard-negatives",
         action="store_true",
         help="pair supports first with distractors that conflict on exactly one typed field",

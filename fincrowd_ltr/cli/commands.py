@@ -124,6 +124,7 @@ def fit_residual(args: argparse.Namespace) -> None:
         hard_negatives=args.hard_negatives,
         extra_training=[d for d in args.extra_training.split(",") if d],
         extra_limit=args.extra_limit,
+        gate_calibration=args.gate_calibration,
         **_common(args),
     )
     data = report.to_dict()

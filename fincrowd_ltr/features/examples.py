@@ -53,6 +53,7 @@ def vocabulary_key(featurizer: BankFeaturizer) -> str:
             FILINGS_VERSION,
             list(FEATURE_NAMES),
             sorted(featurizer.extractor.companies.items()),
+            sorted(featurizer.extractor.segment_names.items()),
         ],
         sort_keys=True,
     )

@@ -18,7 +18,7 @@ import functools
 import hashlib
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from fincrowd_ltr.data.schema import Passage
@@ -54,7 +54,10 @@ _YEAR_RANGE = re.compile(
     re.I,
 )
 _BARE_YEAR = re.compile(rf"(?<![\d$.,/-])({_YEAR})(?![\d%])")
-_SEGMENT_NAME = re.compile(r"(?<![\w'])((?:[a-z][\w&\-]* ){0,3}[a-z][\w&\-]*) segments?\b")
+_SEGMENT_WORD = re.compile(r" segments?\b")
+# the up-to-four words before " segment": searched back from each mention, not over the page
+_SEGMENT_NAME = re.compile(r"(?<![\w'])(?:(?:[a-z][\w&\-]*|&) ){0,3}[a-z][\w&\-]*$")
+_NAME_REACH = 160
 _SEGMENT_STOP = {
     "the",
     "each",
@@ -105,6 +108,24 @@ _SEGMENT_QUALIFIERS = {
     "segment",
     "s",
 }
+_NAME_JOINERS = frozenset(("&", "and", "of"))
+# words that describe segments rather than name them (harvested names must not contain one)
+_NOT_NAMES = frozenset((
+    "and", "or", "between", "among", "into", "have", "has", "been", "be", "is", "are", "was",
+    "were", "we", "us", "does", "did", "not", "expect", "such", "how", "following", "respective",
+    "multiple", "new", "annual", "contents", "key", "primary", "historical", "applicable",
+    "revised", "reorganized", "largest", "smaller", "larger", "both", "changes", "changed",
+    "reviews", "compares", "summarizes", "summarized", "table", "tables", "discussion", "below",
+    "above", "results", "charged", "organized", "reported", "reports", "increased", "decreased",
+    "required", "favorable", "unfavorable", "existing", "remaining", "current", "prior",
+    "period", "adjusted", "updated", "particular", "more", "most", "less", "various", "certain",
+    "several", "individual", "separate", "reportable", "operating", "business", "segment",
+    "segments", "our", "its", "their", "company", "total", "other", "these", "those", "income",
+    "assets", "information", "detailed", "determining", "corporation",
+    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "second",
+    "third", "first", "within", "across", "under", "over", "which", "include", "includes",
+    "included", "including", "consists", "comprised", "same", "all", "each", "any",
+))  # fmt: skip
 _HYPHENATED = re.compile(r"(?<=[A-Za-z])-[ \t]*\n\s*(?=[a-z])")
 _FOOTNOTE = re.compile(r"(?<=[a-z]{3})\d{1,2}\b")  # "revenue1" -> "revenue"; years have 4 digits
 _DIGITS = frozenset("0123456789")
@@ -224,8 +245,14 @@ class FieldExtractor:
         ['2018']
     """
 
-    def __init__(self, companies: dict[str, list[str]] | None = None) -> None:
+    def __init__(
+        self,
+        companies: dict[str, list[str]] | None = None,
+        segments: dict[str, list[str]] | None = None,
+    ) -> None:
         self.companies = {k: list(v) for k, v in (companies or V.COMPANIES).items()}
+        self.segment_names = {k: sorted(set(v)) for k, v in (segments or {}).items() if v}
+        self._named: dict[frozenset[str], TriggerMatcher | None] = {}
         self._metric = TriggerMatcher(V.METRICS)
         self._segment = TriggerMatcher(V.SEGMENTS)
         self._statement = TriggerMatcher(V.STATEMENTS)
@@ -240,9 +267,15 @@ class FieldExtractor:
 
     @classmethod
     def from_passages(
-        cls, passages: Iterable[Passage], companies: dict[str, list[str]] | None = None
+        cls,
+        passages: Iterable[Passage],
+        companies: dict[str, list[str]] | None = None,
+        segments: dict[str, list[str]] | None = None,
     ) -> FieldExtractor:
-        """An extractor whose entity vocabulary also covers every company in the metadata."""
+        """An extractor whose entity vocabulary also covers every company in the metadata, and
+        whose segment names include those the corpus's own filings write as ``<name> segment``
+        (see :meth:`harvest_segments`), added to ``segments``."""
+        passages = list(passages)
         vocab = {k: list(v) for k, v in (companies or V.COMPANIES).items()}
         lowered = {k.lower(): k for k in vocab}
         for passage in passages:
@@ -250,7 +283,54 @@ class FieldExtractor:
             if name and name.lower() not in lowered:
                 vocab[name] = []
                 lowered[name.lower()] = name
-        return cls(vocab)
+        extractor = cls(vocab, segments)
+        return extractor.with_segment_names(extractor.harvest_segments(passages))
+
+    def with_segment_names(self, segments: dict[str, list[str]]) -> FieldExtractor:
+        """This extractor with more harvested segment names (:meth:`harvest_segments`); the
+        same extractor when they add none."""
+        named = {k: set(v) for k, v in self.segment_names.items()}
+        for key, names in segments.items():
+            named.setdefault(key, set()).update(names)
+        merged = {k: sorted(v) for k, v in named.items()}
+        return self if merged == self.segment_names else FieldExtractor(self.companies, merged)
+
+    def harvest_segments(self, passages: Iterable[Passage]) -> dict[str, list[str]]:
+        """Segment names each company's own filings write as ``<name> segment`` ("our Connected
+        Fitness operating segment"), keyed by the canonical metadata company ("" without one).
+        The names then count wherever that company's text (or a question about it) names them,
+        without the word "segment" (a table row, "revenue of connected fitness").
+
+        A name is kept when it reads as a name: in text that has capitals, every word of it is
+        capitalised where it is written ("Pharmacy Services segment", not "the new segment");
+        in all lower-case text, it has none of the common words that describe segments rather
+        than name them (``_NOT_NAMES``: "multiple", "following", "reportable", "we").
+        """
+        found: dict[str, set[str]] = {}
+        for passage in passages:
+            text = passage.text
+            if "egment" not in text and "EGMENT" not in text:
+                continue
+            names = self._named_in(normalise(text))
+            if names:
+                key = self.canonical_company(passage.company) if passage.company else ""
+                found.setdefault(key, set()).update(names)
+        return {k: sorted(v) for k, v in sorted(found.items())}
+
+    def _named_in(self, normalised: str) -> set[str]:
+        lowered = normalised.lower()
+        cased = len(lowered) == len(normalised) and normalised != lowered
+        names = set()
+        for name, start, end in self._segment_phrases(lowered):
+            words = name.split()
+            if any(w in _NOT_NAMES for w in words) or len(name) < 3:
+                continue
+            if cased and not all(
+                w[:1].isupper() or w in _NAME_JOINERS for w in normalised[start:end].split()
+            ):
+                continue
+            names.add(name)
+        return names
 
     def _build_entity_patterns(self) -> None:
         self._canonical: dict[str, str] = {}
@@ -335,20 +415,52 @@ class FieldExtractor:
                 found.add(m.group(1))
         return frozenset(found)
 
-    def segments(self, lowered: str, words: TextIndex | None = None) -> frozenset[str]:
-        """Segments from the vocabulary plus any ``<name> segment`` phrase."""
-        found = set(self._segment.find(lowered, words))
+    def segments(
+        self,
+        lowered: str,
+        words: TextIndex | None = None,
+        companies: Iterable[str] | None = None,
+        about_segments: bool = True,
+    ) -> frozenset[str]:
+        """Segments from the vocabulary, any ``<name> segment`` phrase, and the harvested names
+        of ``companies`` (None: of every company the extractor knows). A one-word harvested name
+        ("Corporate", "International") is ambiguous: it counts only for named ``companies`` and
+        in a text ``about_segments``; names of two or more words count wherever they appear."""
+        found = set(self._segment.find(lowered, words)) | self.segment_phrases(lowered)
+        named = self._named_matcher(companies)
+        if named is not None:
+            single = companies is not None and about_segments
+            found.update(n for n in named.find(lowered, words) if single or " " in n)
+        return frozenset(found)
+
+    def segment_phrases(self, lowered: str) -> set[str]:
+        """Names written as ``<name> segment`` that the vocabulary does not already know."""
+        return {name for name, _, _ in self._segment_phrases(lowered)}
+
+    def _segment_phrases(self, lowered: str) -> list[tuple[str, int, int]]:
+        """``(name, start, end)`` of each ``<name> segment`` phrase (offsets of the name)."""
+        found: list[tuple[str, int, int]] = []
         if "segment" not in lowered:
-            return frozenset(found)
-        for m in _SEGMENT_NAME.finditer(lowered):
-            names = m.group(1).split()
+            return found
+        after = 0
+        for mention in _SEGMENT_WORD.finditer(lowered):
+            m = _SEGMENT_NAME.search(
+                lowered, max(after, mention.start() - _NAME_REACH), mention.start()
+            )
+            after = mention.end()
+            if m is None:
+                continue
+            names = m.group().split()
             while names and names[-1] in _SEGMENT_QUALIFIERS:
                 names.pop()  # "AMD reporting segment": the qualifier is not the name
             if not names or names[-1] in _SEGMENT_STOP:
                 continue  # "by segment", "each segment": no name
             # the name is the run of words after the last stop word ("increase in X and Y")
             cut = max((i + 1 for i, w in enumerate(names) if w in _SEGMENT_STOP), default=0)
-            name = " ".join(names[cut:])
+            names = names[cut:]
+            while names and names[0] in _NAME_JOINERS:
+                names.pop(0)
+            name = " ".join(names)
             if (
                 not name
                 or self._segment.find(name)
@@ -356,8 +468,20 @@ class FieldExtractor:
                 or name in self._alias_names
             ):
                 continue
-            found.add(name)
-        return frozenset(found)
+            start = m.start() + m.group().rfind(name)
+            found.append((name, start, start + len(name)))
+        return found
+
+    def _named_matcher(self, companies: Iterable[str] | None) -> TriggerMatcher | None:
+        if not self.segment_names:
+            return None
+        keys = frozenset(self.segment_names if companies is None else companies)
+        if keys not in self._named:
+            names = {n for k in keys for n in self.segment_names.get(k, ())}
+            self._named[keys] = (
+                TriggerMatcher({n: [re.escape(n)] for n in sorted(names)}) if names else None
+            )
+        return self._named[keys]
 
     def units(self, lowered: str, words: TextIndex | None = None) -> frozenset[str]:
         """Magnitudes and kinds stated in words, plus amounts written with a magnitude word."""
@@ -377,18 +501,39 @@ class FieldExtractor:
 
     # --- whole records ---------------------------------------------------------------------
     def extract_text(
-        self, text: str, query: bool = False, entity: bool = True, period: bool = True
+        self,
+        text: str,
+        query: bool = False,
+        entity: bool = True,
+        period: bool = True,
+        companies: Iterable[str] | None = None,
+        candidates: Iterable[str] = (),
     ) -> FinancialFields:
-        """Fields from text alone (``entity``/``period`` False skips fields given elsewhere)."""
+        """Fields from text alone (``entity``/``period`` False skips fields given elsewhere).
+
+        ``companies`` scopes the harvested segment names (:meth:`harvest_segments`); None takes
+        the companies the text names, else ``candidates``' (metadata companies of the candidates),
+        else every company's. A name in ``candidates`` the text names joins its entities.
+        """
         normalised = normalise(text)
         lowered, words = read_text(normalised)
-        segment = self.segments(lowered, words)
-        if not query:
-            segment = _passage_segments(segment, lowered)
         entities: frozenset[str] = frozenset()
         if entity:  # names keep digits that touch words ("Company3"): the text before read_text
             plain = normalised.lower()
             entities = self.entities(normalised, plain, words if plain == lowered else None)
+            candidates = [c for c in candidates if c]
+            named = {
+                self.canonical_company(c)
+                for c in candidates
+                if str(c).lower() not in self._alias_names and _names(str(c), text.lower())
+            }
+            entities = entities | named if named - entities else entities
+        if companies is None and self.segment_names:
+            companies = entities or {self.canonical_company(c) for c in candidates} or None
+        about = query or not self.segment_names or any(c in lowered for c in _SEGMENT_CONTEXT)
+        segment = self.segments(lowered, words, companies, about)
+        if not query:
+            segment = _passage_segments(segment, lowered)
         return FinancialFields(
             entity=entities,
             metric=self._metric.find(lowered, words),
@@ -405,23 +550,21 @@ class FieldExtractor:
 
         ``companies`` are the candidates' own metadata companies: the question's entity also
         includes any of them it names, whether or not the vocabulary lists them (the rule every
-        path follows: the extractor's vocabulary plus the candidates' own metadata).
+        path follows: the extractor's vocabulary plus the candidates' own metadata). Harvested
+        segment names count for the companies the question names, else the candidates'.
         """
-        fields = self.extract_text(text, query=True)
-        lowered = text.lower()
-        extra = {
-            self.canonical_company(c)
-            for c in companies
-            if c and str(c).lower() not in self._alias_names and _names(str(c), lowered)
-        }
-        return replace(fields, entity=fields.entity | extra) if extra - fields.entity else fields
+        return self.extract_text(text, query=True, candidates=companies)
 
     def extract_passage(self, passage: Passage) -> FinancialFields:
         """Fields of a passage; metadata company and period win over the text."""
-        fx = self.extract_text(passage.text, entity=not passage.company, period=not passage.period)
-        entity = fx.entity
-        if passage.company:
-            entity = frozenset({self.canonical_company(passage.company)})
+        company = self.canonical_company(passage.company) if passage.company else ""
+        fx = self.extract_text(
+            passage.text,
+            entity=not passage.company,
+            period=not passage.period,
+            companies=(company,),
+        )
+        entity = frozenset({company}) if company else fx.entity
         period = frozenset({passage.period}) if passage.period else fx.period
         is_table = passage.is_table if passage.is_table is not None else fx.is_table
         return FinancialFields(

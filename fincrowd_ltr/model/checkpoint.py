@@ -84,6 +84,7 @@ def make_config(
     companies: dict[str, list[str]] | None,
     gate: dict | None,
     domains: dict[str, GateCalibration],
+    segments: dict[str, list[str]] | None = None,
 ) -> dict:
     """The ``config.json`` content."""
     config = {
@@ -104,6 +105,8 @@ def make_config(
         config["extractor"] = {
             "version": EXTRACTOR_VERSION,
             "companies": companies,
+            # segment names harvested from the training corpus's filings, per company
+            "segments": segments or {},
             # the rest of the vocabulary, for the record (the extractor version pins it)
             "vocabularies": {
                 name: getattr(V, name)
@@ -166,6 +169,7 @@ def save_residual(
     gate=None,
     domains: dict[str, GateCalibration] | None = None,
     companies: dict[str, list[str]] | None = None,
+    segments: dict[str, list[str]] | None = None,
 ) -> None:
     """Write a residual (and its gate with per-domain calibrations) to ``directory``."""
     from fincrowd_ltr.model.correction import GatedCorrection, TrainingSummary
@@ -176,6 +180,7 @@ def save_residual(
         domains,
         companies,
         TrainingSummary.from_dict({**summary, "base_ranker": ranker}),
+        segments=segments,
     )
     model.save_pretrained(directory, manifest=False)
 

@@ -214,6 +214,7 @@ class GatedCorrection:
         summary: TrainingSummary | None = None,
         runtime=None,
         source: Path | None = None,
+        segments: dict[str, list[str]] | None = None,
     ) -> None:
         if runtime is None and residual is not None:
             from fincrowd_ltr.model.runtime import TorchRuntime
@@ -224,7 +225,7 @@ class GatedCorrection:
         self.runtime = runtime
         self.has_gate = gate is not None or getattr(runtime, "_gate", None) is not None
         self.domains = dict(domains or {})
-        self.extractor = FieldExtractor(companies)
+        self.extractor = FieldExtractor(companies, segments)
         self.summary = summary or TrainingSummary()
         self.source = source
         self._featurizers: dict[int, tuple[dict, BankFeaturizer]] = {}
@@ -257,6 +258,7 @@ class GatedCorrection:
             self.extractor.companies,
             gate,
             self.domains,
+            self.extractor.segment_names,
         )
 
     # --- the decision ---------------------------------------------------------------------
@@ -425,12 +427,16 @@ class GatedCorrection:
 
     # --- banks (evaluation, calibration, training) -------------------------------------------
     def featurizer(self, passages: dict[str, Passage]) -> BankFeaturizer:
-        """The bank featurizer of a corpus, with this model's extractor (kept per corpus)."""
+        """The bank featurizer of a corpus, with this model's extractor (kept per corpus) and the
+        segment names the corpus's own filings write, beside the checkpoint's."""
         held = self._featurizers.get(id(passages))
         if held is None or held[0] is not passages:
             held = self._featurizers[id(passages)] = (
                 passages,
-                BankFeaturizer(self.extractor, passages),
+                BankFeaturizer(
+                    self.extractor.with_segment_names(_corpus_segments(self.extractor, passages)),
+                    passages,
+                ),
             )
         return held[1]
 
@@ -602,15 +608,31 @@ class GatedCorrection:
             {**config.get("training", {}), "base_ranker": config["base_ranker"]}
         )
         companies = (config.get("extractor") or {}).get("companies")
+        segments = (config.get("extractor") or {}).get("segments")
         domains = io.domains_of(config, directory)
         if runtime == "onnx":
             from fincrowd_ltr.model.runtime import OnnxRuntime
 
             numerics = OnnxRuntime(directory, config.get("gate") is not None)
-            return cls(None, None, domains, companies, summary, numerics, directory)
+            return cls(None, None, domains, companies, summary, numerics, directory, segments)
         if runtime != "torch":
             raise DataError(f"runtime must be 'torch' or 'onnx'; got {runtime!r}")
         from fincrowd_ltr.model.runtime import load_torch
 
         scorer, gate = load_torch(directory, config)
-        return cls(scorer, gate, domains, companies, summary, source=directory)
+        return cls(scorer, gate, domains, companies, summary, source=directory, segments=segments)
+
+
+_HARVESTED: dict[tuple[int, tuple[str, ...]], tuple[dict, dict[str, list[str]]]] = {}
+
+
+def _corpus_segments(extractor: FieldExtractor, passages: dict[str, Passage]) -> dict:
+    """The segment names a corpus's filings write, harvested once per corpus (every fold's model
+    of a cross-validation reads the same corpus)."""
+    key = (id(passages), tuple(sorted(extractor.companies)))
+    held = _HARVESTED.get(key)
+    if held is None or held[0] is not passages:
+        if len(_HARVESTED) >= 4:
+            _HARVESTED.clear()
+        held = _HARVESTED[key] = (passages, extractor.harvest_segments(passages.values()))
+    return held[1]

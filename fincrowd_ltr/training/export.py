@@ -36,7 +36,7 @@ def from_lightning(ckpt: Path, datamodule=None) -> GatedCorrection:
         test_fold=hp.get("test_fold"),
         extra={"lightning_checkpoint": str(ckpt)},
     )
-    companies = None
+    companies = segments = None
     if datamodule is not None and getattr(datamodule, "examples", None):
         summary.query_ids = sorted(
             {e.qid for p in ("train", "val") for e in datamodule.examples.get(p, [])}
@@ -47,5 +47,6 @@ def from_lightning(ckpt: Path, datamodule=None) -> GatedCorrection:
                 data.question_fingerprint(q) for q in summary.query_ids
             )
             summary.dataset_fingerprint = data.corpus_fingerprint()
-            companies = datamodule.featurizer().extractor.companies
-    return GatedCorrection(module.scorer, None, None, companies, summary)
+            extractor = datamodule.featurizer().extractor
+            companies, segments = extractor.companies, extractor.segment_names
+    return GatedCorrection(module.scorer, None, None, companies, summary, segments=segments)
