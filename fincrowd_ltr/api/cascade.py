@@ -60,7 +60,7 @@ def fold_corrections(
     out = {}
     for r in plan.rounds():
         module, _ = fits.get(ex.train(r.train), ex.of("retrieved", [r.validation]), {}, seed)
-        gate = _fit_gate(
+        gate, _ = _fit_gate(
             data, ex, fits, model, r.train, r.validation, {}, seed, "injected", "retrieved"
         )
         out[r.test] = model(module.scorer, gate)
