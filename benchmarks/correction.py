@@ -10,9 +10,12 @@ checkpoint ``--checkpoint`` and its calibrated domain:
   explanations).
 
 Per-passage caches (fields, term counts) are warmed first, as in a serving process. Both sides check
-they produce the same orders.
+they produce the same orders. A baseline whose code cannot load this checkout's checkpoint (other
+features or extractor) takes its own, ``--baseline-checkpoint``, trained by that code; the orders
+then differ by construction and only the times compare.
 
     .venv/bin/python benchmarks/correction.py [--data-root ../shared/data] [--banks 50]
+        [--baseline REF --baseline-checkpoint DIR]
 """
 
 from __future__ import annotations
@@ -85,6 +88,14 @@ def main() -> None:
     parser.add_argument("--domain", default=None, help="default: the checkpoint's first domain")
     parser.add_argument("--banks", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument(
+        "--baseline", default=None, help="git ref of the 'before' side (default: BASELINE_REF)"
+    )
+    parser.add_argument(
+        "--baseline-checkpoint",
+        default=None,
+        help="checkpoint the 'before' side loads (default: --checkpoint)",
+    )
     parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
@@ -95,7 +106,6 @@ def main() -> None:
     here = Path(__file__).resolve()
     extra = [
         f"--cache-dir={Path(args.cache_dir).resolve()}",
-        f"--checkpoint={Path(args.checkpoint).resolve()}",
         f"--banks={args.banks}",
         f"--repeats={args.repeats}",
     ]
@@ -103,10 +113,13 @@ def main() -> None:
         extra.append(f"--data-root={Path(args.data_root).resolve()}")
     if args.domain:
         extra.append(f"--domain={args.domain}")
-    with checkout() as old:
+    ref = args.baseline or BASELINE_REF
+    own = Path(args.checkpoint).resolve()
+    theirs = Path(args.baseline_checkpoint).resolve() if args.baseline_checkpoint else own
+    with checkout(ref) as old:
         (old / "benchmarks" / "_banks.py").write_text((here.parent / "_banks.py").read_text())
-        before = measure_in(old, here, *extra)
-    after = measure_in(ROOT, here, *extra)
+        before = measure_in(old, here, *extra, f"--checkpoint={theirs}")
+    after = measure_in(ROOT, here, *extra, f"--checkpoint={own}")
     print(
         f"correction per 100-candidate bank, one core, ms (median of {args.banks} banks x "
         f"{args.repeats})"
@@ -117,8 +130,12 @@ def main() -> None:
         ("rerank", "rerank() with candidate dicts"),
     ):
         print(f"{label:<40}{before[key]:>8.2f}{after[key]:>8.2f}{before[key] / after[key]:>7.2f}x")
-    print(f"same orders before and after: {'yes' if before['digest'] == after['digest'] else 'NO'}")
-    print(f"before = {BASELINE_REF}, after = this checkout (uncommitted changes included)")
+    if theirs == own:
+        same = "yes" if before["digest"] == after["digest"] else "NO"
+        print(f"same orders before and after: {same}")
+    else:
+        print(f"orders not compared: the baseline loads its own checkpoint ({theirs})")
+    print(f"before = {ref}, after = this checkout (uncommitted changes included)")
 
 
 if __name__ == "__main__":
