@@ -108,3 +108,24 @@ def test_page_features_read_filing_printed_periods_metric_rows_and_roles():
     assert x[:, [col(f"role_{r}") for r in ("statement", "notes", "mdna", "other")]].sum() == 2
     no_period = featurizer.features("What is Acme's capital expenditure?", pids)
     assert not no_period[:, col("filing_fit") : col("text_period_conflict") + 1].any()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Capital Expenditures\n$ 1,577",
+        "capital expenditures were 2019",  # a year is not a line-item figure
+        "precapital expenditures 12",  # no word boundary before the form
+        "NET SALES 4,210 and Revenue (in millions) 3",
+        "İstanbul revenue 12",  # lower() changes the length: the whole page is searched
+        "Revenue rose strongly across all regions and products without a figure anywhere here",
+    ],
+)
+def test_metric_row_tries_the_pattern_only_where_a_form_can_start(text):
+    from fincrowd_ltr.features.page_cues import _metric_row, has_metric_row
+
+    for metrics in ({"capital_expenditure"}, {"revenue"}, {"revenue", "net_income"}):
+        pattern, _ = _metric_row(frozenset(metrics))
+        assert has_metric_row(text, frozenset(metrics)) == bool(pattern.search(text))
+    assert has_metric_row("Revenue 12", frozenset({"revenue"}))
+    assert not has_metric_row("Revenue 12", frozenset())

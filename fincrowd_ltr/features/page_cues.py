@@ -21,6 +21,7 @@ from functools import lru_cache
 
 from fincrowd_ltr.fields import vocabulary as V
 from fincrowd_ltr.fields.extractor import FieldExtractor
+from fincrowd_ltr.fields.matcher import first_words
 
 VERSION = 1  # bump when any cue changes (part of the feature cache key)
 HEAD = 400
@@ -68,16 +69,39 @@ def text_periods(text: str) -> frozenset[str]:
 
 
 @lru_cache(maxsize=256)
-def _metric_row(metrics: frozenset[str]) -> re.Pattern | None:
+def _metric_row(metrics: frozenset[str]) -> tuple[re.Pattern, tuple[str, ...] | None] | None:
+    """The metric-row pattern of ``metrics`` and the words its forms can start with (None when
+    some form's first word cannot be enumerated)."""
     forms = [f for m in sorted(metrics) for f in V.METRICS.get(m, [])]
     if not forms:
         return None
-    return re.compile(
+    pattern = re.compile(
         rf"(?i)(?<![\w&])(?:{'|'.join(forms)})(?![\w&])[^\d]{{0,{ROW_REACH}}}?{_FIGURE}"
     )
+    starts: set[str] = set()
+    for form in forms:
+        words = first_words(form)
+        if words is None:
+            return pattern, None
+        starts |= words
+    return pattern, tuple(sorted(starts))
 
 
 def has_metric_row(text: str, metrics: frozenset[str]) -> bool:
-    """True when one of ``metrics``' surface forms is followed closely by a figure."""
-    pattern = _metric_row(metrics)
-    return bool(pattern and pattern.search(text))
+    """True when one of ``metrics``' surface forms is followed closely by a figure. The pattern is
+    tried only where a word its forms can start with occurs (searching a whole page for an
+    alternation of every form costs ~0.1 ms; the result is the same)."""
+    compiled = _metric_row(metrics)
+    if compiled is None:
+        return False
+    pattern, starts = compiled
+    lowered = text.lower()
+    if starts is None or len(lowered) != len(text):
+        return bool(pattern.search(text))
+    for word in starts:
+        at = lowered.find(word)
+        while at >= 0:
+            if pattern.match(text, at):
+                return True
+            at = lowered.find(word, at + 1)
+    return False
