@@ -61,3 +61,23 @@ def test_harvested_segment_names_travel_with_the_checkpoint(tmp_path):
     corpus = {"b": Passage("b", "Our Wholesale Banking segment grew.", company="Beta")}
     extended = model.featurizer(corpus).extractor.segment_names
     assert extended == {**names, "Beta": ["wholesale banking"]}
+
+
+def test_a_served_model_learns_a_new_companys_segment_names(tmp_path):
+    from fincrowd_ltr.data.schema import Passage
+    from fincrowd_ltr.model import GatedCorrection
+
+    scorer = ResidualScorer(len(FEATURE_NAMES))
+    scorer.fit_standardisation(torch.randn(40, len(FEATURE_NAMES), dtype=torch.float64))
+    save_residual(tmp_path / "m", scorer, "dense", {}, companies={"Acme": []})
+    model = GatedCorrection.from_pretrained(tmp_path / "m")
+    filings = [Passage("n1", "Sales of our Connected Fitness segment grew.", company="Newco")]
+    assert model.add_segment_names(filings) == {"Newco": ["connected fitness"]}
+    assert model.add_segment_names(filings) == {}  # nothing new the second time
+    candidates = [{"id": "a", "text": "Connected Fitness 53.4", "metadata": {"company": "Newco"}}]
+    result = model.rerank("Newco connected fitness revenue", candidates, [1.0])
+    assert result.explanation["query_constraints"]["segment"] == ["connected fitness"]
+    assert result.explanation["candidates"]["a"]["fields"]["segment"] == ["connected fitness"]
+    model.save_pretrained(tmp_path / "served")
+    reloaded = GatedCorrection.from_pretrained(tmp_path / "served")
+    assert reloaded.extractor.segment_names == {"Newco": ["connected fitness"]}

@@ -18,6 +18,7 @@ gets that entity).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -424,6 +425,22 @@ class GatedCorrection:
             except DataError as err:
                 raise DataError(f"requests[{i}]: {err}") from None
         return out
+
+    def add_segment_names(self, passages: Iterable[Passage]) -> dict[str, list[str]]:
+        """Learn the segment names ``passages`` (your filings) write, for serving: ``rerank``
+        then reads them for those companies, and ``save_pretrained`` keeps them. Returns the
+        names that were new, by company."""
+        before = self.extractor.segment_names
+        self.extractor = self.extractor.with_segment_names(
+            self.extractor.harvest_segments(passages)
+        )
+        self._featurizers.clear()
+        self._reset_request_cache()
+        return {
+            k: sorted(set(v) - set(before.get(k, ())))
+            for k, v in self.extractor.segment_names.items()
+            if set(v) - set(before.get(k, ()))
+        }
 
     # --- banks (evaluation, calibration, training) -------------------------------------------
     def featurizer(self, passages: dict[str, Passage]) -> BankFeaturizer:
