@@ -31,11 +31,7 @@ from fincrowd_ltr.features import BankFeaturizer
 from fincrowd_ltr.features.bank_features import FAMILIES
 from fincrowd_ltr.features.examples import BankExample, make_examples
 from fincrowd_ltr.fields import FieldExtractor
-from fincrowd_ltr.model.calibration import (
-    DEFAULT_REGRESSION_CAP,
-    MIN_CALIBRATION_QUERIES,
-    calibrate,
-)
+from fincrowd_ltr.model.calibration import DEFAULT_REGRESSION_CAP, MIN_CALIBRATION_QUERIES
 from fincrowd_ltr.model.correction import GatedCorrection, TrainingSummary
 from fincrowd_ltr.progress import Progress
 from fincrowd_ltr.retrieval.banks import BankSet
@@ -277,9 +273,9 @@ def fit_correction(
                 pooled_calibration,
             )  # fmt: skip
             gated = model(module.scorer, gate_module)
-            calibration = _calibrate(
-                gated, CV_DOMAIN, data, ex.of("retrieved", [r.validation]), oof,
-                regression_cap, min_calibration,
+            calibration = gated.calibrate(
+                CV_DOMAIN, data, ex.of("retrieved", [r.validation]), regression_cap,
+                min_calibration, cross_fitted=oof,
             )  # fmt: skip
             gate_folds.append(
                 {
@@ -490,30 +486,6 @@ def _train_gate_on(rows, seed):
     return train_gate(feats, labels, seed=seed)
 
 
-def _calibrate(model, domain, data, examples, oof, cap, min_queries):
-    """Calibrate ``domain`` on ``examples`` (the calibration fold) or, given cross-fitted
-    training rows ``oof``, on both together."""
-    if oof is None:
-        return model.calibrate(domain, data, examples, cap, min_queries)
-    qids, feats, gains = model.gate_rows(data, examples)
-    logits = [np.array([model.runtime.gate_logit(f) for f in feats])]
-    logits += [row[1] for row in oof]
-    all_qids = list(qids) + [q for row in oof for q in row[0]]
-    calibration = calibrate(
-        np.concatenate(logits),
-        np.concatenate([gains] + [row[2] for row in oof]),
-        all_qids,
-        cap,
-        min_queries,
-        dataset=data.name,
-        query_fingerprints=[data.question_fingerprint(q) for q in qids],
-    )
-    calibration.query_ids = sorted(qids)  # the questions held out of training
-    calibration.n_queries = len(all_qids)
-    model.domains[domain] = calibration
-    return calibration
-
-
 def _gate_splits(ex, train, validation, train_mode, val_mode):
     """The gate's cross-fitting inside ``train``: (inner test fold, training examples, validation
     examples) per inner round."""
@@ -585,7 +557,7 @@ def _fit_final(
         data, ex, fits, model, r.train, val, setting, seed, train_mode, val_mode, pooled
     )
     final = model(module.scorer, gate_module)
-    _calibrate(final, domain, data, ex.of("retrieved", [calib]), oof, cap, min_q)
+    final.calibrate(domain, data, ex.of("retrieved", [calib]), cap, min_q, cross_fitted=oof)
     final.summary.calibration_fold = calib
     final.summary.train_banks = sum(e.has_support for e in ex.train(r.train))
     final.summary.extra["calibration_qids"] = plan.qids([calib])

@@ -273,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--gate-calibration",
-        choices=["fold", "pooled"],
+        choices=("pooled", "fold"),
         default="pooled",
         help="calibrate the gate on the calibration fold pooled with the training folds' "
         "cross-fitted rows (default: more questions), or on the calibration fold alone",

@@ -109,7 +109,8 @@ _SEGMENT_QUALIFIERS = {
     "s",
 }
 _NAME_JOINERS = frozenset(("&", "and", "of"))
-# words that describe segments rather than name them (harvested names must not contain one)
+# words that describe segments rather than name them (harvested names must not contain one;
+# a phrase's name starts after its last _SEGMENT_STOP word, so those never reach this check)
 _NOT_NAMES = frozenset((
     "and", "or", "between", "among", "into", "have", "has", "been", "be", "is", "are", "was",
     "were", "we", "us", "does", "did", "not", "expect", "such", "how", "following", "respective",
@@ -120,11 +121,10 @@ _NOT_NAMES = frozenset((
     "required", "favorable", "unfavorable", "existing", "remaining", "current", "prior",
     "period", "adjusted", "updated", "particular", "more", "most", "less", "various", "certain",
     "several", "individual", "separate", "reportable", "operating", "business", "segment",
-    "segments", "our", "its", "their", "company", "total", "other", "these", "those", "income",
-    "assets", "information", "detailed", "determining", "corporation",
-    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "second",
-    "third", "first", "within", "across", "under", "over", "which", "include", "includes",
-    "included", "including", "consists", "comprised", "same", "all", "each", "any",
+    "segments", "company", "income", "assets", "information", "detailed", "determining",
+    "corporation", "six", "seven", "eight", "nine", "ten", "second", "third", "first", "within",
+    "across", "under", "over", "include", "includes", "included", "including", "consists",
+    "comprised",
 ))  # fmt: skip
 _HYPHENATED = re.compile(r"(?<=[A-Za-z])-[ \t]*\n\s*(?=[a-z])")
 _FOOTNOTE = re.compile(r"(?<=[a-z]{3})\d{1,2}\b")  # "revenue1" -> "revenue"; years have 4 digits
@@ -522,10 +522,11 @@ class FieldExtractor:
             plain = normalised.lower()
             entities = self.entities(normalised, plain, words if plain == lowered else None)
             candidates = [c for c in candidates if c]
+            text_lowered = text.lower()
             named = {
                 self.canonical_company(c)
                 for c in candidates
-                if str(c).lower() not in self._alias_names and _names(str(c), text.lower())
+                if str(c).lower() not in self._alias_names and _names(str(c), text_lowered)
             }
             entities = entities | named if named - entities else entities
         if companies is None and self.segment_names:

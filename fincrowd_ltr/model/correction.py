@@ -430,16 +430,14 @@ class GatedCorrection:
         """Learn the segment names ``passages`` (your filings) write, for serving: ``rerank``
         then reads them for those companies, and ``save_pretrained`` keeps them. Returns the
         names that were new, by company."""
-        before = self.extractor.segment_names
-        self.extractor = self.extractor.with_segment_names(
-            self.extractor.harvest_segments(passages)
-        )
+        before = self.extractor
+        self.extractor = before.with_segment_names(before.harvest_segments(passages))
         self._featurizers.clear()
         self._reset_request_cache()
         return {
-            k: sorted(set(v) - set(before.get(k, ())))
+            k: new
             for k, v in self.extractor.segment_names.items()
-            if set(v) - set(before.get(k, ()))
+            if (new := sorted(set(v) - set(before.segment_names.get(k, ()))))
         }
 
     # --- banks (evaluation, calibration, training) -------------------------------------------
@@ -536,9 +534,14 @@ class GatedCorrection:
         examples: list[BankExample],
         cap: float = DEFAULT_REGRESSION_CAP,
         min_queries: int = MIN_CALIBRATION_QUERIES,
+        cross_fitted: list[tuple[list[str], np.ndarray, np.ndarray]] | None = None,
     ) -> GateCalibration:
         """Fit ``domain``'s temperature and threshold on labelled banks the correction never
-        trained on (training questions are refused, by content) and store it."""
+        trained on (training questions are refused, by content) and store it.
+
+        ``cross_fitted`` adds training questions' ``(qids, gate logits, gains)`` rows, each scored
+        by a residual and a gate trained without them (``fit_correction``'s pooled calibration);
+        the calibration still records only ``examples``' questions as its own."""
         if not self.has_gate:
             raise DataError("this checkpoint has no identity gate to calibrate")
         if not isinstance(domain, str) or not domain:
@@ -551,15 +554,17 @@ class GatedCorrection:
             )
         qids, feats, gains = self.gate_rows(dataset, examples)
         logits = np.array([self.runtime.gate_logit(f) for f in feats])
+        rows = cross_fitted or []
         calibration = calibrate(
-            logits,
-            gains,
-            qids,
+            np.concatenate([logits, *(row[1] for row in rows)]),
+            np.concatenate([gains, *(row[2] for row in rows)]),
+            list(qids) + [q for row in rows for q in row[0]],
             cap,
             min_queries,
             dataset=dataset.name,
             query_fingerprints=[dataset.question_fingerprint(q) for q in qids],
         )
+        calibration.query_ids = sorted(qids)  # the held-out questions, not the cross-fitted ones
         self.domains[domain] = calibration
         return calibration
 
