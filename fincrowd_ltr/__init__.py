@@ -9,8 +9,9 @@ The public API (imported lazily, so ``import fincrowd_ltr`` and ``fincrowd --hel
     result = model.rerank(question, candidates, base_scores, domain="financebench")
 
 Layers, each importing only from those before it: ``data``/``metrics`` -> ``fields`` ->
-``retrieval`` -> ``features`` -> ``model``/``packing`` -> ``training``/``diagnostics`` ->
-``evaluation``/``crossencoder`` -> ``serving`` -> ``api`` -> ``cli`` (``tests/test_layers.py``).
+``retrieval`` -> ``features`` -> ``model``/``packing``/``synthesis`` ->
+``training``/``diagnostics`` -> ``evaluation``/``crossencoder`` -> ``serving`` -> ``api`` ->
+``cli`` (``tests/test_layers.py``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ _EXPORTS = {
     "cascade": "fincrowd_ltr.api.cascade",
     "first_stage_ablation": "fincrowd_ltr.api.first_stage",
     "train_cross_encoder": "fincrowd_ltr.api.cross_encoder",
+    "synthesize": "fincrowd_ltr.api.synthetic",
+    "write_beir": "fincrowd_ltr.api.synthetic",
+    "SyntheticSettings": "fincrowd_ltr.api.synthetic",
     "GatedCorrection": "fincrowd_ltr.model.correction",
     "Candidate": "fincrowd_ltr.model.correction",
     "RerankResult": "fincrowd_ltr.model.correction",

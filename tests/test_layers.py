@@ -1,5 +1,5 @@
 """The package's layers import one way: data/metrics -> engine -> fields -> retrieval -> features ->
-model/packing -> training/diagnostics -> evaluation/crossencoder -> serving -> api -> cli.
+model/packing/synthesis -> training/diagnostics -> evaluation/crossencoder -> serving -> api -> cli.
 Siblings in a layer never import each other."""
 
 import ast
@@ -12,7 +12,7 @@ LAYERS = [
     {"fields"},
     {"retrieval"},
     {"features"},
-    {"model", "packing"},
+    {"model", "packing", "synthesis"},
     {"training", "diagnostics"},
     {"evaluation", "crossencoder"},
     {"serving"},

@@ -8,9 +8,11 @@ from fincrowd_ltr.api.evaluate import calibrate_domain, evaluate
 from fincrowd_ltr.api.first_stage import first_stage_ablation
 from fincrowd_ltr.api.fit import CrossValReport, fit_correction
 from fincrowd_ltr.api.pack import pack
+from fincrowd_ltr.api.synthetic import SyntheticSettings, synthesize, write_beir
 
 __all__ = [
     "CrossValReport",
+    "SyntheticSettings",
     "build_banks",
     "calibrate_domain",
     "cascade",
@@ -20,5 +22,7 @@ __all__ = [
     "fit_correction",
     "load_dataset",
     "pack",
+    "synthesize",
     "train_cross_encoder",
+    "write_beir",
 ]

@@ -12,12 +12,13 @@ so ``evaluate`` can report on it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from fincrowd_ltr.api.corpus import DEFAULT_CACHE, build_banks, load_dataset, read_run
+from fincrowd_ltr.api.synthetic import SyntheticExamples, SyntheticSettings, synthetic_examples
 from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.data.splits import FoldPlan
 from fincrowd_ltr.diagnostics.crowding import crowded_labels, repair_counts
@@ -108,7 +109,9 @@ def held_out_rankings(report: dict) -> dict[str, dict[str, list[str]]]:
 
 class _Folds:
     """Examples per bank mode, indexed by the fold plan; training sets add ``extra`` (banks of
-    other datasets, in every training set, never in validation, calibration or test)."""
+    other datasets, in every training set, never in validation, calibration or test) and the
+    ``synthetic`` banks their scope allows (with scope ``folds``, none of a company in a fold
+    outside the training set, nor of ``held_groups``, the held-out test fold's)."""
 
     def __init__(
         self,
@@ -116,12 +119,35 @@ class _Folds:
         examples: dict[str, dict[str, BankExample]],
         train_mode: str,
         extra: list[BankExample] | None = None,
+        synthetic: SyntheticExamples | None = None,
+        settings: SyntheticSettings | None = None,
+        fold_groups: list[set[str]] | None = None,
+        held_groups: set[str] | None = None,
     ) -> None:
         self.plan, self.examples = plan, examples
         self.train_mode, self.extra = train_mode, list(extra or [])
+        self.synthetic, self.settings = synthetic, settings or SyntheticSettings()
+        self.fold_groups, self.held_groups = fold_groups or [], set(held_groups or ())
 
     def train(self, folds) -> list[BankExample]:
-        return self.of(self.train_mode, folds) + self.extra
+        labelled = self.of(self.train_mode, folds) if self.settings.labelled else []
+        return labelled + self.extra + self.synthetic_for(folds)
+
+    def synthetic_for(self, folds) -> list[BankExample]:
+        """The synthetic banks a training set of ``folds`` may use."""
+        if self.synthetic is None:
+            return []
+        if self.settings.scope == "transductive":
+            return list(self.synthetic.examples)
+        kept = set(folds)
+        excluded = set(self.held_groups)
+        for k, groups in enumerate(self.fold_groups):
+            if k not in kept:
+                excluded |= groups
+        return self.synthetic.allowed(excluded - self._groups(kept))
+
+    def _groups(self, folds: set[int]) -> set[str]:
+        return set().union(*(self.fold_groups[k] for k in folds)) if folds else set()
 
     def of(self, mode: str, folds, covered_only: Dataset | None = None) -> list[BankExample]:
         found = self.examples[mode]
@@ -157,6 +183,7 @@ def fit_correction(
     extra_training: list[str | Dataset] | None = None,
     extra_limit: int = 300,
     gate_calibration: str = "pooled",
+    synthetic: SyntheticSettings | int | None = None,
 ) -> tuple[GatedCorrection, CrossValReport]:
     """Cross-validate and fit the gated correction of ``ranker``'s scores on a labelled corpus.
 
@@ -184,6 +211,10 @@ def fit_correction(
             on the calibration fold together with the training folds' cross-fitted rows (each
             scored by a residual and a gate trained without it: several times more questions);
             ``fold`` on the calibration fold alone.
+        synthetic: Training questions synthesised from the corpus's own pages (no labels):
+            a :class:`~fincrowd_ltr.api.synthetic.SyntheticSettings` or a number of questions.
+            Their banks (same first stage and ranker) join the training sets their scope allows,
+            never validation, calibration or test; ``labelled=False`` trains on them alone.
 
     Returns:
         ``(model, report)``: the fitted :class:`GatedCorrection` and the held-out results.
@@ -234,7 +265,16 @@ def fit_correction(
         extra_training or [], ranker, train_mode, first_stage, bank_size, extra_limit, seed,
         data_root, cache_dir, progress,
     )  # fmt: skip
-    ex = _Folds(plan, examples, train_mode, extra)
+    if isinstance(synthetic, int):
+        synthetic = SyntheticSettings(n=synthetic, seed=seed)
+    syn = None
+    if synthetic is not None and synthetic.active:
+        syn = synthetic_examples(
+            synthetic, data, featurizer, ranker, stage, train_mode, bank_size, cache_dir, progress
+        )
+    fold_groups = [{data.queries[q].group for q in fold} for fold in plan.folds]
+    held_groups = {data.queries[q].group for q in held} if held is not None else set()
+    ex = _Folds(plan, examples, train_mode, extra, syn, synthetic, fold_groups, held_groups)
     fits = ResidualFits(workers, progress)
     companies = extractor.companies
 
@@ -309,6 +349,13 @@ def fit_correction(
         "gate_folds": gate_folds,
         "notes": notes,
     }
+    if syn is not None:
+        report.info["synthetic"] = {
+            **asdict(synthetic),
+            "n_banks": len(syn.examples),
+            "n_companies": len({syn.groups[e.qid] for e in syn.examples}),
+            "per_template": syn.synthesis.report(sample=0)["per_template"],
+        }
     labels = crowded_labels(data, list(examples["retrieved"].values()))
     report.modes = {
         mode: _held_out(data, ranker, systems, labels if mode == "retrieved" else None, gate)

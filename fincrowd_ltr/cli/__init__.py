@@ -95,6 +95,38 @@ def _run(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _synthetic(p: argparse.ArgumentParser) -> None:
+    """The synthetic-training options (``SyntheticSettings``; defaults live there)."""
+    from fincrowd_ltr.api.synthetic import SCOPES, SyntheticSettings
+
+    d = SyntheticSettings()
+    p.add_argument(
+        "--synthetic",
+        type=int,
+        default=d.n,
+        metavar="N",
+        help="also train on N questions synthesised from the corpus's own pages (no labels)",
+    )
+    p.add_argument(
+        "--synthetic-scope",
+        choices=SCOPES,
+        default=d.scope,
+        help="folds: a training set takes only its own companies' synthetic questions; "
+        "transductive: every company's",
+    )
+    p.add_argument(
+        "--synthetic-only",
+        action="store_true",
+        help="train the residual on synthetic questions alone (labels only validate and calibrate)",
+    )
+    p.add_argument(
+        "--synthetic-weight",
+        type=float,
+        default=d.weight,
+        help="weight of a synthetic bank in the objective (a labelled bank weighs 1)",
+    )
+
+
 def _cap(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--regression-cap",
@@ -292,6 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--extra-limit", type=int, default=300, help="most questions drawn from each extra dataset"
     )
+    _synthetic(p)
     p.add_argument(
         "--domain", default=None, help="gate domain to calibrate (default: the dataset's name)"
     )
@@ -303,6 +336,18 @@ def build_parser() -> argparse.ArgumentParser:
         "are at least 8 fits; 1: no worker processes); results are the same",
     )
     _cap(p)
+
+    p = command(
+        "synthesize",
+        c.synthesize,
+        "write label-free training questions from a corpus's own pages as a BEIR folder",
+    )
+    _data(p)
+    p.add_argument("--n", type=int, default=500, help="questions to synthesise")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--out", type=Path, required=True, help="the BEIR folder to write (corpus, queries, qrels)"
+    )
 
     p = command("calibrate", c.calibrate, "calibrate a checkpoint's gate for a domain")
     _data(p)

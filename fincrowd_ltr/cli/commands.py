@@ -99,6 +99,46 @@ def evaluate(args: argparse.Namespace) -> dict:
     return report
 
 
+def _synthetic_settings(args: argparse.Namespace):
+    from fincrowd_ltr.api.synthetic import SyntheticSettings
+
+    return SyntheticSettings(
+        n=args.synthetic,
+        seed=args.seed,
+        scope=args.synthetic_scope,
+        labelled=not args.synthetic_only,
+        weight=args.synthetic_weight,
+    )
+
+
+def synthesize(args: argparse.Namespace) -> None:
+    import json
+
+    from fincrowd_ltr.api.synthetic import synthesize as run
+    from fincrowd_ltr.api.synthetic import write_beir
+
+    found = run(
+        _dataset(args), args.n, args.seed, data_root=args.data_root, cache_dir=args.cache_dir
+    )
+    out = write_beir(found, args.out)
+    report = found.report()
+    print(
+        f"{report['n_questions']} questions of {report['n_companies']} companies "
+        f"({report['n_candidates']} possible) written to {out}"
+    )
+    print("per template: " + ", ".join(f"{k} {v}" for k, v in report["per_template"].items()))
+    if report["difficulty"]:
+        d = report["difficulty"]
+        print(
+            f"source page ranked first by BM25: {d['bm25_first_share']:.1%}; "
+            f"outside the top {d['depth']}: {d['unreachable_share']:.1%}"
+        )
+    print("sample:")
+    for row in report["sample"][:6]:
+        print(f"  [{row['template']}] {row['text']}")
+    print(json.dumps({"report": str(out / "report.json")}))
+
+
 def fit_residual(args: argparse.Namespace) -> None:
     from fincrowd_ltr.api import fit_correction
     from fincrowd_ltr.evaluation.results import format_crossval
@@ -125,6 +165,7 @@ def fit_residual(args: argparse.Namespace) -> None:
         extra_training=[d for d in args.extra_training.split(",") if d],
         extra_limit=args.extra_limit,
         gate_calibration=args.gate_calibration,
+        synthetic=_synthetic_settings(args),
         **_common(args),
     )
     data = report.to_dict()

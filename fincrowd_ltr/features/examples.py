@@ -31,6 +31,7 @@ class BankExample:
     features: np.ndarray  # (n, d) float64
     base: np.ndarray  # (n,) float64
     labels: np.ndarray  # (n,) int64, 1 = supporting
+    weight: float = 1.0  # the bank's weight in the objective (synthetic banks may weigh less)
 
     @property
     def has_support(self) -> bool:

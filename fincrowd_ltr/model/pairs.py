@@ -57,9 +57,11 @@ def pairwise_loss(
     mask: torch.Tensor,
     max_distractors: int = MAX_DISTRACTORS,
     hard: torch.Tensor | None = None,
+    bank_weight: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Mean over banks with pairs of the weighted pairwise logistic loss (computed on the pairs
-    only: at most ``max_distractors`` per supporting candidate, not the bank's n x n)."""
+    only: at most ``max_distractors`` per supporting candidate, not the bank's n x n);
+    ``bank_weight`` (banks,) weighs each bank's unit in the mean (default 1 each)."""
     weights = pair_weights(labels, base_scores, mask, max_distractors, hard)
     bank, support, distract = weights.nonzero(as_tuple=True)
     if len(bank) == 0:
@@ -69,10 +71,24 @@ def pairwise_loss(
     per_bank = torch.zeros(final.shape[0], dtype=per_pair.dtype).index_add(0, bank, per_pair)
     has_pairs = torch.zeros(final.shape[0], dtype=torch.bool)
     has_pairs[bank] = True
-    return per_bank[has_pairs].mean()
+    return _weighted_mean(per_bank[has_pairs], bank_weight, has_pairs)
 
 
-def listnet_loss(final: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+def _weighted_mean(
+    values: torch.Tensor, bank_weight: torch.Tensor | None, kept: torch.Tensor
+) -> torch.Tensor:
+    if bank_weight is None:
+        return values.mean()
+    w = bank_weight[kept].to(values.dtype)
+    return (values * w).sum() / w.sum()
+
+
+def listnet_loss(
+    final: torch.Tensor,
+    labels: torch.Tensor,
+    mask: torch.Tensor,
+    bank_weight: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Mean over banks with a supporting candidate of ListNet's cross-entropy between the target
     distribution (uniform over supporting candidates) and the softmax of the final scores."""
     support = labels.bool() & mask
@@ -83,4 +99,5 @@ def listnet_loss(final: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor) 
     log_p = torch.log_softmax(logits[has], dim=-1)
     target = support[has].to(log_p.dtype)
     target = target / target.sum(-1, keepdim=True)
-    return -(target * torch.where(support[has], log_p, torch.zeros_like(log_p))).sum(-1).mean()
+    per_bank = -(target * torch.where(support[has], log_p, torch.zeros_like(log_p))).sum(-1)
+    return _weighted_mean(per_bank, bank_weight, has)

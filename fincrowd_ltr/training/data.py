@@ -48,13 +48,16 @@ def collate(examples: list[BankExample]) -> dict:
         base[i, :k] = torch.from_numpy(e.base)
         labels[i, :k] = torch.from_numpy(e.labels)
         mask[i, :k] = True
-    return {
+    batch = {
         "features": features,
         "base": base,
         "labels": labels,
         "mask": mask,
         "qids": [e.qid for e in examples],
     }
+    if any(e.weight != 1.0 for e in examples):  # unit weights: the plain mean, bit for bit
+        batch["weight"] = torch.tensor([e.weight for e in examples], dtype=torch.float64)
+    return batch
 
 
 class BankDataModule(L.LightningDataModule):

@@ -99,7 +99,7 @@ class ResidualFits:
     @staticmethod
     def key(train: list[BankExample], val: list[BankExample], setting: dict, seed: int) -> tuple:
         return (
-            tuple(e.qid for e in train),
+            tuple(e.qid if e.weight == 1.0 else f"{e.qid}*{e.weight}" for e in train),
             tuple(e.qid for e in val),
             json.dumps(setting, sort_keys=True),
             seed,

@@ -85,7 +85,7 @@ class ResidualModule(L.LightningModule):
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         final = self(batch)
         if self.hparams.objective == "listnet":
-            loss = listnet_loss(final, batch["labels"], batch["mask"])
+            loss = listnet_loss(final, batch["labels"], batch["mask"], batch.get("weight"))
         else:
             hard = None
             if self.hparams.hard_negatives:
@@ -97,6 +97,7 @@ class ResidualModule(L.LightningModule):
                 batch["mask"],
                 self.hparams.max_distractors,
                 hard,
+                batch.get("weight"),
             )
         self._epoch["train"].append((loss.detach() * len(batch["qids"]), len(batch["qids"])))
         return loss

@@ -1,0 +1,145 @@
+"""``synthesize``: label-free training questions from a corpus, their BEIR folder, and the training
+banks ``fit_correction`` mixes into every training set.
+
+Company-fold figures must not see the held-out companies' filings: with ``scope="folds"``
+(the default) a training set only takes synthetic questions of companies outside the round's
+test, validation and calibration folds (companies without labelled questions are in no fold and
+always allowed). ``scope="transductive"`` uses every company's filings, still without labels: a
+user's setting, reported beside the other.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from fincrowd_ltr.api.corpus import DEFAULT_CACHE, load_dataset
+from fincrowd_ltr.data.schema import DataError, Dataset
+from fincrowd_ltr.features import BankFeaturizer
+from fincrowd_ltr.features.examples import BankExample, make_examples
+from fincrowd_ltr.retrieval.bm25 import BM25Index
+from fincrowd_ltr.retrieval.build import BankSpec
+from fincrowd_ltr.retrieval.build import build_banks as _build_banks
+from fincrowd_ltr.synthesis import Synthesis
+from fincrowd_ltr.synthesis import synthesize as _synthesize
+
+SCOPES = ("folds", "transductive")
+
+
+@dataclass(frozen=True)
+class SyntheticSettings:
+    """Synthetic training questions in ``fit_correction``.
+
+    Attributes:
+        n: Questions to synthesise (0: none).
+        seed: Seed of the synthesis.
+        scope: ``folds`` (a training set takes only its own companies' questions) or
+            ``transductive`` (every company's; no labels either way).
+        labelled: Also train on the labelled training folds (False: synthetic questions only).
+        weight: Weight of a synthetic bank in the objective (a labelled bank weighs 1).
+    """
+
+    n: int = 0
+    seed: int = 0
+    scope: str = "folds"
+    labelled: bool = True
+    weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.scope not in SCOPES:
+            raise DataError(f"synthetic scope must be one of {SCOPES}; got {self.scope!r}")
+        if self.n < 0 or self.weight <= 0:
+            raise DataError("synthetic n must be >= 0 and weight > 0")
+
+    @property
+    def active(self) -> bool:
+        return self.n > 0
+
+
+def synthesize(
+    dataset: str | Dataset,
+    n: int = 500,
+    seed: int = 0,
+    *,
+    data_root: str | Path | None = None,
+    companies=None,
+    generator=None,
+    cache_dir: str | Path | None = DEFAULT_CACHE,
+    difficulty: bool = True,
+) -> Synthesis:
+    """Synthesise ``n`` training questions from a corpus's pages (no labels read; see
+    :func:`fincrowd_ltr.synthesis.synthesize`), with the share of questions BM25 finds first or
+    not at all when ``difficulty``."""
+    data = load_dataset(dataset, data_root, "all") if isinstance(dataset, str) else dataset
+    found = _synthesize(
+        data, n, seed, companies=companies, generator=generator, name=f"{data.name}-synthetic"
+    )
+    if difficulty and found.questions:
+        cache = None if cache_dir is None else Path(cache_dir)
+        found.measure_difficulty(BM25Index.build(found.passages, cache_dir=cache, progress=False))
+    return found
+
+
+def write_beir(synthesis: Synthesis, out: str | Path) -> Path:
+    """A BEIR folder of the synthetic questions: ``corpus.jsonl`` (the passages and their
+    metadata), ``queries.jsonl`` (``group`` = company, ``source``, ``template``, typed
+    ``negatives``), ``qrels.tsv`` and ``report.json``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "corpus.jsonl", "w", encoding="utf-8") as fh:
+        for pid, p in synthesis.passages.items():
+            meta = {k: v for k, v in p.metadata().items() if v is not None}
+            fh.write(json.dumps({"_id": pid, "text": p.text, "metadata": meta}) + "\n")
+    with open(out / "queries.jsonl", "w", encoding="utf-8") as fh:
+        for q in synthesis.questions:
+            row = q.to_dict()
+            record = {"_id": row.pop("qid"), "text": row.pop("text"), "group": q.company, **row}
+            fh.write(json.dumps(record) + "\n")
+    with open(out / "qrels.tsv", "w", encoding="utf-8") as fh:
+        fh.write("query-id\tcorpus-id\tscore\n")
+        for q in synthesis.questions:
+            for pid in q.relevant:
+                fh.write(f"{q.qid}\t{pid}\t1\n")
+    (out / "report.json").write_text(json.dumps(synthesis.report(), indent=1) + "\n")
+    return out
+
+
+@dataclass
+class SyntheticExamples:
+    """Synthetic training banks and the company each question was written from."""
+
+    examples: list[BankExample]
+    groups: dict[str, str]
+    synthesis: Synthesis
+
+    def allowed(self, excluded: set[str]) -> list[BankExample]:
+        """The banks of questions whose company is not in ``excluded``."""
+        return [e for e in self.examples if self.groups[e.qid] not in excluded]
+
+
+def synthetic_examples(
+    settings: SyntheticSettings,
+    data: Dataset,
+    featurizer: BankFeaturizer,
+    ranker: str,
+    stage: str,
+    mode: str,
+    bank_size: int,
+    cache_dir,
+    progress: bool,
+) -> SyntheticExamples:
+    """Banks of ``settings.n`` questions synthesised from ``data``'s passages, built by the same
+    first stage (``stage``, resolved), scored by ``ranker`` and featurised by the labelled
+    corpus's ``featurizer``; only banks with a relevant candidate are kept."""
+    found = synthesize(data, settings.n, settings.seed, cache_dir=cache_dir, difficulty=False)
+    syn = found.dataset()
+    spec = BankSpec(size=bank_size, mode=mode, first_stage=stage)
+    cache = None if cache_dir is None else Path(cache_dir)
+    bankset = _build_banks(syn, "all", [ranker], spec, cache, progress=progress)
+    examples = [
+        e for e in make_examples(syn, bankset, ranker, featurizer, cache=cache) if e.has_support
+    ]
+    for e in examples:
+        e.weight = settings.weight
+    return SyntheticExamples(examples, {q.qid: q.company for q in found.questions}, found)

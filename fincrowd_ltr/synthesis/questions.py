@@ -1,0 +1,485 @@
+"""Training questions synthesised from a corpus's own pages: no labels, no question records, no LLM.
+
+Every statement row a page prints (:mod:`fincrowd_ltr.synthesis.tables`) states a line item, a
+period per column and a figure, for the filing's company. Templates turn it into questions
+("What was <company>'s <line item> in FY<year>?" and other phrasings, a FinanceBench-like form,
+year-over-year changes, ratios of two rows of the same page); prose sentences that state a
+metric's figure for a year give questions too. Relevance is the source page plus every page of
+the same company that prints the same metric, period and figure (a 10-K's selected data and its
+statements, next year's 10-K restating it), so a restatement is never a negative. The
+constraint-violating pages the correction exists to push down are recorded with their type:
+the same line item in another period, another line item of the same filing, the same line item
+of another company.
+
+Only ``Passage`` objects are read (text and metadata); a ``Dataset``'s questions and relevance
+judgements are never touched (``tests/test_synthesis.py`` proves it).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+
+from fincrowd_ltr.data.schema import DataError, Dataset, Passage, Query
+from fincrowd_ltr.fields import FieldExtractor
+from fincrowd_ltr.fields import vocabulary as V
+from fincrowd_ltr.synthesis.tables import PageTable, figure_key, read_table
+
+TEMPLATES = ("line_item", "financebench", "how_much", "change", "ratio", "text_figure")
+NEGATIVE_TYPES = ("other_period", "other_line_item", "other_company")
+NEGATIVES_PER_TYPE = 5
+# the statement a metric's line item is read from (the FinanceBench-like template names it)
+_STATEMENT = {
+    **dict.fromkeys(
+        ("revenue", "cost_of_revenue", "gross_profit", "operating_income", "net_income", "eps",
+         "income_tax", "interest_expense", "research_development", "sga", "restructuring",
+         "depreciation_amortization", "ebitda"),
+        "income statement",
+    ),
+    **dict.fromkeys(
+        ("total_assets", "total_liabilities", "shareholders_equity", "debt", "cash", "inventory",
+         "accounts_receivable", "accounts_payable", "working_capital", "goodwill"),
+        "balance sheet",
+    ),
+    **dict.fromkeys(
+        ("capital_expenditure", "operating_cash_flow", "free_cash_flow", "dividends",
+         "share_repurchase"),
+        "cash flow statement",
+    ),
+}  # fmt: skip
+_UNIT_WORDS = {"thousands": "thousands", "millions": "millions", "billions": "billions"}
+_SENTENCE = re.compile(r"(?<=[.;])\s+")
+_AMOUNT = re.compile(r"\$\s?\d[\d,]*(?:\.\d+)?\s?(?:million|billion)?", re.I)
+_PROSE_YEAR = re.compile(r"\b(?:fiscal(?: year)?\s+|fy\s?)?((?:19[89]\d|20[0-3]\d))\b", re.I)
+MAX_SENTENCE_CHARS = 300
+
+Generator = Callable[[list[Passage]], Iterable[dict]]
+
+
+@dataclass(frozen=True)
+class SyntheticQuestion:
+    """One synthesised question: its text, where it came from and what answers it."""
+
+    qid: str
+    text: str
+    template: str
+    company: str
+    source: str  # the page it was written from
+    metric: str = ""
+    period: str = ""
+    relevant: tuple[str, ...] = ()
+    negatives: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["relevant"] = list(self.relevant)
+        out["negatives"] = {k: list(v) for k, v in self.negatives.items()}
+        return out
+
+
+@dataclass
+class Synthesis:
+    """Synthesised questions over one corpus, and what was generated."""
+
+    name: str
+    passages: dict[str, Passage]
+    questions: list[SyntheticQuestion]
+    candidates: int = 0  # questions the templates could write before sampling
+    difficulty: dict | None = None
+
+    def dataset(self, groups: Iterable[str] | None = None) -> Dataset:
+        """A ``Dataset`` over the same passages with the synthetic questions (group = company);
+        ``groups`` keeps only questions of those companies."""
+        keep = None if groups is None else set(groups)
+        qs = [q for q in self.questions if keep is None or q.company in keep]
+        return Dataset(
+            name=self.name,
+            queries={
+                q.qid: Query(qid=q.qid, text=q.text, group=q.company, company=q.company) for q in qs
+            },
+            passages=self.passages,
+            qrels={q.qid: dict.fromkeys(q.relevant, 1) for q in qs},
+        )
+
+    def report(self, sample: int = 12, seed: int = 0) -> dict:
+        """Counts per template and company, a sample to read and the share of questions whose
+        source page BM25 ranks first (too easy) or outside the top 100 (unreachable)."""
+        per_template: dict[str, int] = defaultdict(int)
+        per_company: dict[str, int] = defaultdict(int)
+        negatives: dict[str, int] = defaultdict(int)
+        for q in self.questions:
+            per_template[q.template] += 1
+            per_company[q.company] += 1
+            for kind, pids in q.negatives.items():
+                negatives[kind] += bool(pids)
+        rng = random.Random(seed)
+        shown = rng.sample(self.questions, min(sample, len(self.questions)))
+        return {
+            "name": self.name,
+            "n_questions": len(self.questions),
+            "n_candidates": self.candidates,
+            "n_companies": len(per_company),
+            "per_template": dict(sorted(per_template.items())),
+            "per_company": dict(sorted(per_company.items())),
+            "questions_with_negatives": dict(sorted(negatives.items())),
+            "mean_relevant": (
+                sum(len(q.relevant) for q in self.questions) / len(self.questions)
+                if self.questions
+                else 0.0
+            ),
+            "difficulty": self.difficulty,
+            "sample": [
+                {"qid": q.qid, "text": q.text, "template": q.template, "source": q.source}
+                for q in shown
+            ],
+        }
+
+    def measure_difficulty(self, index, depth: int = 100) -> dict:
+        """Where BM25 (``index``: a :class:`~fincrowd_ltr.retrieval.bm25.BM25Index` over the same
+        passages) ranks each question's source page: first, within ``depth``, or beyond."""
+        first = reachable = 0
+        for q in self.questions:
+            pids, _ = index.search(q.text, depth)
+            first += bool(pids) and pids[0] in q.relevant
+            reachable += any(p in q.relevant for p in pids)
+        n = max(len(self.questions), 1)
+        self.difficulty = {
+            "depth": depth,
+            "bm25_first_share": first / n,
+            "unreachable_share": 1 - reachable / n,
+            "n_questions": len(self.questions),
+        }
+        return self.difficulty
+
+
+@dataclass(frozen=True)
+class _Item:
+    """A template's raw material before sampling."""
+
+    template: str
+    company: str
+    source: str
+    metric: str
+    period: str
+    text: str
+    relevant: frozenset[str]
+
+
+def synthesize(
+    corpus: Dataset | Iterable[Passage],
+    n: int = 500,
+    seed: int = 0,
+    *,
+    companies: Iterable[str] | None = None,
+    templates: Iterable[str] = TEMPLATES,
+    generator: Generator | None = None,
+    name: str = "synthetic",
+) -> Synthesis:
+    """Synthesise ``n`` training questions from a corpus's pages, deterministically.
+
+    Args:
+        corpus: A ``Dataset`` (only its passages are read) or passages.
+        n: Questions to keep, drawn round-robin over companies so each company contributes.
+        seed: Seed of the draw and of the phrasing.
+        companies: Synthesise only from these companies' filings (e.g. the training folds'
+            companies); default every company.
+        templates: Which of ``TEMPLATES`` to use.
+        generator: Your own question writer (an LLM, say): called with the passages, it returns
+            records ``{"text", "relevant": [pids], "company"?, "source"?, "template"?}`` that are
+            checked and added to the templates' questions.
+        name: The synthetic dataset's name.
+    """
+    passages = dict(corpus.passages) if isinstance(corpus, Dataset) else _by_id(corpus)
+    if not passages:
+        raise DataError("synthesize: the corpus has no passages")
+    unknown = sorted(set(templates) - set(TEMPLATES))
+    if unknown:
+        raise DataError(f"synthesize: unknown template(s) {unknown}; choose from {TEMPLATES}")
+    keep = None if companies is None else set(companies)
+    pool = [p for p in passages.values() if keep is None or (p.company or p.document or "") in keep]
+    extractor = FieldExtractor.from_passages(passages.values())
+    memo: dict[str, str | None] = {}
+    tables = {
+        p.pid: t for p in pool if (t := read_table(p.pid, p.text, extractor, memo)) is not None
+    }
+    index = _RowIndex(passages, tables)
+    items = _table_items(passages, tables, index, set(templates), seed)
+    if "text_figure" in templates:
+        items += _text_items(pool, tables, extractor, seed)
+    picked = _draw(items, n, seed)
+    rng = random.Random(seed + 2)
+    questions = [
+        SyntheticQuestion(
+            qid=f"syn-{i:06d}",
+            text=item.text,
+            template=item.template,
+            company=item.company,
+            source=item.source,
+            metric=item.metric,
+            period=item.period,
+            relevant=tuple(sorted(item.relevant)),
+            negatives=index.negatives(item, rng),
+        )
+        for i, item in enumerate(picked)
+    ]
+    if generator is not None:
+        questions += _generated(generator, pool, passages, len(questions))
+    return Synthesis(name, passages, questions, candidates=len(items))
+
+
+def _by_id(passages: Iterable[Passage]) -> dict[str, Passage]:
+    out: dict[str, Passage] = {}
+    for p in passages:
+        if p.pid in out:
+            raise DataError(f"synthesize: duplicate passage id {p.pid!r}")
+        out[p.pid] = p
+    return out
+
+
+def _company(p: Passage) -> str:
+    return p.company or p.document or ""
+
+
+def _period_words(year: str, rng: random.Random) -> str:
+    return rng.choice((f"FY{year}", f"fiscal {year}", f"fiscal year {year}", year))
+
+
+def _display(label: str) -> str:
+    """A printed label inside a sentence: ``Net sales`` -> ``net sales``, ``EBITDA`` kept."""
+    return label[0].lower() + label[1:] if label[1:2].islower() else label
+
+
+class _RowIndex:
+    """Which pages print which statement rows: relevance (same company, metric, period and
+    figure) and the typed negatives of a question."""
+
+    def __init__(self, passages: dict[str, Passage], tables: dict[str, PageTable]) -> None:
+        self.passages, self.tables = passages, tables
+        self.stated: dict[tuple, set[str]] = defaultdict(set)
+        self.rows_of: dict[tuple, set[str]] = defaultdict(set)  # (company, metric) -> pages
+        self.by_metric_period: dict[tuple, set[str]] = defaultdict(set)
+        self.documents: dict[str, set[str]] = defaultdict(set)
+        for pid, table in tables.items():
+            company = _company(passages[pid])
+            self.documents[passages[pid].document or ""].add(pid)
+            for row in table.rows:
+                self.rows_of[(company, row.metric)].add(pid)
+                for period, value in zip(table.periods, row.values, strict=True):
+                    self.stated[(company, row.metric, period, figure_key(value))].add(pid)
+                    self.by_metric_period[(row.metric, period)].add(pid)
+
+    def negatives(self, item: _Item, rng: random.Random) -> dict[str, tuple[str, ...]]:
+        """Pages that match the question's topic but violate one constraint, by type (at most
+        ``NEGATIVES_PER_TYPE`` each)."""
+        if item.source not in self.tables:
+            return {}
+        company, metric, period = item.company, item.metric, item.period
+        document = self.passages[item.source].document or ""
+        found = {
+            "other_period": [
+                p for p in self.rows_of[(company, metric)] if period not in self.tables[p].periods
+            ],
+            "other_line_item": [
+                p
+                for p in self.documents.get(document, ())
+                if p not in item.relevant and all(r.metric != metric for r in self.tables[p].rows)
+            ],
+            "other_company": [
+                p
+                for p in self.by_metric_period[(metric, period)]
+                if _company(self.passages[p]) != company
+            ],
+        }
+        return {
+            kind: tuple(sorted(rng.sample(sorted(pids), min(NEGATIVES_PER_TYPE, len(pids)))))
+            for kind, pids in found.items()
+        }
+
+
+def _table_items(
+    passages: dict[str, Passage],
+    tables: dict[str, PageTable],
+    index: _RowIndex,
+    templates: set[str],
+    seed: int,
+) -> list[_Item]:
+    """Questions of every statement row (first column's period), with their relevant pages."""
+    rng = random.Random(seed)
+    items = []
+    for pid in sorted(tables):
+        table, page = tables[pid], passages[pid]
+        company = _company(page)
+        if not company:
+            continue
+        unit = _unit(page.text)
+        for k, row in enumerate(table.rows):
+            period, value = table.periods[0], figure_key(row.values[0])
+            relevant = frozenset(index.stated[(company, row.metric, period, value)])
+            item = _phrase(rng, templates, company, row.label, row.metric, period, unit)
+            if item is not None:
+                template, text = item
+                items.append(_Item(template, company, pid, row.metric, period, text, relevant))
+            if "change" in templates and len(table.periods) > 1:
+                before = table.periods[1]
+                also = index.stated[(company, row.metric, before, figure_key(row.values[1]))]
+                text = (
+                    f"By how much did {company}'s {_display(row.label)} change from "
+                    f"{_period_words(before, rng)} to {_period_words(period, rng)}?"
+                )
+                both = (relevant & also) | {pid}
+                items.append(_Item("change", company, pid, row.metric, period, text, both))
+            if "ratio" in templates and k + 1 < len(table.rows):
+                other = table.rows[k + 1]
+                if other.metric != row.metric:
+                    text = (
+                        f"What was {company}'s ratio of {_display(row.label)} to "
+                        f"{_display(other.label)} in {_period_words(period, rng)}?"
+                    )
+                    items.append(
+                        _Item("ratio", company, pid, row.metric, period, text, frozenset({pid}))
+                    )
+    return items
+
+
+def _phrase(rng, templates, company, label, metric, period, unit) -> tuple[str, str] | None:
+    """One of the single-row templates, chosen at random among those enabled."""
+    choices = [t for t in ("line_item", "financebench", "how_much") if t in templates]
+    if not choices:
+        return None
+    template = rng.choice(choices)
+    item, when = _display(label), _period_words(period, rng)
+    if template == "line_item":
+        return template, f"What was {company}'s {item} in {when}?"
+    if template == "how_much":
+        return template, f"How much {item} did {company} report for {when}?"
+    scale = f" (in USD {unit})" if unit else ""
+    statement = _STATEMENT.get(metric, "financial statements")
+    return template, (
+        f"What is the FY{period} {item}{scale} for {company}? Please base your answer on the "
+        f"{statement}."
+    )
+
+
+def _unit(text: str) -> str:
+    lowered = text[:600].lower()
+    for unit, forms in V.UNITS.items():
+        if unit in _UNIT_WORDS and any(re.search(form, lowered) for form in forms):
+            return _UNIT_WORDS[unit]
+    return ""
+
+
+def _text_items(
+    pool: list[Passage], tables: dict[str, PageTable], extractor: FieldExtractor, seed: int
+) -> list[_Item]:
+    """Questions from prose sentences that state one metric's figure for one year."""
+    rng = random.Random(seed + 1)
+    items = []
+    for page in sorted(pool, key=lambda p: p.pid):
+        company = _company(page)
+        if not company or page.pid in tables:
+            continue
+        for sentence in _SENTENCE.split(" ".join(page.text.split())):
+            if len(sentence) > MAX_SENTENCE_CHARS or not _AMOUNT.search(sentence):
+                continue
+            years = set(_PROSE_YEAR.findall(sentence))
+            if len(years) != 1:
+                continue
+            lowered = sentence.lower()
+            metrics = extractor.extract_query(sentence).metric
+            if len(metrics) != 1:
+                continue
+            metric = next(iter(metrics))
+            surface = _surface(metric, lowered)
+            if surface is None:
+                continue
+            year = years.pop()
+            text = f"What was {company}'s {surface} in {_period_words(year, rng)}?"
+            items.append(
+                _Item("text_figure", company, page.pid, metric, year, text, frozenset({page.pid}))
+            )
+            break  # one question per page
+    return items
+
+
+def _surface(metric: str, lowered: str) -> str | None:
+    for form in V.METRICS.get(metric, []):
+        m = re.search(rf"(?<![\w&]){form}(?![\w&])", lowered)
+        if m:
+            return m.group(0)
+    return None
+
+
+def _draw(items: list[_Item], n: int, seed: int) -> list[_Item]:
+    """``n`` items round-robin over companies, and within a company over templates (each
+    queue shuffled with ``seed``); duplicate texts of a company are kept once."""
+    rng = random.Random(seed)
+    queues: dict[str, dict[str, list[_Item]]] = defaultdict(lambda: defaultdict(list))
+    seen: set[tuple[str, str]] = set()
+    for item in items:
+        if (item.company, item.text) not in seen:
+            seen.add((item.company, item.text))
+            queues[item.company][item.template].append(item)
+    cycles = []
+    for i, company in enumerate(sorted(queues)):
+        per_template = [queues[company][t] for t in sorted(queues[company])]
+        for queue in per_template:
+            rng.shuffle(queue)
+        cycles.append(_Cycle(per_template, start=i))  # companies start on different templates
+    out: list[_Item] = []
+    while len(out) < n and any(c.left for c in cycles):
+        for cycle in cycles:
+            if cycle.left and len(out) < n:
+                out.append(cycle.next())
+    return out
+
+
+class _Cycle:
+    """Takes items from several queues in turn."""
+
+    def __init__(self, queues: list[list[_Item]], start: int = 0) -> None:
+        self.queues, self.turn = queues, start
+
+    @property
+    def left(self) -> bool:
+        return any(self.queues)
+
+    def next(self) -> _Item:
+        while not self.queues[self.turn % len(self.queues)]:
+            self.turn += 1
+        item = self.queues[self.turn % len(self.queues)].pop()
+        self.turn += 1
+        return item
+
+
+def _generated(
+    generator: Generator, pool: list[Passage], passages: dict[str, Passage], start: int
+) -> list[SyntheticQuestion]:
+    """A user generator's records, checked (text, relevant passage ids that exist)."""
+    out = []
+    for i, record in enumerate(generator(pool)):
+        where = f"generator record {i}"
+        text = record.get("text") if isinstance(record, dict) else None
+        if not isinstance(text, str) or not text.strip():
+            raise DataError(f"synthesize: {where}: field 'text' must be a non-empty string")
+        relevant = record.get("relevant")
+        if not isinstance(relevant, list | tuple) or not relevant:
+            raise DataError(f"synthesize: {where}: field 'relevant' must list passage ids")
+        missing = [p for p in relevant if p not in passages]
+        if missing:
+            raise DataError(f"synthesize: {where}: field 'relevant' names unknown ids {missing}")
+        source = record.get("source", relevant[0])
+        company = record.get("company") or _company(passages[source])
+        out.append(
+            SyntheticQuestion(
+                qid=f"syn-{start + i:06d}",
+                text=text.strip(),
+                template=str(record.get("template", "generator")),
+                company=company,
+                source=source,
+                relevant=tuple(sorted(relevant)),
+            )
+        )
+    return out

@@ -1,0 +1,214 @@
+"""Label-free training questions: statement rows read from page text, relevance that never makes a
+restatement a negative, typed negatives, determinism, no question or qrels ever read, the BEIR
+folder, fold scoping in training, and the zero-label journey (synthesize, fit, evaluate)."""
+
+import json
+
+import pytest
+
+import fincrowd_ltr as fc
+from fincrowd_ltr.api.fit import _Folds
+from fincrowd_ltr.api.synthetic import SyntheticExamples, SyntheticSettings
+from fincrowd_ltr.data.beir import load_beir
+from fincrowd_ltr.data.splits import FoldPlan
+from fincrowd_ltr.features.examples import BankExample
+from fincrowd_ltr.fields import FieldExtractor
+from fincrowd_ltr.synthesis import read_table, synthesize
+from fincrowd_ltr.synthesis.tables import figure_key
+
+YEARS = (2019, 2020, 2021, 2022)
+
+
+def _figures(company: int, year: int) -> dict[str, int]:
+    base = 1000 + 137 * company + 91 * (year - 2000)
+    return {"Net sales": base * 3, "Cost of sales": base * 2, "Net income": base // 4}
+
+
+def statement_page(name: str, c: int, year: int) -> str:
+    """An income statement as a PDF text layer prints it: one cell per line, '$' on its own."""
+    lines = [name.upper(), "CONSOLIDATED STATEMENTS OF OPERATIONS", "(in millions)", "Year Ended"]
+    lines += [str(year), str(year - 1)]
+    for label in ("Net sales", "Cost of sales", "Net income"):
+        now, before = _figures(c, year)[label], _figures(c, year - 1)[label]
+        lines += [label, "$", f"{now:,}", "$", f"{before:,}"]
+    return "\n".join(lines)
+
+
+def filings_corpus(companies: int = 12, questions: bool = True) -> fc.Dataset:
+    """Each company's 10-Ks: a statement page, a prose page and a cover page per year; labelled
+    questions (when asked) ask for one year's net sales."""
+    passages, queries, qrels = {}, {}, {}
+    for c in range(companies):
+        name = f"Firm{c}"
+        for year in YEARS:
+            doc = f"{name}_{year}_10K"
+            pages = {
+                f"{doc}:1": f"{name} annual report for fiscal {year}. Commission file 1-{c}.",
+                f"{doc}:2": statement_page(name, c, year),
+                f"{doc}:3": (
+                    f"Management discussion. Net sales were ${_figures(c, year)['Net sales']:,} "
+                    f"million in fiscal {year}, driven by demand for our products."
+                ),
+            }
+            for pid, text in pages.items():
+                passages[pid] = fc.Passage(
+                    pid, text, company=name, document=doc, period=str(year), doc_type="10k",
+                    position=int(pid.rsplit(":", 1)[1]),
+                )  # fmt: skip
+        if questions:
+            qid = f"q-{name}"
+            queries[qid] = fc.Query(qid, f"What were {name}'s net sales in FY2021?", group=name)
+            qrels[qid] = {f"{name}_2021_10K:2": 1}
+    return fc.Dataset("filings", queries, passages, qrels)
+
+
+def test_statement_rows_are_read_one_cell_per_line_and_one_row_per_line():
+    extractor = FieldExtractor()
+    table = read_table("p", statement_page("Firm1", 1, 2021), extractor)
+    assert table.periods == ("2021", "2020")
+    assert [(r.label, r.metric) for r in table.rows] == [
+        ("Net sales", "revenue"),
+        ("Cost of sales", "cost_of_revenue"),
+        ("Net income", "net_income"),
+    ]
+    assert table.rows[0].values == (f"{_figures(1, 2021)['Net sales']:,}",) + (
+        f"{_figures(1, 2020)['Net sales']:,}",
+    )
+    inline = (
+        "Summary\n(in thousands)\n2023 2022\nTotal revenues $ 1,200 $ 1,100\nNet loss (45) (12)"
+    )
+    rows = read_table("q", inline, extractor).rows
+    assert [(r.metric, r.values) for r in rows] == [
+        ("revenue", ("1,200", "1,100")),
+        ("net_income", ("(45)", "(12)")),
+    ]
+    # no year header, or a row with the wrong number of figures: nothing is guessed
+    assert read_table("r", "Net sales\n100\n90", extractor) is None
+    assert read_table("s", "2021\n2020\nNet sales\n100", extractor) is None
+    assert figure_key("$ (1,234.5)") == "-1234.5" and figure_key("—") == "0"
+
+
+def test_restating_pages_are_relevant_and_negatives_are_typed():
+    data = filings_corpus(questions=False)
+    syn = synthesize(data, n=200, seed=0, templates=("line_item",))
+    q = next(q for q in syn.questions if q.source == "Firm3_2021_10K:2" and q.metric == "revenue")
+    assert q.period == "2021" and "Firm3" in q.text and "2021" in q.text
+    # the 2022 10-K prints fiscal 2021's net sales again: relevant, never a negative
+    assert set(q.relevant) == {"Firm3_2021_10K:2", "Firm3_2022_10K:2"}
+    # other_period: pages of the same line item whose columns never print 2021
+    assert q.negatives["other_period"] and all(
+        "2021" not in p and "2022" not in p for p in q.negatives["other_period"]
+    )
+    assert all(not p.startswith("Firm3_") for p in q.negatives["other_company"])
+    assert not set(q.relevant) & {p for v in q.negatives.values() for p in v}
+
+
+def test_synthesis_is_deterministic_balanced_and_scoped_to_companies():
+    data = filings_corpus(questions=False)
+    a = synthesize(data, n=60, seed=3)
+    b = synthesize(data, n=60, seed=3)
+    assert [q.to_dict() for q in a.questions] == [q.to_dict() for q in b.questions]
+    assert [q.text for q in synthesize(data, n=60, seed=4).questions] != [
+        q.text for q in a.questions
+    ]
+    report = a.report()
+    assert report["n_questions"] == 60 and report["n_companies"] == 12
+    assert max(report["per_company"].values()) - min(report["per_company"].values()) <= 1
+    assert {"line_item", "change", "text_figure"} <= set(report["per_template"])
+    scoped = synthesize(data, n=60, companies=["Firm0", "Firm1"])
+    assert {q.company for q in scoped.questions} == {"Firm0", "Firm1"}
+    with pytest.raises(fc.DataError, match="unknown template"):
+        synthesize(data, templates=("poem",))
+
+
+class _Forbidden(dict):
+    def _refuse(self, *args, **kwargs):
+        raise AssertionError("synthesis read a question or a relevance judgement")
+
+    __getitem__ = __iter__ = items = keys = values = get = __len__ = __contains__ = _refuse
+
+
+def test_no_question_record_or_qrels_line_is_read():
+    data = filings_corpus()
+    data.queries, data.qrels = _Forbidden(), _Forbidden()
+    data.missing_gold = _Forbidden()
+    syn = synthesize(data, n=20)
+    assert len(syn.questions) == 20
+
+
+def test_a_user_generator_adds_checked_questions():
+    data = filings_corpus(companies=3, questions=False)
+
+    def generator(passages):
+        yield {"text": "Which firm sells the most?", "relevant": ["Firm0_2019_10K:2"]}
+
+    syn = synthesize(data, n=5, generator=generator)
+    assert syn.questions[-1].template == "generator" and syn.questions[-1].company == "Firm0"
+
+    def broken(passages):
+        yield {"text": "Q?", "relevant": ["no-such-page"]}
+
+    with pytest.raises(fc.DataError, match="unknown ids"):
+        synthesize(data, n=5, generator=broken)
+
+
+def test_beir_folder_round_trips(tmp_path):
+    data = filings_corpus(companies=4, questions=False)
+    syn = fc.synthesize(data, n=12, cache_dir=None)
+    assert syn.difficulty["n_questions"] == 12
+    out = fc.write_beir(syn, tmp_path / "syn")
+    loaded = load_beir(out)
+    assert set(loaded.queries) == {q.qid for q in syn.questions}
+    assert loaded.qrels == {q.qid: dict.fromkeys(q.relevant, 1) for q in syn.questions}
+    first = json.loads((out / "queries.jsonl").read_text().splitlines()[0])
+    assert {"source", "template", "negatives", "group"} <= set(first)
+
+
+def test_training_sets_take_only_their_own_companies_synthetic_banks():
+    data = filings_corpus()
+    plan = FoldPlan.by_group(data, 4, 0)
+    groups = [{data.queries[q].group for q in fold} for fold in plan.folds]
+    syn = synthesize(data, n=48)
+    examples = [BankExample(q.qid, [], None, None, None) for q in syn.questions]
+    found = SyntheticExamples(examples, {q.qid: q.company for q in syn.questions}, syn)
+    folds = _Folds(plan, {"injected": {}}, "injected", None, found, SyntheticSettings(n=48),
+                   groups, set())  # fmt: skip
+    used = {found.groups[e.qid] for e in folds.train((0, 1))}
+    assert used == groups[0] | groups[1]
+    everything = _Folds(plan, {"injected": {}}, "injected", None, found,
+                        SyntheticSettings(n=48, scope="transductive"), groups, set())  # fmt: skip
+    assert len(everything.train((0,))) == 48
+
+
+def test_zero_label_journey_synthesize_then_fit_then_evaluate(tmp_path):
+    """A corpus and no labelled questions: synthesise, fit the residual on the synthetic folder,
+    then evaluate on real questions; the correction lifts the asked year's statement."""
+    from fincrowd_ltr.cli import main
+
+    data = filings_corpus()
+    syn = fc.synthesize(data, n=120, cache_dir=None)
+    fc.write_beir(syn, tmp_path / "syn")
+    common = [f"--cache-dir={tmp_path / 'c'}"]
+    ckpt = tmp_path / "ckpt"
+    assert (
+        main(
+            [
+                "fit-residual",
+                "--dataset=beir",
+                f"--data-root={tmp_path / 'syn'}",
+                *common,
+                "--ranker=bm25",
+                "--first-stage=bm25",
+                "--no-select",
+                "--no-gate",
+                f"--out={ckpt}",
+            ]
+        )  # fmt: skip
+        == 0
+    )
+    model = fc.GatedCorrection.from_pretrained(ckpt)
+    report = fc.evaluate(data, "bm25", checkpoint=model, first_stage="bm25", cache_dir=None)
+    base = report["systems"]["base:bm25"]["ndcg@10"]
+    corrected = report["systems"]["residual:bm25"]["ndcg@10"]
+    assert report["systems"]["residual:bm25"]["n"] == 12  # every labelled question is unseen
+    assert corrected > base + 0.1
