@@ -132,3 +132,40 @@ def test_dropped_features_keep_zero_weight_and_no_effect():
     typed = [n.endswith(("_match", "_conflict")) for n in FEATURE_NAMES]
     assert everything_typed[typed].sum() == 0
     assert everything_typed[[not t for t in typed]].sum() == len(typed) - sum(typed)
+
+
+def test_bank_weights_scale_each_banks_unit_in_the_mean():
+    final = torch.tensor([[2.0, 1.0], [0.0, 1.0]], dtype=torch.float64)
+    labels = torch.tensor([[1, 0], [1, 0]])
+    mask = torch.ones(2, 2, dtype=torch.bool)
+    one, two = softplus(-1.0), softplus(1.0)
+    weighted = pairwise_loss(final, labels, final, mask, bank_weight=torch.tensor([1.0, 0.25]))
+    assert math.isclose(weighted.item(), (one + 0.25 * two) / 1.25, rel_tol=1e-12)
+    assert pairwise_loss(final, labels, final, mask).item() == (one + two) / 2
+    listnet = listnet_loss(final, labels, mask, torch.tensor([1.0, 0.0]))
+    assert math.isclose(listnet.item(), listnet_loss(final[:1], labels[:1], mask[:1]).item())
+
+
+def test_monotone_residual_never_lets_a_conflict_raise_a_candidate():
+    """Banks where a period conflict marks the supporting candidate (a noisy, wrong-signed
+    signal): the free residual learns a positive conflict weight, the monotone one cannot."""
+    from fincrowd_ltr.features import FEATURE_NAMES
+    from fincrowd_ltr.features.examples import BankExample
+    from fincrowd_ltr.training.fitting import fit_residual
+
+    generator = torch.Generator().manual_seed(0)
+    conflict, match = FEATURE_NAMES.index("period_conflict"), FEATURE_NAMES.index("entity_match")
+    banks = []
+    for i in range(24):
+        x = torch.rand(8, len(FEATURE_NAMES), generator=generator, dtype=torch.float64)
+        labels = torch.zeros(8, dtype=torch.long)
+        labels[i % 8] = 1
+        x[:, conflict] = labels.to(torch.float64)  # the support "conflicts"
+        x[:, match] = 1 - labels.to(torch.float64)  # and the distractors "match"
+        base = torch.rand(8, generator=generator, dtype=torch.float64)
+        pids = [f"{i}-{j}" for j in range(8)]
+        banks.append(BankExample(f"q{i}", pids, x.numpy(), base.numpy(), labels.numpy()))
+    free, _, _ = fit_residual(banks[:16], banks[16:], {}, max_epochs=15)
+    signed, _, _ = fit_residual(banks[:16], banks[16:], {"monotone": True}, max_epochs=15)
+    assert free.scorer.weight[conflict] > 0 and free.scorer.weight[match] < 0
+    assert signed.scorer.weight[conflict] <= 0 and signed.scorer.weight[match] >= 0

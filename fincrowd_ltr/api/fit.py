@@ -180,6 +180,7 @@ def fit_correction(
     workers: int | None = None,
     objective: str = "pairwise",
     hard_negatives: bool = False,
+    monotone: bool = False,
     extra_training: list[str | Dataset] | None = None,
     extra_limit: int = 300,
     gate_calibration: str = "pooled",
@@ -203,6 +204,8 @@ def fit_correction(
             enough fits; 1: this process). Results are the same either way.
         objective: ``pairwise`` (the paper's supporting-versus-distracting pairs) or ``listnet``.
         hard_negatives: Pair supports first with distractors that conflict on exactly one field.
+        monotone: Sign-constrained typed compatibility (a match never lowers a candidate, a
+            conflict never raises it).
         extra_training: Other labelled datasets whose banks (``train_mode``, scored by ``ranker``,
             at most ``extra_limit`` covered questions each, drawn with ``seed``) join every
             training set; their questions are recorded as training questions, so evaluation
@@ -231,6 +234,8 @@ def fit_correction(
     options = {"objective": objective} if objective != "pairwise" else {}
     if hard_negatives:
         options["hard_negatives"] = True
+    if monotone:
+        options["monotone"] = True
     grid = tuple({**setting, **options} for setting in (grid or ({},)))
     plan = FoldPlan.by_group(data, folds, seed)
     held = None

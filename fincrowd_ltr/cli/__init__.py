@@ -316,6 +316,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="pair supports first with distractors that conflict on exactly one typed field",
     )
     p.add_argument(
+        "--monotone",
+        action="store_true",
+        help="sign-constrained compatibility weights: a match never lowers a candidate, a "
+        "conflict never raises it",
+    )
+    p.add_argument(
         "--extra-training",
         default="",
         help="other labelled datasets whose banks join every training set (comma list, e.g. "

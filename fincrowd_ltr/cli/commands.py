@@ -162,6 +162,7 @@ def fit_residual(args: argparse.Namespace) -> None:
         workers=args.workers or None,
         objective=args.objective,
         hard_negatives=args.hard_negatives,
+        monotone=args.monotone,
         extra_training=[d for d in args.extra_training.split(",") if d],
         extra_limit=args.extra_limit,
         gate_calibration=args.gate_calibration,

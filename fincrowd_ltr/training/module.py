@@ -11,6 +11,8 @@ from fincrowd_ltr.model import MAX_DISTRACTORS, ResidualScorer, pairwise_loss
 from fincrowd_ltr.model.pairs import listnet_loss
 
 OBJECTIVES = ("pairwise", "listnet")
+# the sign a monotone residual's weight keeps, by feature-name suffix or name (0: free)
+_SIGN = {"match": 1.0, "conflict": -1.0, "filing_fit": 1.0}
 
 NDCG_K = 10
 
@@ -51,6 +53,10 @@ class ResidualModule(L.LightningModule):
         objective: ``pairwise`` (the paper's) or ``listnet`` (listwise over the bank).
         hard_negatives: Pair supports first with distractors that conflict with the question on
             exactly one typed field (pairwise objective only).
+        monotone: Sign-constrained typed compatibility: after every step, weights of ``*_match``
+            features (and ``filing_fit``) are kept >= 0 and of ``*_conflict`` features <= 0, so a
+            match never lowers a candidate and a conflict never raises it (standardisation keeps
+            a feature's direction).
     """
 
     def __init__(
@@ -63,6 +69,7 @@ class ResidualModule(L.LightningModule):
         drop_features: list[str] | None = None,
         objective: str = "pairwise",
         hard_negatives: bool = False,
+        monotone: bool = False,
     ) -> None:
         if objective not in OBJECTIVES:
             raise ValueError(f"unknown objective {objective!r}; choose from {OBJECTIVES}")
@@ -73,6 +80,14 @@ class ResidualModule(L.LightningModule):
         active = [not _dropped(name, dropped) for name in FEATURE_NAMES]
         self.scorer = ResidualScorer(len(FEATURE_NAMES), alpha=alpha, gamma=gamma, active=active)
         self._epoch: dict[str, list] = {}
+        signs = [_SIGN.get(name.rsplit("_", 1)[-1], _SIGN.get(name, 0)) for name in FEATURE_NAMES]
+        self._signs = torch.tensor(signs, dtype=torch.float64) if monotone else None
+
+    def on_train_batch_end(self, outputs, batch: dict, batch_idx: int) -> None:
+        if self._signs is not None:
+            with torch.no_grad():  # project onto the allowed signs (projected gradient descent)
+                w = self.scorer.weight
+                w.copy_(torch.where(w * self._signs < 0, torch.zeros_like(w), w))
 
     def on_fit_start(self) -> None:
         datamodule = self.trainer.datamodule
