@@ -8,7 +8,8 @@ The public API (imported lazily, so ``import fincrowd_ltr`` and ``fincrowd --hel
     model = fc.GatedCorrection.from_pretrained("checkpoints/mine")
     result = model.rerank(question, candidates, base_scores, domain="financebench")
 
-Layers, each importing only from those before it: ``data``/``metrics`` -> ``fields`` ->
+Layers, each importing only from those before it: ``data``/``metrics``/``defaults`` ->
+``settings`` -> ``engine`` -> ``fields`` ->
 ``retrieval`` -> ``features`` -> ``model``/``packing``/``synthesis`` ->
 ``training``/``diagnostics`` -> ``evaluation``/``crossencoder`` -> ``serving`` -> ``api`` ->
 ``cli`` (``tests/test_layers.py``).
@@ -34,7 +35,8 @@ _EXPORTS = {
     "train_cross_encoder": "fincrowd_ltr.api.cross_encoder",
     "synthesize": "fincrowd_ltr.api.synthetic",
     "write_beir": "fincrowd_ltr.api.synthetic",
-    "SyntheticSettings": "fincrowd_ltr.api.synthetic",
+    "SyntheticSettings": "fincrowd_ltr.settings",
+    "FitSettings": "fincrowd_ltr.settings",
     "GatedCorrection": "fincrowd_ltr.model.correction",
     "Candidate": "fincrowd_ltr.model.correction",
     "RerankResult": "fincrowd_ltr.model.correction",

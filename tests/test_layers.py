@@ -1,5 +1,6 @@
-"""The package's layers import one way: data/metrics -> engine -> fields -> retrieval -> features ->
-model/packing/synthesis -> training/diagnostics -> evaluation/crossencoder -> serving -> api -> cli.
+"""The package's layers import one way: data/metrics/defaults -> settings -> engine -> fields ->
+retrieval -> features -> model/packing/synthesis -> training/diagnostics ->
+evaluation/crossencoder -> serving -> api -> cli.
 Siblings in a layer never import each other."""
 
 import ast
@@ -7,7 +8,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "fincrowd_ltr"
 LAYERS = [
-    {"data", "metrics", "progress"},
+    {"data", "metrics", "progress", "defaults"},
+    {"settings"},
     {"engine"},
     {"fields"},
     {"retrieval"},

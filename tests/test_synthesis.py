@@ -93,8 +93,9 @@ def test_restating_pages_are_relevant_and_negatives_are_typed():
     syn = synthesize(data, n=200, seed=0, templates=("line_item",))
     q = next(q for q in syn.questions if q.source == "Firm3_2021_10K:2" and q.metric == "revenue")
     assert q.period == "2021" and "Firm3" in q.text and "2021" in q.text
-    # the 2022 10-K prints fiscal 2021's net sales again: relevant, never a negative
-    assert set(q.relevant) == {"Firm3_2021_10K:2", "Firm3_2022_10K:2"}
+    # the 2022 10-K prints fiscal 2021's net sales again, and the 2021 MD&A states the figure in
+    # prose: both relevant, never negatives
+    assert set(q.relevant) == {"Firm3_2021_10K:2", "Firm3_2022_10K:2", "Firm3_2021_10K:3"}
     # other_period: pages of the same line item whose columns never print 2021
     assert q.negatives["other_period"] and all(
         "2021" not in p and "2022" not in p for p in q.negatives["other_period"]

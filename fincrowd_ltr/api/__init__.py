@@ -8,10 +8,12 @@ from fincrowd_ltr.api.evaluate import calibrate_domain, evaluate
 from fincrowd_ltr.api.first_stage import first_stage_ablation
 from fincrowd_ltr.api.fit import CrossValReport, fit_correction
 from fincrowd_ltr.api.pack import pack
-from fincrowd_ltr.api.synthetic import SyntheticSettings, synthesize, write_beir
+from fincrowd_ltr.api.synthetic import synthesize, write_beir
+from fincrowd_ltr.settings import FitSettings, SyntheticSettings
 
 __all__ = [
     "CrossValReport",
+    "FitSettings",
     "SyntheticSettings",
     "build_banks",
     "calibrate_domain",

@@ -7,6 +7,7 @@ from pathlib import Path
 from fincrowd_ltr.data.beir import read_trec_run
 from fincrowd_ltr.data.registry import load_dataset as _load_dataset
 from fincrowd_ltr.data.schema import DataError, Dataset
+from fincrowd_ltr.defaults import DEFAULT_CACHE  # noqa: E402
 from fincrowd_ltr.retrieval.banks import DEFAULT_BANK_SIZE, BankSet
 from fincrowd_ltr.retrieval.bm25 import BM25Config
 from fincrowd_ltr.retrieval.build import BankSpec
@@ -14,7 +15,6 @@ from fincrowd_ltr.retrieval.build import build_banks as _build_banks
 from fincrowd_ltr.retrieval.rankers import RANKERS, RunScores
 from fincrowd_ltr.retrieval.windows import WindowPolicy
 
-DEFAULT_CACHE = Path(".cache")
 RUN = "run"
 
 

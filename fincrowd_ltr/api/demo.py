@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fincrowd_ltr.data.schema import DataError
+from fincrowd_ltr.defaults import BANK_MODES, DEFAULT_BANK_SIZE, DEFAULT_REGRESSION_CAP
 
 DEFAULT_DEMO_CONFIG = Path("configs/demo.yaml")
-MODES = ("retrieved", "injected")
+MODES = BANK_MODES
 
 
 @dataclass
@@ -23,7 +24,7 @@ class DemoConfig:
     diagnose: list[dict] = field(default_factory=list)
     cascade: list[dict] = field(default_factory=list)
     correction: dict | None = None
-    bank_size: int = 100
+    bank_size: int = DEFAULT_BANK_SIZE
     dense_pooling: str = "max"
     out_dir: str = "runs"
     what: str = ""
@@ -224,7 +225,7 @@ def _correction_steps(c: dict, out: Path, common: dict, first_stage: str, echo) 
             split=c.get("split", "all"),
             train_mode=c.get("train_mode", "injected"),
             val_mode=c.get("val_mode", "retrieved"),
-            regression_cap=float(c.get("regression_cap", 0.03)),
+            regression_cap=float(c.get("regression_cap", DEFAULT_REGRESSION_CAP)),
             domain=c.get("domain"),
             **common,
         )
@@ -254,7 +255,7 @@ def _correction_steps(c: dict, out: Path, common: dict, first_stage: str, echo) 
                 item["dataset"],
                 fold=item.get("fold"),
                 split=item.get("split", "all"),
-                regression_cap=float(c.get("regression_cap", 0.03)),
+                regression_cap=float(c.get("regression_cap", DEFAULT_REGRESSION_CAP)),
                 **common,
             )
             echo(f"domain {item['domain']!r}: calibrated on {cal.n_queries} questions")

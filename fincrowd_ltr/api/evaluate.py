@@ -8,6 +8,7 @@ import numpy as np
 
 from fincrowd_ltr.api.corpus import DEFAULT_CACHE, build_banks, load_dataset, rankers_of, read_run
 from fincrowd_ltr.data.schema import DataError, Dataset
+from fincrowd_ltr.defaults import DEFAULT_BANK_SIZE, DEFAULT_REGRESSION_CAP
 from fincrowd_ltr.diagnostics.crowding import crowded_labels, repair_counts
 from fincrowd_ltr.evaluation.report import evaluate_bankset
 from fincrowd_ltr.evaluation.results import system_result
@@ -27,7 +28,7 @@ def evaluate(
     banks: BankSet | None = None,
     first_stage: str = "auto",
     mode: str = "retrieved",
-    size: int = 100,
+    size: int = DEFAULT_BANK_SIZE,
     split: str = "all",
     data_root: str | Path | None = None,
     cache_dir: str | Path | None = DEFAULT_CACHE,
@@ -146,10 +147,10 @@ def calibrate_domain(
     fold: int | None = None,
     folds: int = 5,
     seed: int = 0,
-    regression_cap: float = 0.03,
+    regression_cap: float = DEFAULT_REGRESSION_CAP,
     min_calibration: int = 10,
     first_stage: str | None = None,
-    size: int = 100,
+    size: int = DEFAULT_BANK_SIZE,
     split: str = "all",
     data_root: str | Path | None = None,
     cache_dir: str | Path | None = DEFAULT_CACHE,

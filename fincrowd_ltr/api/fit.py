@@ -17,10 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
-from fincrowd_ltr.api.corpus import DEFAULT_CACHE, build_banks, load_dataset, read_run
+from fincrowd_ltr.api.corpus import build_banks, load_dataset, read_run
 from fincrowd_ltr.api.synthetic import SyntheticExamples, SyntheticSettings, synthetic_examples
 from fincrowd_ltr.data.schema import DataError, Dataset
-from fincrowd_ltr.data.splits import FoldPlan
+from fincrowd_ltr.data.splits import FoldPlan, Round
+from fincrowd_ltr.defaults import BANK_MODES
 from fincrowd_ltr.diagnostics.crowding import crowded_labels, repair_counts
 from fincrowd_ltr.evaluation.results import (
     SystemResult,
@@ -32,16 +33,15 @@ from fincrowd_ltr.features import BankFeaturizer
 from fincrowd_ltr.features.bank_features import FAMILIES
 from fincrowd_ltr.features.examples import BankExample, make_examples
 from fincrowd_ltr.fields import FieldExtractor
-from fincrowd_ltr.model.calibration import DEFAULT_REGRESSION_CAP, MIN_CALIBRATION_QUERIES
 from fincrowd_ltr.model.correction import GatedCorrection, TrainingSummary
 from fincrowd_ltr.progress import Progress
 from fincrowd_ltr.retrieval.banks import BankSet
 from fincrowd_ltr.retrieval.build import BankSpec
+from fincrowd_ltr.settings import FitSettings
 
 RANKING_DEPTH = 30  # candidates of each held-out ranking kept in the report (for packing)
-MODES = ("retrieved", "injected")
+MODES = BANK_MODES
 CV_DOMAIN = "cross-validation"
-GATE_CALIBRATIONS = ("fold", "pooled")
 
 
 @dataclass
@@ -158,263 +158,276 @@ class _Folds:
 def fit_correction(
     dataset: str | Dataset,
     ranker: str = "dense",
+    settings: FitSettings | None = None,
     *,
-    gate: bool = True,
-    folds: int = 5,
-    seed: int = 0,
-    grid: tuple[dict, ...] | None = None,
-    first_stage: str = "auto",
-    split: str = "all",
-    data_root: str | Path | None = None,
-    cache_dir: str | Path | None = DEFAULT_CACHE,
-    train_mode: str = "injected",
-    val_mode: str = "retrieved",
-    bank_size: int = 100,
-    regression_cap: float = DEFAULT_REGRESSION_CAP,
-    min_calibration: int = MIN_CALIBRATION_QUERIES,
-    domain: str | None = None,
-    test_fold: int | None = None,
     run=None,
     banks: dict[str, BankSet] | None = None,
     progress: bool = True,
-    workers: int | None = None,
-    objective: str = "pairwise",
-    hard_negatives: bool = False,
-    monotone: bool = False,
-    extra_training: list[str | Dataset] | None = None,
-    extra_limit: int = 300,
-    gate_calibration: str = "pooled",
-    synthetic: SyntheticSettings | int | None = None,
+    **shortcuts,
 ) -> tuple[GatedCorrection, CrossValReport]:
     """Cross-validate and fit the gated correction of ``ranker``'s scores on a labelled corpus.
 
     Args:
         dataset: A dataset name or an in-memory ``Dataset`` (your corpus).
         ranker: The base ranker to correct: a built-in name, or ``run`` with ``run=``.
-        gate: Fit the identity gate (needs at least 4 folds); False fits the residual alone.
-        folds: Group folds (companies, contexts, or your queries' ``group``).
-        grid: Residual settings chosen per fold on validation banks (default: the package
-            defaults only); ``fincrowd_ltr.training.fitting.HPARAM_GRID`` is the full grid.
-        test_fold: Hold this fold out of training and calibration entirely.
+        settings: A :class:`~fincrowd_ltr.settings.FitSettings` (data, banks, training,
+            calibration, synthetic questions); its defaults are the package's.
         run: Your ranker's scores (TREC file, ``{qid: {pid: score}}`` or a callable).
         banks: Prebuilt banks by mode (``{"retrieved": ..., "injected": ...}``) instead of
             building them.
-        domain: Name of the gate domain the final model calibrates (default: the dataset name).
-        workers: Processes that train the residuals (``None``: one per CPU core when there are
-            enough fits; 1: this process). Results are the same either way.
-        objective: ``pairwise`` (the paper's supporting-versus-distracting pairs) or ``listnet``.
-        hard_negatives: Pair supports first with distractors that conflict on exactly one field.
-        monotone: Sign-constrained typed compatibility (a match never lowers a candidate, a
-            conflict never raises it).
-        extra_training: Other labelled datasets whose banks (``train_mode``, scored by ``ranker``,
-            at most ``extra_limit`` covered questions each, drawn with ``seed``) join every
-            training set; their questions are recorded as training questions, so evaluation
-            leaves them out.
-        gate_calibration: ``pooled`` (default) calibrates the gate's temperature and threshold
-            on the calibration fold together with the training folds' cross-fitted rows (each
-            scored by a residual and a gate trained without it: several times more questions);
-            ``fold`` on the calibration fold alone.
-        synthetic: Training questions synthesised from the corpus's own pages (no labels):
-            a :class:`~fincrowd_ltr.api.synthetic.SyntheticSettings` or a number of questions.
-            Their banks (same first stage and ranker) join the training sets their scope allows,
-            never validation, calibration or test; ``labelled=False`` trains on them alone.
+        shortcuts: Any field of the settings by its name, e.g. ``folds=4``, ``test_fold=0``,
+            ``gate=False``, ``grid=HPARAM_GRID``, ``regression_cap=0.02``, ``cache_dir=None``,
+            ``synthetic=400``. Notable ones: ``grid`` (residual settings chosen per fold on
+            validation banks; default the package defaults only), ``test_fold`` (held out of
+            training and calibration entirely), ``gate_calibration`` (``pooled``: the training
+            domain's gate is calibrated on the calibration fold together with the training folds'
+            cross-fitted rows; ``fold``: the calibration fold alone), ``extra_training`` (other
+            labelled datasets whose banks join every training set), ``synthetic`` (questions
+            synthesised from the corpus's own pages, no labels, in the training sets their
+            scope allows, never validation, calibration or test), ``monotone``.
 
     Returns:
         ``(model, report)``: the fitted :class:`GatedCorrection` and the held-out results.
     """
-    from fincrowd_ltr.training.fitting import ResidualFits, select_residual
+    s = (settings or FitSettings()).replace(**shortcuts)
+    data = load_dataset(dataset, s.data.data_root, s.data.split)
+    cv = _CrossValidation(data, ranker, s, read_run(run, data), banks or {}, progress)
+    report = cv.cross_validate()
+    final = cv.final_model()
+    report.info["residual_fits"] = cv.fits.trained
+    return final, report
 
-    if gate_calibration not in GATE_CALIBRATIONS:
-        raise DataError(
-            f"gate_calibration must be one of {GATE_CALIBRATIONS}; got {gate_calibration!r}"
-        )
-    pooled_calibration = gate_calibration == "pooled"
-    data = load_dataset(dataset, data_root, split)
-    run = read_run(run, data)
-    options = {"objective": objective} if objective != "pairwise" else {}
-    if hard_negatives:
-        options["hard_negatives"] = True
-    if monotone:
-        options["monotone"] = True
-    grid = tuple({**setting, **options} for setting in (grid or ({},)))
-    plan = FoldPlan.by_group(data, folds, seed)
-    held = None
-    if test_fold is not None:
-        held = plan.folds[test_fold] if 0 <= test_fold < len(plan) else None
-        plan = plan.without(test_fold)
-    if gate and len(plan) < 4:
-        raise DataError(
-            f"the gate needs at least 4 group folds for training (test, calibration and two for "
-            f"cross-fitting); got {len(plan)}"
-        )
-    if len(plan) < 3:
-        raise DataError(f"cross-validation needs at least 3 group folds; got {len(plan)}")
-    modes = sorted({train_mode, val_mode, *MODES})
-    extractor = FieldExtractor.from_passages(data.passages.values())
-    featurizer = BankFeaturizer(extractor, data.passages)
-    stage = BankSpec(first_stage=first_stage).stage(data)
-    examples, notes = _examples_by_mode(
-        data,
-        ranker,
-        modes,
-        banks or {},
-        featurizer,
-        first_stage,
-        bank_size,
-        split,
-        cache_dir,
-        run,
-        progress,
-    )
-    extra, extra_qids = _extra_examples(
-        extra_training or [], ranker, train_mode, first_stage, bank_size, extra_limit, seed,
-        data_root, cache_dir, progress,
-    )  # fmt: skip
-    if isinstance(synthetic, int):
-        synthetic = SyntheticSettings(n=synthetic, seed=seed)
-    syn = None
-    if synthetic is not None and synthetic.active:
-        syn = synthetic_examples(
-            synthetic, data, featurizer, ranker, stage, train_mode, bank_size, cache_dir, progress
-        )
-    fold_groups = [{data.queries[q].group for q in fold} for fold in plan.folds]
-    held_groups = {data.queries[q].group for q in held} if held is not None else set()
-    ex = _Folds(plan, examples, train_mode, extra, syn, synthetic, fold_groups, held_groups)
-    fits = ResidualFits(workers, progress)
-    companies = extractor.companies
 
-    def model(scorer, gate_module=None, domains=None) -> GatedCorrection:
+class _CrossValidation:
+    """One ``fit_correction`` run: the fold plan, every bank's examples and every residual fit.
+
+    Fits are listed from the fold plan and trained in two batches (each in parallel where it
+    pays): every round's selection grid, then, with the settings the rounds chose, the gate's
+    cross-fitting and the final model's fits.
+    """
+
+    def __init__(self, data, ranker, s: FitSettings, run, banks, progress) -> None:
+        from fincrowd_ltr.training.fitting import ResidualFits
+
+        self.data, self.ranker, self.s, self.progress = data, ranker, s, progress
+        t, b = s.training, s.banks
+        options = {"objective": t.objective} if t.objective != "pairwise" else {}
+        options.update({k: True for k in ("hard_negatives", "monotone") if getattr(t, k)})
+        self.grid = s.synthetic.grid(tuple({**g, **options} for g in (t.grid or ({},))))
+        plan = FoldPlan.by_group(data, t.folds, t.seed)
+        self.held = None
+        if t.test_fold is not None:
+            self.held = plan.folds[t.test_fold] if 0 <= t.test_fold < len(plan) else None
+            plan = plan.without(t.test_fold)
+        if s.calibration.gate and len(plan) < 4:
+            raise DataError(
+                f"the gate needs at least 4 group folds for training (test, calibration and two "
+                f"for cross-fitting); got {len(plan)}"
+            )
+        if len(plan) < 3:
+            raise DataError(f"cross-validation needs at least 3 group folds; got {len(plan)}")
+        self.plan = plan
+        self.extractor = FieldExtractor.from_passages(data.passages.values())
+        featurizer = BankFeaturizer(self.extractor, data.passages)
+        self.stage = BankSpec(first_stage=b.first_stage).stage(data)
+        modes = sorted({b.train_mode, b.val_mode, *MODES})
+        cache = s.data.cache_dir
+        self.examples, self.notes = _examples_by_mode(
+            data, ranker, modes, banks, featurizer, b.first_stage, b.bank_size, s.data.split,
+            cache, run, progress,
+        )  # fmt: skip
+        extra, self.extra_qids = _extra_examples(
+            list(t.extra_training), ranker, b.train_mode, b.first_stage, b.bank_size,
+            t.extra_limit, t.seed, s.data.data_root, cache, progress,
+        )  # fmt: skip
+        self.syn = None
+        if s.synthetic.active:
+            self.syn = synthetic_examples(
+                s.synthetic, data, featurizer, ranker, self.stage, b.train_mode, b.bank_size,
+                cache, progress,
+            )  # fmt: skip
+        fold_groups = [{data.queries[q].group for q in fold} for fold in plan.folds]
+        held_groups = {data.queries[q].group for q in self.held or ()}
+        self.ex = _Folds(
+            plan, self.examples, b.train_mode, extra, self.syn, s.synthetic, fold_groups,
+            held_groups,
+        )  # fmt: skip
+        self.fits = ResidualFits(t.workers, progress)
+        self.chosen: list[dict] = []
+
+    def model(self, scorer, gate_module=None, domains=None) -> GatedCorrection:
         return GatedCorrection(
             scorer,
             gate_module,
             domains,
-            companies,
-            TrainingSummary(dataset=data.name, base_ranker=ranker),
-            segments=extractor.segment_names,
+            self.extractor.companies,
+            TrainingSummary(dataset=self.data.name, base_ranker=self.ranker),
+            segments=self.extractor.segment_names,
         )
 
-    rounds = plan.rounds()
-    _prefetch(fits, ex, plan, data, grid, seed, gate, train_mode, val_mode)
-    bar = Progress(len(rounds), "cross-validation folds", enabled=progress)
-    pooled = {
-        m: {"base": {}, "residual": {}, "gated": {}, "oracle": {}, "opened": {}} for m in MODES
-    }
-    chosen, val_scores, gate_folds = [], [], []
-    for r in rounds:
-        val = ex.of(val_mode, [r.validation])
-        module, index, scores = select_residual(ex.train(r.train), val, grid, seed, fits)
-        setting = grid[index]
-        chosen.append(setting)
-        val_scores.append(scores)
-        corrected = model(module.scorer)
+    def _split(self, r) -> tuple[list[BankExample], list[BankExample]]:
+        return self.ex.train(r.train), self.ex.of(self.s.banks.val_mode, [r.validation])
+
+    def _gate_jobs(self, r, validation: int, setting: dict) -> list[tuple]:
+        seed, b = self.s.training.seed, self.s.banks
+        return [
+            (t, v, setting, seed)
+            for _, t, v in _gate_splits(self.ex, r.train, validation, b.train_mode, b.val_mode)
+        ]
+
+    def _fit_batches(self) -> list[tuple]:
+        """Train every fit the run needs; returns each round's (module, setting, val scores)."""
+        from fincrowd_ltr.training.fitting import select_residual
+
+        seed, rounds = self.s.training.seed, self.plan.rounds()
+        splits = [self._split(r) for r in rounds]
+        self.fits.prefetch([(t, v, g, seed) for t, v in splits for g in self.grid])
+        selected = []
+        for train, val in splits:
+            module, index, scores = select_residual(train, val, self.grid, seed, self.fits)
+            selected.append((module, self.grid[index], scores))
+        self.setting = self.grid[_best_setting([row[2] for row in selected])[0]]
+        jobs = []
+        if self.s.calibration.gate:
+            for r, (_, setting, _) in zip(rounds, selected, strict=True):
+                jobs += self._gate_jobs(r, r.validation, setting)
+            _, final, val = _final_round(self.data, self.plan)
+            jobs.append((*self._split(Round(None, val, final.train)), self.setting, seed))
+            jobs += self._gate_jobs(final, val, self.setting)
+        else:
+            everything = tuple(range(len(self.plan)))
+            jobs.append((*self._split(Round(None, 0, everything)), self.setting, seed))
+        self.fits.prefetch(jobs)
+        return selected
+
+    def cross_validate(self) -> CrossValReport:
+        """The held-out rows of every round, pooled."""
+        data, s = self.data, self.s
+        selected = self._fit_batches()
+        pooled = {m: {k: {} for k in ("base", "residual", "gated", "oracle", "opened")}
+                  for m in MODES}  # fmt: skip
+        gate_folds = []
+        bar = Progress(len(selected), "cross-validation folds", enabled=self.progress)
+        for r, (module, setting, _) in zip(self.plan.rounds(), selected, strict=True):
+            self._score_round(r, module, pooled)
+            if s.calibration.gate:
+                gate_folds.append(self._gated_round(r, module, setting, pooled))
+            bar.update()
+        bar.close()
+        report = CrossValReport(data.name, self.ranker)
+        report.info = self._info(selected, gate_folds)
+        labels = crowded_labels(data, list(self.examples["retrieved"].values()))
+        report.modes = {
+            mode: _held_out(data, self.ranker, systems,
+                            labels if mode == "retrieved" else None, s.calibration.gate)
+            for mode, systems in pooled.items()
+        }  # fmt: skip
+        return report
+
+    def _score_round(self, r, module, pooled) -> None:
+        corrected = self.model(module.scorer)
         for mode in MODES:
-            for qid, res in corrected.score_examples(data, ex.of(mode, [r.test], data)).items():
+            test = self.ex.of(mode, [r.test], self.data)
+            for qid, res in corrected.score_examples(self.data, test).items():
                 pooled[mode]["base"][qid] = res.base_ranking
                 pooled[mode]["residual"][qid] = res.corrected_ranking
-                pooled[mode]["oracle"][qid] = metadata_oracle(data, res.base_ranking, qid)
-        if gate:
-            gate_module, oof = _fit_gate(
-                data, ex, fits, model, r.train, r.validation, setting, seed, train_mode, val_mode,
-                pooled_calibration,
-            )  # fmt: skip
-            gated = model(module.scorer, gate_module)
-            calibration = gated.calibrate(
-                CV_DOMAIN, data, ex.of("retrieved", [r.validation]), regression_cap,
-                min_calibration, cross_fitted=oof,
-            )  # fmt: skip
-            gate_folds.append(
-                {
-                    "test_fold": r.test,
-                    "calibration_fold": r.validation,
-                    "setting": setting,
-                    **{k: v for k, v in calibration.to_dict().items() if "query" not in k},
-                    "query_ids": calibration.n_queries,
-                }
-            )
-            for mode in MODES:
-                test = ex.of(mode, [r.test], data)
-                for qid, res in gated.score_examples(data, test, CV_DOMAIN).items():
-                    pooled[mode]["gated"][qid] = res.ranking
-                    pooled[mode]["opened"][qid] = res.decision.applied
-        bar.update()
-    bar.close()
+                pooled[mode]["oracle"][qid] = metadata_oracle(self.data, res.base_ranking, qid)
 
-    report = CrossValReport(data.name, ranker)
-    best, mean_val = _best_setting(val_scores)
-    setting = grid[best]
-    report.info = {
-        "first_stage": stage,
-        "train_mode": train_mode,
-        "val_mode": val_mode,
-        "folds": len(plan),
-        "test_fold": test_fold,
-        "selection": {"grid": list(grid), "chosen_per_fold": chosen, "mean_val_ndcg10": mean_val},
-        "regression_cap": regression_cap,
-        "gate_calibration": gate_calibration,
-        "gate_folds": gate_folds,
-        "notes": notes,
-    }
-    if syn is not None:
-        report.info["synthetic"] = {
-            **asdict(synthetic),
-            "n_banks": len(syn.examples),
-            "n_companies": len({syn.groups[e.qid] for e in syn.examples}),
-            "per_template": syn.synthesis.report(sample=0)["per_template"],
+    def _gated_round(self, r, module, setting, pooled) -> dict:
+        c, b = self.s.calibration, self.s.banks
+        gate_module, oof = _fit_gate(
+            self.data, self.ex, self.fits, self.model, r.train, r.validation, setting,
+            self.s.training.seed, b.train_mode, b.val_mode, c.gate_calibration == "pooled",
+        )  # fmt: skip
+        gated = self.model(module.scorer, gate_module)
+        calibration = gated.calibrate(
+            CV_DOMAIN, self.data, self.ex.of("retrieved", [r.validation]), c.regression_cap,
+            c.min_calibration, cross_fitted=oof,
+        )  # fmt: skip
+        for mode in MODES:
+            test = self.ex.of(mode, [r.test], self.data)
+            for qid, res in gated.score_examples(self.data, test, CV_DOMAIN).items():
+                pooled[mode]["gated"][qid] = res.ranking
+                pooled[mode]["opened"][qid] = res.decision.applied
+        return {
+            "test_fold": r.test,
+            "calibration_fold": r.validation,
+            "setting": setting,
+            **{k: v for k, v in calibration.to_dict().items() if "query" not in k},
+            "query_ids": calibration.n_queries,
         }
-    labels = crowded_labels(data, list(examples["retrieved"].values()))
-    report.modes = {
-        mode: _held_out(data, ranker, systems, labels if mode == "retrieved" else None, gate)
-        for mode, systems in pooled.items()
-    }
-    report.info["residual_fits"] = fits.trained
 
-    final = _fit_final(
-        data,
-        ex,
-        fits,
-        model,
-        plan,
-        setting,
-        seed,
-        gate,
-        train_mode,
-        val_mode,
-        regression_cap,
-        min_calibration,
-        domain or data.name,
-        pooled_calibration,
-    )
-    calibration_qids = set(final.summary.extra.pop("calibration_qids", []))
-    trained_qids = sorted(
-        q
-        for q in plan.qids(range(len(plan)))
-        if q in examples[train_mode] and q not in calibration_qids
-    )
-    final.summary = TrainingSummary(
-        dataset=data.name,
-        base_ranker=ranker,
-        first_stage=stage,
-        split=split,
-        dataset_fingerprint=data.corpus_fingerprint(),
-        setting=setting,
-        bank_mode=train_mode,
-        val_bank_mode=val_mode,
-        folds=folds,
-        seed=seed,
-        calibration_fold=final.summary.calibration_fold,
-        test_fold=test_fold,
-        train_banks=final.summary.train_banks,
-        query_ids=trained_qids,
-        query_fingerprints=sorted(
-            [data.question_fingerprint(q) for q in trained_qids] + [fp for _, _, fp in extra_qids]
-        ),
-        extra={
-            **({"held_out_query_ids": sorted(held)} if held is not None else {}),
-            **({"extra_training": _by_dataset(extra_qids)} if extra_qids else {}),
-        },
-    )
-    report.info["residual_fits"] = fits.trained
-    return final, report
+    def _info(self, selected, gate_folds) -> dict:
+        s = self.s
+        info = {
+            "first_stage": self.stage,
+            "train_mode": s.banks.train_mode,
+            "val_mode": s.banks.val_mode,
+            "folds": len(self.plan),
+            "test_fold": s.training.test_fold,
+            "selection": {
+                "grid": list(self.grid),
+                "chosen_per_fold": [row[1] for row in selected],
+                "mean_val_ndcg10": _best_setting([row[2] for row in selected])[1],
+            },
+            "regression_cap": s.calibration.regression_cap,
+            "gate_calibration": s.calibration.gate_calibration,
+            "gate_folds": gate_folds,
+            "notes": self.notes,
+        }
+        if self.syn is not None:
+            info["synthetic"] = {
+                **asdict(s.synthetic),
+                "n_banks": len(self.syn.examples),
+                "n_companies": len({self.syn.groups[e.qid] for e in self.syn.examples}),
+                "per_template": self.syn.synthesis.report(sample=0)["per_template"],
+            }
+        return info
+
+    def final_model(self) -> GatedCorrection:
+        """The model a user keeps, with its training summary."""
+        data, s, plan = self.data, self.s, self.plan
+        c, b, t = s.calibration, s.banks, s.training
+        final = _fit_final(
+            data, self.ex, self.fits, self.model, plan, self.setting, t.seed, c.gate,
+            b.train_mode, b.val_mode, c.regression_cap, c.min_calibration,
+            c.domain or data.name, c.gate_calibration == "pooled",
+        )  # fmt: skip
+        calibration_qids = set(final.summary.extra.pop("calibration_qids", []))
+        trained_qids = sorted(
+            q
+            for q in plan.qids(range(len(plan)))
+            if q in self.examples[b.train_mode] and q not in calibration_qids
+        )
+        extra = {}
+        if self.held is not None:
+            extra["held_out_query_ids"] = sorted(self.held)
+        if self.extra_qids:
+            extra["extra_training"] = _by_dataset(self.extra_qids)
+        if self.syn is not None:
+            extra["synthetic"] = {**asdict(s.synthetic), "n_banks": len(self.syn.examples)}
+        final.summary = TrainingSummary(
+            dataset=data.name,
+            base_ranker=self.ranker,
+            first_stage=self.stage,
+            split=s.data.split,
+            dataset_fingerprint=data.corpus_fingerprint(),
+            setting=self.setting,
+            bank_mode=b.train_mode,
+            val_bank_mode=b.val_mode,
+            folds=t.folds,
+            seed=t.seed,
+            calibration_fold=final.summary.calibration_fold,
+            test_fold=t.test_fold,
+            train_banks=final.summary.train_banks,
+            query_ids=trained_qids,
+            query_fingerprints=sorted(
+                [data.question_fingerprint(q) for q in trained_qids]
+                + [fp for _, _, fp in self.extra_qids]
+            ),
+            extra=extra,
+        )
+        return final
 
 
 def _examples_by_mode(
@@ -560,37 +573,6 @@ def _best_setting(val_scores: list[list[float]]) -> tuple[int, list[float]]:
     wins ties), and those averages."""
     mean_val = [float(np.mean(col)) for col in zip(*val_scores, strict=True)]
     return max(range(len(mean_val)), key=lambda i: (mean_val[i], -i)), mean_val
-
-
-def _prefetch(fits, ex, plan, data, grid, seed, gate, train_mode, val_mode) -> None:
-    """Train every residual the workflow will ask for, in parallel where it pays: first each
-    round's grid, then (with the settings they choose) the gate's cross-fitting and the final
-    model. The workflow then finds them fitted."""
-    from fincrowd_ltr.training.fitting import select_residual
-
-    rounds = plan.rounds()
-    splits = [(ex.train(r.train), ex.of(val_mode, [r.validation])) for r in rounds]
-    fits.prefetch([(t, v, s, seed) for t, v in splits for s in grid])
-    jobs, val_scores = [], []
-    for r, (train, val) in zip(rounds, splits, strict=True):
-        _, index, scores = select_residual(train, val, grid, seed, fits)
-        val_scores.append(scores)
-        if gate:
-            jobs += [
-                (t, v, grid[index], seed)
-                for _, t, v in _gate_splits(ex, r.train, r.validation, train_mode, val_mode)
-            ]
-    best = grid[_best_setting(val_scores)[0]]
-    if gate:
-        _, r, val = _final_round(data, plan)
-        jobs.append((ex.train(r.train), ex.of(val_mode, [val]), best, seed))
-        jobs += [
-            (t, v, best, seed) for _, t, v in _gate_splits(ex, r.train, val, train_mode, val_mode)
-        ]
-    else:
-        train = tuple(range(len(plan)))
-        jobs.append((ex.train(train), ex.of(val_mode, [0]), best, seed))
-    fits.prefetch(jobs)
 
 
 def _fit_final(

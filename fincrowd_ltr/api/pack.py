@@ -8,6 +8,7 @@ from pathlib import Path
 from fincrowd_ltr.api.corpus import DEFAULT_CACHE, build_banks, load_dataset, rankers_of, read_run
 from fincrowd_ltr.data.jsonl import require_file
 from fincrowd_ltr.data.schema import DataError, Dataset
+from fincrowd_ltr.defaults import DEFAULT_BANK_SIZE
 from fincrowd_ltr.evaluation.packing import (
     INERT_NOTE,
     NOT_MEASURED,
@@ -28,7 +29,7 @@ def pack(
     depth: int = 30,
     tokenizer: str | Path | None = None,
     first_stage: str = "auto",
-    size: int = 100,
+    size: int = DEFAULT_BANK_SIZE,
     run=None,
     split: str = "all",
     data_root: str | Path | None = None,

@@ -15,46 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fincrowd_ltr.api.corpus import DEFAULT_CACHE, load_dataset
-from fincrowd_ltr.data.schema import DataError, Dataset
+from fincrowd_ltr.data.schema import Dataset
 from fincrowd_ltr.features import BankFeaturizer
 from fincrowd_ltr.features.examples import BankExample, make_examples
 from fincrowd_ltr.retrieval.bm25 import BM25Index
 from fincrowd_ltr.retrieval.build import BankSpec
 from fincrowd_ltr.retrieval.build import build_banks as _build_banks
+from fincrowd_ltr.settings import SyntheticSettings  # noqa: E402
 from fincrowd_ltr.synthesis import Synthesis
 from fincrowd_ltr.synthesis import synthesize as _synthesize
-
-SCOPES = ("folds", "transductive")
-
-
-@dataclass(frozen=True)
-class SyntheticSettings:
-    """Synthetic training questions in ``fit_correction``.
-
-    Attributes:
-        n: Questions to synthesise (0: none).
-        seed: Seed of the synthesis.
-        scope: ``folds`` (a training set takes only its own companies' questions) or
-            ``transductive`` (every company's; no labels either way).
-        labelled: Also train on the labelled training folds (False: synthetic questions only).
-        weight: Weight of a synthetic bank in the objective (a labelled bank weighs 1).
-    """
-
-    n: int = 0
-    seed: int = 0
-    scope: str = "folds"
-    labelled: bool = True
-    weight: float = 1.0
-
-    def __post_init__(self) -> None:
-        if self.scope not in SCOPES:
-            raise DataError(f"synthetic scope must be one of {SCOPES}; got {self.scope!r}")
-        if self.n < 0 or self.weight <= 0:
-            raise DataError("synthetic n must be >= 0 and weight > 0")
-
-    @property
-    def active(self) -> bool:
-        return self.n > 0
 
 
 def synthesize(
@@ -141,5 +110,5 @@ def synthetic_examples(
         e for e in make_examples(syn, bankset, ranker, featurizer, cache=cache) if e.has_support
     ]
     for e in examples:
-        e.weight = settings.weight
+        e.weight, e.synthetic = settings.weight, True
     return SyntheticExamples(examples, {q.qid: q.company for q in found.questions}, found)

@@ -10,9 +10,10 @@ import signal
 import sys
 from pathlib import Path
 
+from fincrowd_ltr import settings
 from fincrowd_ltr.cli import commands as c
+from fincrowd_ltr.defaults import BANK_MODES, DEFAULT_BANK_SIZE, DEFAULT_CACHE
 
-DEFAULT_CACHE = Path(".cache")
 FIRST_STAGE_HELP = (
     "candidate retrieval: 'auto' (the one chosen on training folds for the dataset: FinanceBench "
     "bm25+query+entity+filing, TAT-QA and other corpora bm25), 'run' (your --run's own top N), or "
@@ -95,51 +96,8 @@ def _run(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _synthetic(p: argparse.ArgumentParser) -> None:
-    """The synthetic-training options (``SyntheticSettings``; defaults live there)."""
-    from fincrowd_ltr.api.synthetic import SCOPES, SyntheticSettings
-
-    d = SyntheticSettings()
-    p.add_argument(
-        "--synthetic",
-        type=int,
-        default=d.n,
-        metavar="N",
-        help="also train on N questions synthesised from the corpus's own pages (no labels)",
-    )
-    p.add_argument(
-        "--synthetic-scope",
-        choices=SCOPES,
-        default=d.scope,
-        help="folds: a training set takes only its own companies' synthetic questions; "
-        "transductive: every company's",
-    )
-    p.add_argument(
-        "--synthetic-only",
-        action="store_true",
-        help="train the residual on synthetic questions alone (labels only validate and calibrate)",
-    )
-    p.add_argument(
-        "--synthetic-weight",
-        type=float,
-        default=d.weight,
-        help="weight of a synthetic bank in the objective (a labelled bank weighs 1)",
-    )
-
-
 def _cap(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--regression-cap",
-        type=float,
-        default=0.03,
-        help="largest share of calibration queries the gate may make worse",
-    )
-    p.add_argument(
-        "--min-calibration",
-        type=int,
-        default=10,
-        help="fewest labelled calibration queries accepted",
-    )
+    settings.add_arguments(p, settings.CalibrationSettings, ("regression_cap", "min_calibration"))
 
 
 def _banks(p: argparse.ArgumentParser) -> None:
@@ -148,9 +106,9 @@ def _banks(p: argparse.ArgumentParser) -> None:
         default="bm25,dense",
         help="comma list of bm25, dense, splade, hybrid, run (your --run), cross-encoder (evaluate), or 'all'",
     )
-    p.add_argument("--bank-mode", choices=("retrieved", "injected"), default="retrieved")
+    p.add_argument("--bank-mode", choices=BANK_MODES, default="retrieved")
     _stage(p)
-    p.add_argument("--bank-size", type=int, default=100)
+    p.add_argument("--bank-size", type=int, default=DEFAULT_BANK_SIZE)
     p.add_argument(
         "--dense-pooling",
         choices=("first", "max", "mean"),
@@ -260,26 +218,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _stage(p)
     _run(p)
-    p.add_argument(
-        "--train-mode",
-        choices=("retrieved", "injected"),
-        default="injected",
-        help="bank mode of the training banks",
-    )
-    p.add_argument(
-        "--val-mode",
-        choices=("retrieved", "injected"),
-        default="retrieved",
-        help="bank mode of validation (early stopping, selection)",
-    )
-    p.add_argument("--folds", type=int, default=5)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--test-fold",
-        type=int,
-        default=None,
-        help="hold this group fold out of training and calibration (evaluate reports on it)",
-    )
+    for group in (settings.BankSettings, settings.TrainingSettings, settings.CalibrationSettings):
+        settings.add_arguments(p, group)
+    settings.add_synthetic_arguments(p)
     p.add_argument("--out", type=Path, default=Path("checkpoints/default"))
     p.add_argument("--report", type=Path, default=None, help="write the cross-validation JSON")
     p.add_argument("--onnx", action="store_true", help="also write residual.onnx and gate.onnx")
@@ -294,54 +235,6 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_false",
         help="train the package defaults only (no alpha / weight decay grid)",
     )
-    p.add_argument(
-        "--no-gate", dest="gate", action="store_false", help="residual only, trained on every group"
-    )
-    p.add_argument(
-        "--objective",
-        choices=("pairwise", "listnet"),
-        default="pairwise",
-        help="residual objective: supporting-vs-distracting pairs (the paper's) or ListNet",
-    )
-    p.add_argument(
-        "--gate-calibration",
-        choices=("pooled", "fold"),
-        default="pooled",
-        help="calibrate the gate on the calibration fold pooled with the training folds' "
-        "cross-fitted rows (default: more questions), or on the calibration fold alone",
-    )
-    p.add_argument(
-        "--hard-negatives",
-        action="store_true",
-        help="pair supports first with distractors that conflict on exactly one typed field",
-    )
-    p.add_argument(
-        "--monotone",
-        action="store_true",
-        help="sign-constrained compatibility weights: a match never lowers a candidate, a "
-        "conflict never raises it",
-    )
-    p.add_argument(
-        "--extra-training",
-        default="",
-        help="other labelled datasets whose banks join every training set (comma list, e.g. "
-        "tatqa,finqa); their questions count as training questions",
-    )
-    p.add_argument(
-        "--extra-limit", type=int, default=300, help="most questions drawn from each extra dataset"
-    )
-    _synthetic(p)
-    p.add_argument(
-        "--domain", default=None, help="gate domain to calibrate (default: the dataset's name)"
-    )
-    p.add_argument(
-        "--workers",
-        type=int,
-        default=0,
-        help="processes that train the residuals in parallel (0: one per CPU core when there "
-        "are at least 8 fits; 1: no worker processes); results are the same",
-    )
-    _cap(p)
 
     p = command(
         "synthesize",
@@ -367,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--folds", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--bank-size", type=int, default=100)
+    p.add_argument("--bank-size", type=int, default=DEFAULT_BANK_SIZE)
     _stage(p, None)
     _run(p)
     _cap(p)
@@ -479,7 +372,7 @@ def build_parser() -> argparse.ArgumentParser:
     _stage(p)
     _run(p)
     p.add_argument("--ranker", default="dense", help="base ranker (without --orders)")
-    p.add_argument("--bank-size", type=int, default=100)
+    p.add_argument("--bank-size", type=int, default=DEFAULT_BANK_SIZE)
     p.add_argument("--budget", type=int, default=32_000, help="tokens of the whole prompt")
     p.add_argument("--depth", type=int, default=30, help="ranked candidates considered")
     p.add_argument(

@@ -99,18 +99,6 @@ def evaluate(args: argparse.Namespace) -> dict:
     return report
 
 
-def _synthetic_settings(args: argparse.Namespace):
-    from fincrowd_ltr.api.synthetic import SyntheticSettings
-
-    return SyntheticSettings(
-        n=args.synthetic,
-        seed=args.seed,
-        scope=args.synthetic_scope,
-        labelled=not args.synthetic_only,
-        weight=args.synthetic_weight,
-    )
-
-
 def synthesize(args: argparse.Namespace) -> None:
     import json
 
@@ -140,6 +128,7 @@ def synthesize(args: argparse.Namespace) -> None:
 
 
 def fit_residual(args: argparse.Namespace) -> None:
+    from fincrowd_ltr import settings
     from fincrowd_ltr.api import fit_correction
     from fincrowd_ltr.evaluation.results import format_crossval
     from fincrowd_ltr.training.fitting import HPARAM_GRID
@@ -147,27 +136,8 @@ def fit_residual(args: argparse.Namespace) -> None:
     model, report = fit_correction(
         _dataset(args),
         args.ranker,
-        gate=args.gate,
-        folds=args.folds,
-        seed=args.seed,
-        grid=HPARAM_GRID if args.select else None,
-        first_stage=args.first_stage,
-        train_mode=args.train_mode,
-        val_mode=args.val_mode,
-        regression_cap=args.regression_cap,
-        min_calibration=args.min_calibration,
-        domain=args.domain,
-        test_fold=args.test_fold,
+        settings.from_arguments(args, grid=HPARAM_GRID if args.select else None),
         run=args.run,
-        workers=args.workers or None,
-        objective=args.objective,
-        hard_negatives=args.hard_negatives,
-        monotone=args.monotone,
-        extra_training=[d for d in args.extra_training.split(",") if d],
-        extra_limit=args.extra_limit,
-        gate_calibration=args.gate_calibration,
-        synthetic=_synthetic_settings(args),
-        **_common(args),
     )
     data = report.to_dict()
     print(f"setting chosen per fold on validation groups: {data['selection']['chosen_per_fold']}")

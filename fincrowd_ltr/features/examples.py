@@ -32,6 +32,7 @@ class BankExample:
     base: np.ndarray  # (n,) float64
     labels: np.ndarray  # (n,) int64, 1 = supporting
     weight: float = 1.0  # the bank's weight in the objective (synthetic banks may weigh less)
+    synthetic: bool = False  # a synthesised question's bank (never validation or test)
 
     @property
     def has_support(self) -> bool:

@@ -12,9 +12,8 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from fincrowd_ltr.data.schema import DataError
+from fincrowd_ltr.defaults import DEFAULT_REGRESSION_CAP, MIN_CALIBRATION_QUERIES  # noqa: E402
 
-DEFAULT_REGRESSION_CAP = 0.03
-MIN_CALIBRATION_QUERIES = 10
 TEMPERATURES = np.exp(np.linspace(np.log(0.1), np.log(10.0), 41))
 
 

@@ -30,8 +30,8 @@ from fincrowd_ltr.retrieval.rankers import BaseRanker, EncoderRanker, HybridRank
 
 BANK_FORMAT = "fincrowd-banks"
 BANK_VERSION = 1
-DEFAULT_BANK_SIZE = 100
-MODES = ("retrieved", "injected")
+from fincrowd_ltr.defaults import BANK_MODES as MODES  # noqa: E402
+from fincrowd_ltr.defaults import DEFAULT_BANK_SIZE  # noqa: E402
 
 if TYPE_CHECKING:
     from fincrowd_ltr.retrieval.first_stage import FirstStage

@@ -17,6 +17,7 @@ judgements are never touched (``tests/test_synthesis.py`` proves it).
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 from collections import defaultdict
@@ -24,6 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 
 from fincrowd_ltr.data.schema import DataError, Dataset, Passage, Query
+from fincrowd_ltr.features.page_cues import has_metric_row
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.fields import vocabulary as V
 from fincrowd_ltr.synthesis.tables import PageTable, figure_key, read_table
@@ -52,9 +54,13 @@ _STATEMENT = {
 }  # fmt: skip
 _UNIT_WORDS = {"thousands": "thousands", "millions": "millions", "billions": "billions"}
 _SENTENCE = re.compile(r"(?<=[.;])\s+")
-_AMOUNT = re.compile(r"\$\s?\d[\d,]*(?:\.\d+)?\s?(?:million|billion)?", re.I)
+# a stated figure: "$32.8 billion", "$1,234", "5.2 million", "14%"
+_AMOUNT = re.compile(
+    r"\$\s?\d[\d,]*(?:\.\d+)?|\b\d[\d,]*(?:\.\d+)?\s?(?:million|billion|%|percent)", re.I
+)
 _PROSE_YEAR = re.compile(r"\b(?:fiscal(?: year)?\s+|fy\s?)?((?:19[89]\d|20[0-3]\d))\b", re.I)
 MAX_SENTENCE_CHARS = 300
+MIN_FIGURE_DIGITS = 4  # a shorter figure ("12", "3.5") is too common to identify a page
 
 Generator = Callable[[list[Passage]], Iterable[dict]]
 
@@ -166,6 +172,7 @@ class _Item:
     period: str
     text: str
     relevant: frozenset[str]
+    figure: str = ""  # the figure as printed, when one figure answers the question
 
 
 def synthesize(
@@ -202,14 +209,17 @@ def synthesize(
     pool = [p for p in passages.values() if keep is None or (p.company or p.document or "") in keep]
     extractor = FieldExtractor.from_passages(passages.values())
     memo: dict[str, str | None] = {}
+    headers = _row_headers(pool)
     tables = {
-        p.pid: t for p in pool if (t := read_table(p.pid, p.text, extractor, memo)) is not None
+        p.pid: t
+        for p in pool
+        if (t := read_table(p.pid, headers.get(p.pid, "") + p.text, extractor, memo)) is not None
     }
-    index = _RowIndex(passages, tables)
+    index = _RowIndex(passages, tables, pool)
     items = _table_items(passages, tables, index, set(templates), seed)
     if "text_figure" in templates:
         items += _text_items(pool, tables, extractor, seed)
-    picked = _draw(items, n, seed)
+    picked = [index.expand(item) for item in _draw(items, n, seed)]
     rng = random.Random(seed + 2)
     questions = [
         SyntheticQuestion(
@@ -240,7 +250,35 @@ def _by_id(passages: Iterable[Passage]) -> dict[str, Passage]:
 
 
 def _company(p: Passage) -> str:
+    """The unit questions are grouped by: the company, else the document (anonymised corpora)."""
     return p.company or p.document or ""
+
+
+def _row_headers(pool: list[Passage]) -> dict[str, str]:
+    """For corpora that cut tables into one passage per row (header row first, as FinQA's and
+    many BEIR conversions do): each row passage's header row text and a line break. A table is
+    the table passages of one document at one position, in id order."""
+    tables: dict[tuple, list[Passage]] = defaultdict(list)
+    for p in pool:
+        if p.is_table and p.document is not None and "\n" not in p.text.strip():
+            tables[(p.document, p.position)].append(p)
+    out = {}
+    for rows in tables.values():
+        if len(rows) < 2:
+            continue
+        rows.sort(key=lambda p: _natural(p.pid))
+        for row in rows[1:]:
+            out[row.pid] = rows[0].text + "\n"
+    return out
+
+
+def _natural(pid: str) -> list:
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", pid)]
+
+
+def _of(p: Passage) -> str:
+    """Whose figure a question asks for: ``"Acme's "``, or ``"the "`` without a company."""
+    return f"{p.company}'s " if p.company else "the "
 
 
 def _period_words(year: str, rng: random.Random) -> str:
@@ -256,8 +294,13 @@ class _RowIndex:
     """Which pages print which statement rows: relevance (same company, metric, period and
     figure) and the typed negatives of a question."""
 
-    def __init__(self, passages: dict[str, Passage], tables: dict[str, PageTable]) -> None:
+    def __init__(
+        self, passages: dict[str, Passage], tables: dict[str, PageTable], pool: list[Passage]
+    ) -> None:
         self.passages, self.tables = passages, tables
+        self.pages_of: dict[str, list[str]] = defaultdict(list)  # company -> every page
+        for p in pool:
+            self.pages_of[_company(p)].append(p.pid)
         self.stated: dict[tuple, set[str]] = defaultdict(set)
         self.rows_of: dict[tuple, set[str]] = defaultdict(set)  # (company, metric) -> pages
         self.by_metric_period: dict[tuple, set[str]] = defaultdict(set)
@@ -270,6 +313,22 @@ class _RowIndex:
                 for period, value in zip(table.periods, row.values, strict=True):
                     self.stated[(company, row.metric, period, figure_key(value))].add(pid)
                     self.by_metric_period[(row.metric, period)].add(pid)
+
+    def expand(self, item: _Item) -> _Item:
+        """``item`` with every page of its company that prints its figure next to the metric's
+        line item added to the relevant pages (a table the row reader cannot read, a prose
+        restatement): such a page is never trained as a negative."""
+        digits = sum(ch.isdigit() for ch in item.figure)
+        if digits < MIN_FIGURE_DIGITS:
+            return item
+        metric = frozenset({item.metric})
+        found = {
+            p
+            for p in self.pages_of.get(item.company, ())
+            if item.figure in self.passages[p].text
+            and has_metric_row(self.passages[p].text, metric)
+        }
+        return dataclasses.replace(item, relevant=item.relevant | found)
 
     def negatives(self, item: _Item, rng: random.Random) -> dict[str, tuple[str, ...]]:
         """Pages that match the question's topic but violate one constraint, by type (at most
@@ -311,22 +370,24 @@ def _table_items(
     items = []
     for pid in sorted(tables):
         table, page = tables[pid], passages[pid]
-        company = _company(page)
+        company, of = _company(page), _of(page)
         if not company:
             continue
         unit = _unit(page.text)
         for k, row in enumerate(table.rows):
             period, value = table.periods[0], figure_key(row.values[0])
             relevant = frozenset(index.stated[(company, row.metric, period, value)])
-            item = _phrase(rng, templates, company, row.label, row.metric, period, unit)
+            item = _phrase(rng, templates, page.company or "", row.label, row.metric, period, unit)
             if item is not None:
                 template, text = item
-                items.append(_Item(template, company, pid, row.metric, period, text, relevant))
+                items.append(
+                    _Item(template, company, pid, row.metric, period, text, relevant, row.values[0])
+                )
             if "change" in templates and len(table.periods) > 1:
                 before = table.periods[1]
                 also = index.stated[(company, row.metric, before, figure_key(row.values[1]))]
                 text = (
-                    f"By how much did {company}'s {_display(row.label)} change from "
+                    f"By how much did {of}{_display(row.label)} change from "
                     f"{_period_words(before, rng)} to {_period_words(period, rng)}?"
                 )
                 both = (relevant & also) | {pid}
@@ -335,7 +396,7 @@ def _table_items(
                 other = table.rows[k + 1]
                 if other.metric != row.metric:
                     text = (
-                        f"What was {company}'s ratio of {_display(row.label)} to "
+                        f"What was {of}ratio of {_display(row.label)} to "
                         f"{_display(other.label)} in {_period_words(period, rng)}?"
                     )
                     items.append(
@@ -345,21 +406,24 @@ def _table_items(
 
 
 def _phrase(rng, templates, company, label, metric, period, unit) -> tuple[str, str] | None:
-    """One of the single-row templates, chosen at random among those enabled."""
+    """One of the single-row templates, chosen at random among those enabled (``company``:
+    the name to write, ``""`` when the corpus names none)."""
     choices = [t for t in ("line_item", "financebench", "how_much") if t in templates]
     if not choices:
         return None
     template = rng.choice(choices)
     item, when = _display(label), _period_words(period, rng)
+    of = f"{company}'s " if company else "the "
     if template == "line_item":
-        return template, f"What was {company}'s {item} in {when}?"
+        return template, f"What was {of}{item} in {when}?"
     if template == "how_much":
-        return template, f"How much {item} did {company} report for {when}?"
+        who = company or "the company"
+        return template, f"How much {item} did {who} report for {when}?"
     scale = f" (in USD {unit})" if unit else ""
     statement = _STATEMENT.get(metric, "financial statements")
+    whose = f" for {company}" if company else ""
     return template, (
-        f"What is the FY{period} {item}{scale} for {company}? Please base your answer on the "
-        f"{statement}."
+        f"What is the FY{period} {item}{scale}{whose}? Please base your answer on the {statement}."
     )
 
 
@@ -388,6 +452,7 @@ def _text_items(
             if len(years) != 1:
                 continue
             lowered = sentence.lower()
+            amount = _AMOUNT.search(sentence)
             metrics = extractor.extract_query(sentence).metric
             if len(metrics) != 1:
                 continue
@@ -396,10 +461,12 @@ def _text_items(
             if surface is None:
                 continue
             year = years.pop()
-            text = f"What was {company}'s {surface} in {_period_words(year, rng)}?"
+            text = f"What was {_of(page)}{surface} in {_period_words(year, rng)}?"
+            figure = re.sub(r"^\$\s?|\s?(?:million|billion|%|percent)$", "", amount.group(0))
             items.append(
-                _Item("text_figure", company, page.pid, metric, year, text, frozenset({page.pid}))
-            )
+                _Item("text_figure", company, page.pid, metric, year, text,
+                      frozenset({page.pid}), figure)
+            )  # fmt: skip
             break  # one question per page
     return items
 

@@ -2,7 +2,8 @@
 figure printed under it.
 
 PDF text layers print a table one cell per line (the label, then ``$``, then the figure, column
-by column) and plain-text tables print a row per line; both are read. A page's columns are the
+by column) and plain-text tables print a row per line (cells apart by spaces or pipes); both are
+read. A page's columns are the
 first run of two or more year headers (``2015`` / ``2014`` / ``2013``, or ``2015 2014 2013`` on
 one line); a row is a label line whose canonical metric the field extractor recognises,
 followed by exactly one figure per column. Anything else is skipped, never guessed: a page that
@@ -18,7 +19,8 @@ from fincrowd_ltr.fields import FieldExtractor
 
 _YEAR = r"(?:19[89]\d|20[0-3]\d)"
 _HEADER_CELL = re.compile(rf"^(?:fiscal(?: year)?\s*|fy\s?)?({_YEAR})(?:\s*\(\w\))?$", re.I)
-_HEADER_LINE = re.compile(rf"^(?:(?:fiscal\s*|fy\s?)?{_YEAR}(?:\s+|$)){{2,}}$", re.I)
+# two or more years at the start of a line (a trailing caption such as "(in millions)" allowed)
+_HEADER_LINE = re.compile(rf"^(?:(?:fiscal\s*|fy\s?)?{_YEAR}(?:\s+|$)){{2,}}(?:\([^\d]*\))?$", re.I)
 _FIGURE = re.compile(r"^[$€£(]*\s*-?\d[\d,]*(?:\.\d+)?\s*\)?%?$|^[—–-]$")
 _CELL = re.compile(r"^\(?-?\d[\d,]*(?:\.\d+)?\)?%?$")
 _CURRENCY_ONLY = re.compile(r"^[$€£]$")
@@ -58,7 +60,7 @@ def figure_key(value: str) -> str:
 def _lines(text: str) -> list[str]:
     out = []
     for raw in text.splitlines():
-        line = " ".join(raw.split())
+        line = " ".join(raw.replace("|", " ").split())  # plain-text tables: cells between pipes
         if line and not _CURRENCY_ONLY.match(line):
             out.append(line)
     return out
@@ -69,7 +71,7 @@ def _header(lines: list[str]) -> tuple[int, tuple[str, ...]] | None:
     limit = min(len(lines), HEADER_WITHIN)
     for i in range(limit):
         if _HEADER_LINE.match(lines[i]):
-            return i + 1, tuple(re.findall(_YEAR, lines[i]))
+            return i + 1, tuple(re.findall(_YEAR, lines[i].split("(")[0]))
         years = []
         j = i
         while j < limit and (m := _HEADER_CELL.match(lines[j])):

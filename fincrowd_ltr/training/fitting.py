@@ -9,6 +9,7 @@ questions, setting), so a workflow never trains the same residual twice.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -69,7 +70,11 @@ def fit_residual(
 ) -> tuple[ResidualModule, float, int]:
     """One residual trained on ``train`` banks (those with a supporting candidate), stopped and
     restored on ``val``; returns the module, its best validation nDCG@10 and the number of
-    training banks used."""
+    training banks used. A ``synthetic_weight`` in ``setting`` reweighs the synthetic banks
+    (0 leaves them out), so the mixing weight is chosen like any other setting."""
+    setting = dict(setting or {})
+    if "synthetic_weight" in setting:
+        train = with_synthetic_weight(train, setting.pop("synthetic_weight"))
     L.seed_everything(seed, verbose=False)
     dm = BankDataModule(examples={"train": train, "val": val}, batch_size=batch_size)
     model = ResidualModule(**(setting or {}))
@@ -77,6 +82,18 @@ def fit_residual(
     callbacks = [EarlyStopping(monitor=MONITOR, mode="max", patience=PATIENCE), best]
     quiet_trainer(max_epochs, callbacks=callbacks, accelerator="cpu").fit(model, datamodule=dm)
     return model, best.best_score, len(dm.examples["train"])
+
+
+def _module_setting(setting: dict) -> dict:
+    """The part of a setting that the residual module takes (the rest selects its data)."""
+    return {k: v for k, v in setting.items() if k != "synthetic_weight"}
+
+
+def with_synthetic_weight(train: list[BankExample], weight: float) -> list[BankExample]:
+    """``train`` with every synthetic bank weighted ``weight`` (left out at 0)."""
+    if weight == 0:
+        return [e for e in train if not e.synthetic]
+    return [dataclasses.replace(e, weight=weight) if e.synthetic else e for e in train]
 
 
 class ResidualFits:
@@ -157,7 +174,7 @@ class ResidualFits:
             initargs=(None if method == "fork" else shared,),
         ) as pool:
             for key, setting, state, score in pool.map(_worker_fit, payload):
-                module = ResidualModule(**setting)
+                module = ResidualModule(**_module_setting(setting))
                 module.load_state_dict(state)
                 self._fits[key] = (module, score)
                 self.trained += 1

@@ -1,0 +1,332 @@
+"""The settings of ``fit_correction``: small frozen dataclasses with every default named once.
+
+``FitSettings`` groups them: where the data is (:class:`DataSettings`), how banks are made
+(:class:`BankSettings`), how the residual is trained (:class:`TrainingSettings`), how the gate is
+calibrated (:class:`CalibrationSettings`) and which synthetic questions join training
+(:class:`~fincrowd_ltr.api.synthetic.SyntheticSettings`). Python callers pass one object or the
+flat keyword shortcuts (``fit_correction(data, "bm25", folds=4)``); the command line's options are
+generated from the same fields (:func:`add_arguments`), so a default or a help text lives here
+only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fincrowd_ltr.defaults import (
+    BANK_MODES,
+    DEFAULT_BANK_SIZE,
+    DEFAULT_CACHE,
+    DEFAULT_REGRESSION_CAP,
+    MIN_CALIBRATION_QUERIES,
+)
+
+MODES = BANK_MODES
+GATE_CALIBRATIONS = ("pooled", "fold")
+OBJECTIVES = ("pairwise", "listnet")
+SCOPES = ("folds", "transductive")
+
+
+def _data_error(message: str) -> Exception:
+    """A ``DataError`` (imported when needed: settings import nothing heavy)."""
+    from fincrowd_ltr.data.schema import DataError
+
+    return DataError(message)
+
+
+@dataclass(frozen=True)
+class SyntheticSettings:
+    """Synthetic training questions in ``fit_correction``.
+
+    Attributes:
+        n: Questions to synthesise (0: none).
+        seed: Seed of the synthesis.
+        scope: ``folds`` (a training set takes only its own companies' questions) or
+            ``transductive`` (every company's; no labels either way).
+        labelled: Also train on the labelled training folds (False: synthetic questions only).
+        weight: Weight of a synthetic bank in the objective (a labelled bank weighs 1).
+        select_weights: Mixing weights to choose from per fold on the validation fold, like
+            any other setting (0: the labelled banks alone); empty: ``weight`` throughout.
+    """
+
+    n: int = 0
+    seed: int = 0
+    scope: str = "folds"
+    labelled: bool = True
+    weight: float = 1.0
+    select_weights: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.scope not in SCOPES:
+            raise _data_error(f"synthetic scope must be one of {SCOPES}; got {self.scope!r}")
+        if self.n < 0 or self.weight <= 0 or any(w < 0 for w in self.select_weights):
+            raise _data_error("synthetic n must be >= 0, weight > 0 and select_weights >= 0")
+        if 0 in self.select_weights and not self.labelled:
+            raise _data_error("select weight 0 leaves nothing to train on without labelled banks")
+
+    def grid(self, grid: tuple[dict, ...]) -> tuple[dict, ...]:
+        """``grid`` crossed with the mixing weights to select from."""
+        if not self.active or not self.select_weights:
+            return grid
+        return tuple({**s, "synthetic_weight": w} for s in grid for w in self.select_weights)
+
+    @property
+    def active(self) -> bool:
+        return self.n > 0
+
+
+def _opt(help: str, flag: str | None = None, **cli) -> dict:
+    """A field's command-line form: its help, its flag (default ``--field-name``) and extra
+    argparse keywords; ``cli=False`` keeps a field out of the command line."""
+    return {"help": help, "flag": flag, **cli}
+
+
+@dataclass(frozen=True)
+class DataSettings:
+    """Where the labelled corpus and the caches are."""
+
+    split: str = "all"
+    data_root: str | Path | None = None
+    cache_dir: str | Path | None = DEFAULT_CACHE
+
+
+@dataclass(frozen=True)
+class BankSettings:
+    """How candidate banks are made for training, validation and calibration."""
+
+    first_stage: str = field(default="auto", metadata=_opt("candidate retrieval", cli=False))
+    bank_size: int = field(
+        default=DEFAULT_BANK_SIZE, metadata=_opt("candidates per bank (training and evaluation)")
+    )
+    train_mode: str = field(
+        default="injected", metadata=_opt("bank mode of the training banks", choices=MODES)
+    )
+    val_mode: str = field(
+        default="retrieved",
+        metadata=_opt("bank mode of validation (early stopping, selection)", choices=MODES),
+    )
+
+
+@dataclass(frozen=True)
+class TrainingSettings:
+    """How the residual is trained and cross-validated."""
+
+    folds: int = field(default=5, metadata=_opt("group folds (companies, contexts, groups)"))
+    seed: int = field(default=0, metadata=_opt("seed of the fold plan, fits and synthesis"))
+    test_fold: int | None = field(
+        default=None,
+        metadata=_opt(
+            "hold this group fold out of training and calibration (evaluate reports on it)",
+            type=int,
+        ),
+    )
+    grid: tuple[dict, ...] | None = field(default=None, metadata=_opt("", cli=False))
+    objective: str = field(
+        default="pairwise",
+        metadata=_opt(
+            "residual objective: supporting-vs-distracting pairs (the paper's) or ListNet",
+            choices=OBJECTIVES,
+        ),
+    )
+    hard_negatives: bool = field(
+        default=False,
+        metadata=_opt("pair supports first with distractors that conflict on exactly one field"),
+    )
+    monotone: bool = field(
+        default=False,
+        metadata=_opt(
+            "sign-constrained compatibility weights: a match never lowers a candidate, a "
+            "conflict never raises it"
+        ),
+    )
+    extra_training: tuple[str, ...] = field(
+        default=(),
+        metadata=_opt(
+            "other labelled datasets whose banks join every training set (comma list, e.g. "
+            "tatqa,finqa); their questions count as training questions"
+        ),
+    )
+    extra_limit: int = field(
+        default=300, metadata=_opt("most questions drawn from each extra dataset")
+    )
+    workers: int | None = field(
+        default=None,
+        metadata=_opt(
+            "processes that train the residuals in parallel (default: one per CPU core when "
+            "there are at least 8 fits; 1: no worker processes); results are the same",
+            type=int,
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class CalibrationSettings:
+    """The identity gate and how its domains are calibrated."""
+
+    gate: bool = field(
+        default=True,
+        metadata=_opt("residual only, trained on every group", flag="--no-gate"),
+    )
+    regression_cap: float = field(
+        default=DEFAULT_REGRESSION_CAP,
+        metadata=_opt("largest share of calibration queries the gate may make worse"),
+    )
+    min_calibration: int = field(
+        default=MIN_CALIBRATION_QUERIES,
+        metadata=_opt("fewest labelled calibration queries accepted"),
+    )
+    gate_calibration: str = field(
+        default="pooled",
+        metadata=_opt(
+            "calibrate the gate on the calibration fold pooled with the training folds' "
+            "cross-fitted rows (default: more questions), or on the calibration fold alone",
+            choices=GATE_CALIBRATIONS,
+        ),
+    )
+    domain: str | None = field(
+        default=None,
+        metadata=_opt("gate domain to calibrate (default: the dataset's name)", type=str),
+    )
+
+    def __post_init__(self) -> None:
+        if self.gate_calibration not in GATE_CALIBRATIONS:
+            raise _data_error(
+                f"gate_calibration must be one of {GATE_CALIBRATIONS}; got "
+                f"{self.gate_calibration!r}"
+            )
+
+
+SYNTHETIC_CLI = {
+    "n": ("--synthetic", "also train on N questions synthesised from the corpus's own pages"),
+    "scope": (
+        "--synthetic-scope",
+        "folds: a training set takes only its own companies' synthetic questions; "
+        "transductive: every company's",
+    ),
+    "labelled": (
+        "--synthetic-only",
+        "train the residual on synthetic questions alone (labels only validate and calibrate)",
+    ),
+    "weight": (
+        "--synthetic-weight",
+        "weight of a synthetic bank in the objective (a labelled bank weighs 1)",
+    ),
+    "select_weights": (
+        "--synthetic-weights",
+        "mixing weights chosen per fold on the validation fold (0: labelled banks alone), "
+        "crossed with the selection grid (comma list)",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class FitSettings:
+    """Everything ``fit_correction`` can be told, grouped."""
+
+    data: DataSettings = DataSettings()
+    banks: BankSettings = BankSettings()
+    training: TrainingSettings = TrainingSettings()
+    calibration: CalibrationSettings = CalibrationSettings()
+    synthetic: SyntheticSettings = SyntheticSettings()
+
+    def replace(self, **shortcuts) -> FitSettings:
+        """A copy with flat keyword shortcuts applied (``folds=4``, ``regression_cap=0.02``,
+        ``synthetic=400`` or a ``SyntheticSettings``); an unknown name is a ``TypeError``."""
+        groups = {
+            name: dataclasses.asdict(getattr(self, name)) if name != "synthetic" else None
+            for name in ("data", "banks", "training", "calibration")
+        }
+        owner = {f: g for g, fields in groups.items() for f in fields}
+        synthetic = shortcuts.pop("synthetic", self.synthetic)
+        if isinstance(synthetic, int):
+            synthetic = SyntheticSettings(n=synthetic, seed=shortcuts.get("seed", 0))
+        if "bank_size" not in shortcuts and "size" in shortcuts:
+            shortcuts["bank_size"] = shortcuts.pop("size")
+        unknown = sorted(set(shortcuts) - set(owner))
+        if unknown:
+            raise TypeError(f"fit_correction got unknown setting(s) {unknown}")
+        changes: dict[str, dict] = {}
+        for key, value in shortcuts.items():
+            if key == "extra_training":
+                value = tuple(value or ())
+            changes.setdefault(owner[key], {})[key] = value
+        return FitSettings(
+            **{
+                name: dataclasses.replace(getattr(self, name), **changes.get(name, {}))
+                for name in groups
+            },
+            synthetic=synthetic or SyntheticSettings(),
+        )
+
+
+def add_arguments(
+    parser: argparse.ArgumentParser, cls: type, only: tuple[str, ...] | None = None
+) -> None:
+    """Command-line options for the fields of a settings class (``only`` those named), defaults
+    and help from the fields; a ``bool`` defaulting to False is a flag, one defaulting to True a
+    ``--no-`` flag, a tuple a comma list."""
+    for f in dataclasses.fields(cls):
+        if only is not None and f.name not in only:
+            continue
+        meta = dict(f.metadata)
+        if not meta or meta.pop("cli", True) is False:
+            continue
+        flag = meta.pop("flag") or "--" + f.name.replace("_", "-")
+        text = meta.pop("help")
+        if f.type in ("bool", bool):
+            action = "store_false" if f.default else "store_true"
+            parser.add_argument(flag, dest=f.name, action=action, help=text)
+        elif str(f.type).startswith("tuple"):
+            parser.add_argument(flag, dest=f.name, default="", help=text)
+        else:
+            kind = meta.pop("type", None) or type(f.default)
+            parser.add_argument(flag, dest=f.name, type=kind, default=f.default, help=text, **meta)
+
+
+def add_synthetic_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``SyntheticSettings`` options of the command line."""
+    d = SyntheticSettings()
+    flags = SYNTHETIC_CLI
+    parser.add_argument(
+        flags["n"][0], dest="synthetic", type=int, default=d.n, metavar="N", help=flags["n"][1]
+    )
+    parser.add_argument(
+        flags["scope"][0], dest="synthetic_scope", choices=SCOPES, default=d.scope,
+        help=flags["scope"][1],
+    )  # fmt: skip
+    parser.add_argument(flags["labelled"][0], dest="synthetic_only", action="store_true",
+                        help=flags["labelled"][1])  # fmt: skip
+    parser.add_argument(flags["weight"][0], dest="synthetic_weight", type=float,
+                        default=d.weight, help=flags["weight"][1])  # fmt: skip
+    parser.add_argument(flags["select_weights"][0], dest="synthetic_weights", default="",
+                        metavar="W,W,...", help=flags["select_weights"][1])  # fmt: skip
+
+
+def from_arguments(args: argparse.Namespace, grid: tuple[dict, ...] | None = None) -> FitSettings:
+    """The ``FitSettings`` a parsed command line asks for."""
+
+    def pick(cls: type, **extra):
+        values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
+                  if hasattr(args, f.name)}  # fmt: skip
+        for f in dataclasses.fields(cls):
+            if str(f.type).startswith("tuple") and isinstance(values.get(f.name), str):
+                values[f.name] = tuple(v for v in values[f.name].split(",") if v)
+        return cls(**{**values, **extra})
+
+    return FitSettings(
+        data=DataSettings(args.split, args.data_root, args.cache_dir),
+        banks=pick(BankSettings, first_stage=args.first_stage),
+        training=pick(TrainingSettings, grid=grid, workers=args.workers or None),
+        calibration=pick(CalibrationSettings),
+        synthetic=SyntheticSettings(
+            n=args.synthetic,
+            seed=args.seed,
+            scope=args.synthetic_scope,
+            labelled=not args.synthetic_only,
+            weight=args.synthetic_weight,
+            select_weights=tuple(float(w) for w in args.synthetic_weights.split(",") if w),
+        ),
+    )
