@@ -1,7 +1,7 @@
 """Train the residual correction with Lightning: ``python train.py fit --config configs/X.yaml``.
 
 A thin entry point: the model, data and trainer are configured by YAML (see ``configs/``) through
-``LightningCLI``; ``fincrowd train`` runs the same thing.
+``LightningCLI``. ``fincrowd fit`` is the cross-validated workflow over the same modules.
 """
 
 from fincrowd_ltr.training.cli import run_cli

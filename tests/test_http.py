@@ -11,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from fincrowd_ltr.serving.reranker import FinCrowdReranker
+from fincrowd_ltr.model.correction import GatedCorrection
 from tests.test_serving import BASE, QUERY, candidates, checkpoint  # noqa: F401
 
 
@@ -72,7 +72,7 @@ def test_health_and_rerank_match_the_library(server, checkpoint):  # noqa: F811
     assert health["status"] == "ok" and health["domains"] == ["closed", "open"]
     status, body = _post(url + "/rerank", json.dumps(_request()).encode())
     assert status == 200
-    expected = FinCrowdReranker.from_pretrained(checkpoint).rerank(
+    expected = GatedCorrection.from_pretrained(checkpoint).rerank(
         QUERY, candidates(), BASE, domain="open"
     )
     assert body["ranking"] == expected.ranking
@@ -161,7 +161,7 @@ def test_fuzzer_findings_are_fixed(server):
 def test_several_workers_serve_the_same_answers(checkpoint):  # noqa: F811
     proc, url, _ = start_server(checkpoint, "--workers=2")
     try:
-        expected = FinCrowdReranker.from_pretrained(checkpoint).rerank(
+        expected = GatedCorrection.from_pretrained(checkpoint).rerank(
             QUERY, candidates(), BASE, domain="open"
         )
         for _ in range(6):

@@ -2,8 +2,8 @@
 
 from langchain_core.documents import Document
 
+from fincrowd_ltr.model.correction import GatedCorrection
 from fincrowd_ltr.serving.langchain import FinCrowdCompressor
-from fincrowd_ltr.serving.reranker import FinCrowdReranker
 from tests.test_serving import BASE, QUERY, candidates, checkpoint  # noqa: F401
 
 
@@ -18,7 +18,7 @@ def _documents(with_scores: bool) -> list[Document]:
 
 
 def test_compressor_reorders_like_the_reranker(checkpoint):  # noqa: F811
-    reranker = FinCrowdReranker.from_pretrained(checkpoint)
+    reranker = GatedCorrection.from_pretrained(checkpoint)
     compressor = FinCrowdCompressor(reranker=reranker, domain="open", top_n=3)
     kept = compressor.compress_documents(_documents(True), QUERY)
     expected = reranker.rerank(QUERY, candidates(), BASE, domain="open")
@@ -29,7 +29,7 @@ def test_compressor_reorders_like_the_reranker(checkpoint):  # noqa: F811
 
 
 def test_closed_gate_keeps_the_retriever_order(checkpoint):  # noqa: F811
-    reranker = FinCrowdReranker.from_pretrained(checkpoint)
+    reranker = GatedCorrection.from_pretrained(checkpoint)
     compressor = FinCrowdCompressor(reranker=reranker, domain="closed")
     docs = _documents(False)  # no scores: the retriever's order is the base order
     assert [d.id for d in compressor.compress_documents(docs, QUERY)] == [d.id for d in docs]
@@ -48,7 +48,7 @@ def test_compressor_inside_a_contextual_compression_retriever(checkpoint):  # no
         ) -> list[Document]:
             return _documents(True)
 
-    reranker = FinCrowdReranker.from_pretrained(checkpoint)
+    reranker = GatedCorrection.from_pretrained(checkpoint)
     retriever = ContextualCompressionRetriever(
         base_compressor=FinCrowdCompressor(reranker=reranker, domain="open", top_n=2),
         base_retriever=Fixed(),

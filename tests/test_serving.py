@@ -11,11 +11,11 @@ from fincrowd_ltr.data.schema import DataError
 from fincrowd_ltr.features import FEATURE_NAMES
 from fincrowd_ltr.model import ResidualScorer
 from fincrowd_ltr.model.checkpoint import save_residual
+from fincrowd_ltr.model.correction import GatedCorrection
 from fincrowd_ltr.model.gate import GateCalibration, IdentityGate
 from fincrowd_ltr.model.gate_features import (
     GATE_FEATURE_NAMES,
 )
-from fincrowd_ltr.serving.reranker import FinCrowdReranker
 
 QUERY = "What was Acme revenue in FY2021 (USD millions)?"
 
@@ -64,8 +64,8 @@ def make_checkpoint(tmp_path):
 def test_export_round_trip_is_exact(checkpoint, tmp_path):
     assert main(["export", f"--checkpoint={checkpoint}", f"--out={tmp_path / 'export'}"]) == 0
     assert (tmp_path / "export" / "manifest.json").is_file()
-    first = FinCrowdReranker.from_pretrained(checkpoint)
-    again = FinCrowdReranker.from_pretrained(tmp_path / "export", base_ranker="dense")
+    first = GatedCorrection.from_pretrained(checkpoint)
+    again = GatedCorrection.from_pretrained(tmp_path / "export", base_ranker="dense")
     for domain in ("open", "closed"):
         a = first.rerank(QUERY, candidates(), BASE, domain=domain)
         b = again.rerank(QUERY, candidates(), BASE, domain=domain)
@@ -77,21 +77,21 @@ def test_export_round_trip_is_exact(checkpoint, tmp_path):
 
 
 def test_load_errors_are_clear_and_nothing_loads_half(checkpoint, tmp_path):
-    FinCrowdReranker.from_pretrained(checkpoint).save_pretrained(tmp_path / "e")
+    GatedCorrection.from_pretrained(checkpoint).save_pretrained(tmp_path / "e")
     with pytest.raises(DataError, match="fitted for base ranker 'dense', not 'bm25'"):
-        FinCrowdReranker.from_pretrained(tmp_path / "e", base_ranker="bm25")
+        GatedCorrection.from_pretrained(tmp_path / "e", base_ranker="bm25")
     weights = tmp_path / "e" / "gate.safetensors"
     weights.write_bytes(weights.read_bytes()[:-7])  # truncated
     with pytest.raises(DataError, match="gate.safetensors: SHA-256 differs"):
-        FinCrowdReranker.from_pretrained(tmp_path / "e")
+        GatedCorrection.from_pretrained(tmp_path / "e")
     config = json.loads((checkpoint / "config.json").read_text())
     (checkpoint / "config.json").write_text(json.dumps({**config, "format_version": 1}))
     with pytest.raises(DataError, match="format 1 is not supported"):
-        FinCrowdReranker.from_pretrained(checkpoint)
+        GatedCorrection.from_pretrained(checkpoint)
 
 
 def test_explanation_and_gate_decision(checkpoint):
-    reranker = FinCrowdReranker.from_pretrained(checkpoint)
+    reranker = GatedCorrection.from_pretrained(checkpoint)
     opened = reranker.rerank(QUERY, candidates(), BASE, domain="open")
     assert opened.gate["applied"] and opened.gate["probability"] > opened.gate["threshold"]
     assert opened.ranking[:2] == ["c2", "c3"]  # the FY2021 pages move to the top
@@ -131,7 +131,7 @@ def test_explanation_and_gate_decision(checkpoint):
     ],
 )
 def test_bad_input_is_named(checkpoint, cands, scores, message):
-    reranker = FinCrowdReranker.from_pretrained(checkpoint)
+    reranker = GatedCorrection.from_pretrained(checkpoint)
     with pytest.raises(DataError, match=message):
         reranker.rerank(QUERY, cands, scores, domain="open")
 
@@ -142,8 +142,8 @@ def test_onnx_runtime_reranks_like_pytorch_without_torch(checkpoint, tmp_path):
     pytest.importorskip("onnxruntime")
     out = tmp_path / "exported"
     assert main(["export", f"--checkpoint={checkpoint}", f"--out={out}", "--onnx"]) == 0
-    torch_model = FinCrowdReranker.from_pretrained(out)
-    onnx_model = FinCrowdReranker.from_pretrained(out, runtime="onnx")
+    torch_model = GatedCorrection.from_pretrained(out)
+    onnx_model = GatedCorrection.from_pretrained(out, runtime="onnx")
     for domain in (None, "open"):
         a = torch_model.rerank(QUERY, candidates(), BASE, domain=domain)
         b = onnx_model.rerank(QUERY, candidates(), BASE, domain=domain)
@@ -168,7 +168,7 @@ def test_onnx_runtime_reranks_like_pytorch_without_torch(checkpoint, tmp_path):
 
 
 def test_failed_requests_leave_no_state(checkpoint):
-    reranker = FinCrowdReranker.from_pretrained(checkpoint)
+    reranker = GatedCorrection.from_pretrained(checkpoint)
     fresh = [{**c, "id": f"n{i}", "text": c["text"] + " new"} for i, c in enumerate(candidates())]
     for domain, scores in (("nowhere", BASE), ("open", [*BASE[:-1], float("inf")])):
         with pytest.raises(DataError):
@@ -183,4 +183,4 @@ def test_extractor_version_mismatch_is_refused(checkpoint):
     assert "METRICS" in config["extractor"]["vocabularies"]
     (checkpoint / "config.json").write_text(json.dumps({**config, "extractor_version": "0.9"}))
     with pytest.raises(DataError, match="fitted with field extractor 0.9"):
-        FinCrowdReranker.from_pretrained(checkpoint)
+        GatedCorrection.from_pretrained(checkpoint)

@@ -165,12 +165,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def command(name: str, func, text: str) -> argparse.ArgumentParser:
+    def command(name: str, func, text: str, aliases=()) -> argparse.ArgumentParser:
         p = sub.add_parser(
             name,
             help=text,
             description=text,
             formatter_class=HelpFormatter,
+            aliases=list(aliases),
         )
         p.set_defaults(func=func)
         return p
@@ -211,7 +212,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--cascade-k", type=int, default=20, help="candidates stage 2 keeps")
 
-    p = command("fit-residual", c.fit_residual, "cross-validate, fit and save the gated correction")
+    p = command(
+        "fit",
+        c.fit_residual,
+        "cross-validate, fit and save the gated correction (alias: fit-residual)",
+        aliases=["fit-residual"],
+    )
     _data(p)
     p.add_argument(
         "--ranker", default="dense", help="the base ranker to correct (or 'run' with --run)"

@@ -14,14 +14,14 @@ from typing import Any
 from langchain_core.documents import BaseDocumentCompressor, Document
 from pydantic import ConfigDict
 
-from fincrowd_ltr.serving.reranker import METADATA_FIELDS, FinCrowdReranker
+from fincrowd_ltr.serving.reranker import METADATA_FIELDS, GatedCorrection
 
 
 class FinCrowdCompressor(BaseDocumentCompressor):
     """Rerank retrieved documents with a FinCrowd checkpoint.
 
     Args:
-        reranker: A loaded ``FinCrowdReranker``.
+        reranker: A loaded ``GatedCorrection``.
         domain: The gate calibration to apply.
         top_n: Documents to keep (all when None).
         score_key: Metadata key holding each document's base score.
@@ -29,7 +29,7 @@ class FinCrowdCompressor(BaseDocumentCompressor):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    reranker: FinCrowdReranker
+    reranker: GatedCorrection
     domain: str | None = None
     top_n: int | None = None
     score_key: str = "relevance_score"

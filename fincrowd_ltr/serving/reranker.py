@@ -1,5 +1,10 @@
-"""``FinCrowdReranker``: the name serving code has always used for
-:class:`~fincrowd_ltr.model.correction.GatedCorrection` (the same class)."""
+"""The serving names of :class:`~fincrowd_ltr.model.correction.GatedCorrection`.
+
+``FinCrowdReranker`` is the name serving code used before 0.2.0; it still resolves to
+``GatedCorrection`` with a ``DeprecationWarning``.
+"""
+
+import warnings
 
 from fincrowd_ltr.model.checkpoint import MANIFEST, file_digest
 from fincrowd_ltr.model.correction import (
@@ -9,14 +14,22 @@ from fincrowd_ltr.model.correction import (
     RerankResult,
 )
 
-FinCrowdReranker = GatedCorrection
-
 __all__ = [
     "MANIFEST",
     "METADATA_FIELDS",
     "Candidate",
-    "FinCrowdReranker",
     "GatedCorrection",
     "RerankResult",
     "file_digest",
 ]
+
+
+def __getattr__(name: str):
+    if name == "FinCrowdReranker":
+        warnings.warn(
+            "FinCrowdReranker is deprecated: use fincrowd_ltr.GatedCorrection (the same class)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return GatedCorrection
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

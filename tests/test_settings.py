@@ -1,0 +1,73 @@
+"""Settings objects: one default per setting, shared by Python and the command line; keyword
+shortcuts; deprecated names warn."""
+
+import dataclasses
+
+import pytest
+
+from fincrowd_ltr import defaults
+from fincrowd_ltr.cli import build_parser
+from fincrowd_ltr.settings import (
+    CalibrationSettings,
+    FitSettings,
+    SyntheticSettings,
+    TrainingSettings,
+    from_arguments,
+)
+
+
+def test_keyword_shortcuts_land_in_their_group_and_unknown_names_fail():
+    s = FitSettings().replace(folds=4, regression_cap=0.02, cache_dir=None, bank_size=50)
+    assert s.training.folds == 4 and s.calibration.regression_cap == 0.02
+    assert s.data.cache_dir is None and s.banks.bank_size == 50
+    assert FitSettings().replace(synthetic=300).synthetic == SyntheticSettings(n=300)
+    assert FitSettings().replace(extra_training=["tatqa"]).training.extra_training == ("tatqa",)
+    with pytest.raises(TypeError, match="regresion_cap"):
+        FitSettings().replace(regresion_cap=0.02)
+
+
+def test_the_command_line_defaults_are_the_settings_defaults():
+    args = build_parser().parse_args(["fit"])
+    parsed = from_arguments(args)
+    assert parsed.training == TrainingSettings()
+    assert parsed.calibration == CalibrationSettings()
+    assert parsed.synthetic == SyntheticSettings()
+    assert parsed.banks.bank_size == defaults.DEFAULT_BANK_SIZE
+    assert parsed.calibration.regression_cap == defaults.DEFAULT_REGRESSION_CAP
+    # every calibration default is also the `calibrate` command's
+    cal = build_parser().parse_args(["calibrate", "--checkpoint", "x", "--domain", "d"])
+    assert cal.regression_cap == CalibrationSettings().regression_cap
+    assert cal.min_calibration == CalibrationSettings().min_calibration
+
+
+def test_command_line_values_reach_the_settings():
+    args = build_parser().parse_args(
+        ["fit-residual", "--folds", "4", "--monotone", "--no-gate", "--extra-training",
+         "tatqa,finqa", "--synthetic", "200", "--synthetic-weights", "0,1",
+         "--bank-size", "60", "--test-fold", "1"]
+    )  # fmt: skip
+    s = from_arguments(args)
+    assert s.training.folds == 4 and s.training.monotone and s.training.test_fold == 1
+    assert s.training.extra_training == ("tatqa", "finqa")
+    assert s.calibration.gate is False and s.banks.bank_size == 60
+    assert s.synthetic == SyntheticSettings(n=200, select_weights=(0.0, 1.0))
+    assert s.synthetic.grid(({},)) == ({"synthetic_weight": 0.0}, {"synthetic_weight": 1.0})
+
+
+def test_settings_are_frozen_and_checked():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        TrainingSettings().folds = 3
+    with pytest.raises(ValueError, match="scope"):
+        SyntheticSettings(scope="everything")
+    with pytest.raises(ValueError, match="gate_calibration"):
+        CalibrationSettings(gate_calibration="all")
+    with pytest.raises(ValueError, match="nothing to train on"):
+        SyntheticSettings(n=10, labelled=False, select_weights=(0.0, 1.0))
+
+
+def test_the_old_reranker_name_still_works_with_a_warning():
+    from fincrowd_ltr.model.correction import GatedCorrection
+    from fincrowd_ltr.serving import reranker
+
+    with pytest.warns(DeprecationWarning, match="GatedCorrection"):
+        assert reranker.FinCrowdReranker is GatedCorrection
