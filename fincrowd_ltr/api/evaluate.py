@@ -101,7 +101,7 @@ def add_correction_rows(
             f"the correction was fitted for base ranker {ranker!r}; add it to the rankers"
         )
     if domain is not None:
-        model.calibration(domain, fallback)  # an unknown domain fails before any work
+        model.rule(domain, fallback)  # an unknown domain fails before any work
     seen = model.seen(data, calibration_of=domain)
     qids = [q for q in data.queries if q in banks.banks and data.covered(q) and q not in seen]
     if not qids:

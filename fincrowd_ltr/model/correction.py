@@ -263,7 +263,7 @@ class GatedCorrection:
         )
 
     # --- the decision ---------------------------------------------------------------------
-    def calibration(self, domain: str | None, fallback: str = "error") -> GateCalibration | str:
+    def rule(self, domain: str | None, fallback: str = "error") -> GateCalibration | str:
         """The rule for a domain: ``"always-on"`` (domain None), ``"identity"`` (uncalibrated
         with the identity fallback) or the domain's calibration; an uncalibrated domain is an
         error otherwise. Raises before any work is done."""
@@ -293,7 +293,7 @@ class GatedCorrection:
         """Correct one bank and decide (see the module docstring); every path ends here."""
         if self.runtime is None:
             raise DataError("this correction has no trained residual to apply")
-        calibration = calibration or self.calibration(domain, fallback)
+        calibration = calibration or self.rule(domain, fallback)
         base = np.asarray(base, dtype=np.float64)
         corrected, normalised, standardised = self.runtime.residual(features, base)
         base_order, corrected_order = rank_order(base), rank_order(corrected)
@@ -376,7 +376,7 @@ class GatedCorrection:
         bad = np.flatnonzero(~np.isfinite(base))
         if len(bad):
             raise DataError(f"base_scores[{int(bad[0])}] is not finite ({base[bad[0]]})")
-        calibration = self.calibration(domain, fallback)  # fail before touching any cache
+        calibration = self.rule(domain, fallback)  # fail before touching any cache
         keys = [self._passage_key(c) for c in items]
         x = self._featurizer.features(query, keys)
         q_fields = self._featurizer.query_fields(query, keys)
@@ -477,7 +477,7 @@ class GatedCorrection:
         fallback: str = "error",
     ) -> dict[str, BankResult]:
         """Decide every bank (features already computed, with this model's extractor)."""
-        calibration = self.calibration(domain, fallback)
+        calibration = self.rule(domain, fallback)
         featurizer = self.featurizer(dataset.passages)
         out = {}
         for e in examples:
@@ -498,7 +498,7 @@ class GatedCorrection:
     ) -> dict[str, BankResult]:
         """Rerank many saved banks at once (evaluation); ``ranker`` defaults to the base ranker
         the correction was fitted for."""
-        self.calibration(domain, fallback)
+        self.rule(domain, fallback)
         examples = self.examples(dataset, bankset, ranker, qids, cache)
         return self.score_examples(dataset, examples, domain, fallback)
 

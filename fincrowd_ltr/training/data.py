@@ -23,14 +23,14 @@ from fincrowd_ltr.retrieval.build import BankSpec, build_banks
 
 
 @functools.lru_cache(maxsize=4)
-def load_dataset(name: str, data_root: str | None, split: str) -> Dataset:
+def config_dataset(name: str, data_root: str | None, split: str) -> Dataset:
     """Datasets named in a config are loaded once per process (never modified after loading)."""
     return _load_dataset(name, data_root, split)
 
 
 @functools.lru_cache(maxsize=4)
 def _featurizer(name: str, data_root: str | None, split: str) -> BankFeaturizer:
-    data = load_dataset(name, data_root, split)
+    data = config_dataset(name, data_root, split)
     return BankFeaturizer(FieldExtractor.from_passages(data.passages.values()), data.passages)
 
 
@@ -118,7 +118,7 @@ class BankDataModule(L.LightningDataModule):
         if self.examples:
             return
         hp = self.hparams
-        data = load_dataset(hp.dataset, hp.data_root, hp.split)
+        data = config_dataset(hp.dataset, hp.data_root, hp.split)
         if hp.parts is not None:
             parts = {name: list(hp.parts.get(name, [])) for name in ("train", "val", "test")}
         elif hp.test_fold >= 0:
@@ -148,7 +148,7 @@ class BankDataModule(L.LightningDataModule):
     def all_examples(self, mode: str) -> dict[str, BankExample]:
         """Every bank of the dataset in bank ``mode`` as examples, by query id."""
         return self._examples(
-            load_dataset(self.hparams.dataset, self.hparams.data_root, self.hparams.split), mode
+            config_dataset(self.hparams.dataset, self.hparams.data_root, self.hparams.split), mode
         )
 
     def featurizer(self) -> BankFeaturizer:
@@ -185,4 +185,4 @@ class BankDataModule(L.LightningDataModule):
         return self._loader("test", shuffle=False)
 
 
-__all__ = ["BankDataModule", "BankExample", "collate", "load_dataset", "make_examples"]
+__all__ = ["BankDataModule", "BankExample", "collate", "config_dataset", "make_examples"]
