@@ -40,7 +40,7 @@ _EXPORTS = {
     "GatedCorrection": "fincrowd_ltr.model.correction",
     "Candidate": "fincrowd_ltr.model.correction",
     "RerankResult": "fincrowd_ltr.model.correction",
-    "TrainingSummary": "fincrowd_ltr.model.correction",
+    "TrainingSummary": "fincrowd_ltr.model.summary",
     "Dataset": "fincrowd_ltr.data.schema",
     "Passage": "fincrowd_ltr.data.schema",
     "Query": "fincrowd_ltr.data.schema",

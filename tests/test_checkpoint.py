@@ -8,7 +8,8 @@ import torch
 from fincrowd_ltr.data.schema import DataError
 from fincrowd_ltr.features import FEATURE_NAMES
 from fincrowd_ltr.model import ResidualScorer
-from fincrowd_ltr.model.checkpoint import load_residual, save_residual
+from fincrowd_ltr.model.correction import save_residual
+from fincrowd_ltr.model.runtime import load_residual
 
 
 @pytest.fixture

@@ -14,10 +14,11 @@ from fincrowd_ltr.data.schema import DataError
 from fincrowd_ltr.features import FEATURE_NAMES
 from fincrowd_ltr.fields.extractor import FinancialFields
 from fincrowd_ltr.model import ResidualScorer
-from fincrowd_ltr.model.checkpoint import add_domain, domain_calibration, load_gate, save_residual
-from fincrowd_ltr.model.correction import GatedCorrection
+from fincrowd_ltr.model.checkpoint import add_domain, domain_calibration
+from fincrowd_ltr.model.correction import GatedCorrection, save_residual
 from fincrowd_ltr.model.gate import GateCalibration, IdentityGate, calibrate, choose_threshold
 from fincrowd_ltr.model.gate_features import GATE_FEATURE_NAMES
+from fincrowd_ltr.model.runtime import load_gate
 from tests.test_training import write_corpus
 
 D = len(FEATURE_NAMES)

@@ -16,6 +16,7 @@ from fincrowd_ltr.model import ResidualScorer
 from fincrowd_ltr.model.correction import GatedCorrection, TrainingSummary
 from fincrowd_ltr.model.gate import GateCalibration, IdentityGate
 from fincrowd_ltr.model.gate_features import GATE_FEATURE_NAMES
+from fincrowd_ltr.training.calibration import gate_rows
 from tests.test_http import _post, start_server
 
 pytestmark = pytest.mark.integration
@@ -46,7 +47,7 @@ def setup(financebench, tmp_path_factory):
         TrainingSummary(dataset="other", base_ranker="bm25"),
     )
     # a threshold between the banks' gate probabilities: some gates open, some stay closed
-    _, feats, _ = model.gate_rows(data, model.examples(data, banks, "bm25"))
+    _, feats, _ = gate_rows(model, data, model.examples(data, banks, "bm25"))
     p = np.sort(1 / (1 + np.exp(-np.array([model.runtime.gate_logit(f) for f in feats]))))
     model.domains["fb"].threshold = float((p[len(p) // 2 - 1] + p[len(p) // 2]) / 2)
     model.save_pretrained(tmp / "model", onnx=True)

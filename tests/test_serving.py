@@ -10,8 +10,7 @@ from fincrowd_ltr.cli import main
 from fincrowd_ltr.data.schema import DataError
 from fincrowd_ltr.features import FEATURE_NAMES
 from fincrowd_ltr.model import ResidualScorer
-from fincrowd_ltr.model.checkpoint import save_residual
-from fincrowd_ltr.model.correction import GatedCorrection
+from fincrowd_ltr.model.correction import GatedCorrection, save_residual
 from fincrowd_ltr.model.gate import GateCalibration, IdentityGate
 from fincrowd_ltr.model.gate_features import (
     GATE_FEATURE_NAMES,

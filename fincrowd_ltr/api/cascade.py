@@ -103,7 +103,10 @@ def gated_cascade(
         model = corrections[f]
         settings = chosen[test_q[0]]  # the test fold's settings on the calibration questions
         cal_examples, _ = examples_of(calib, model, dict.fromkeys(plan.folds[calib], settings))
-        calibration = model.calibrate(DOMAIN, data, cal_examples, cap, min_queries)
+        from fincrowd_ltr.training.calibration import fit_calibration
+
+        calibration = fit_calibration(model, data, cal_examples, cap, min_queries)
+        model = model.with_domain(DOMAIN, calibration)
         test_examples, rests = examples_of(f, model, chosen)
         test_examples = [e for e in test_examples if data.covered(e.qid)]
         for qid, res in model.score_examples(data, test_examples, DOMAIN).items():

@@ -186,7 +186,10 @@ def calibrate_domain(
     )
     qids = [q for q in qids if q in banks.banks and data.covered(q)]
     examples = model.examples(data, banks, model.base_ranker, qids)
-    calibration = model.calibrate(domain, data, examples, regression_cap, min_calibration)
+    from fincrowd_ltr.training.calibration import fit_calibration
+
+    calibration = fit_calibration(model, data, examples, regression_cap, min_calibration)
+    model = model.with_domain(domain, calibration)
     if save and not isinstance(checkpoint, GatedCorrection):
         from fincrowd_ltr.model.checkpoint import add_domain
 

@@ -33,11 +33,13 @@ from fincrowd_ltr.features import BankFeaturizer
 from fincrowd_ltr.features.bank_features import FAMILIES
 from fincrowd_ltr.features.examples import BankExample, make_examples
 from fincrowd_ltr.fields import FieldExtractor
-from fincrowd_ltr.model.correction import GatedCorrection, TrainingSummary
+from fincrowd_ltr.model.correction import GatedCorrection
+from fincrowd_ltr.model.summary import TrainingSummary
 from fincrowd_ltr.progress import Progress
 from fincrowd_ltr.retrieval.banks import BankSet
 from fincrowd_ltr.retrieval.build import BankSpec
 from fincrowd_ltr.settings import FitSettings
+from fincrowd_ltr.training.calibration import fit_calibration, gate_rows
 
 RANKING_DEPTH = 30  # candidates of each held-out ranking kept in the report (for packing)
 MODES = BANK_MODES
@@ -340,10 +342,11 @@ class _CrossValidation:
             self.s.training.seed, b.train_mode, b.val_mode, c.gate_calibration == "pooled",
         )  # fmt: skip
         gated = self.model(module.scorer, gate_module)
-        calibration = gated.calibrate(
-            CV_DOMAIN, self.data, self.ex.of("retrieved", [r.validation]), c.regression_cap,
+        calibration = fit_calibration(
+            gated, self.data, self.ex.of("retrieved", [r.validation]), c.regression_cap,
             c.min_calibration, cross_fitted=oof,
         )  # fmt: skip
+        gated = gated.with_domain(CV_DOMAIN, calibration)
         for mode in MODES:
             test = self.ex.of(mode, [r.test], self.data)
             for qid, res in gated.score_examples(self.data, test, CV_DOMAIN).items():
@@ -527,7 +530,7 @@ def _fit_gate(
         module, _ = fits.get(inner_train, inner_val, setting, seed)
         scorer = model(module.scorer)
         for mode in MODES:
-            qids, f, gains = scorer.gate_rows(data, ex.of(mode, [test]))
+            qids, f, gains = gate_rows(scorer, data, ex.of(mode, [test]))
             rows.append((test, mode, qids, f, gains))
     gate = _train_gate_on(rows, seed)
     if not oof:
@@ -591,7 +594,10 @@ def _fit_final(
         data, ex, fits, model, r.train, val, setting, seed, train_mode, val_mode, pooled
     )
     final = model(module.scorer, gate_module)
-    final.calibrate(domain, data, ex.of("retrieved", [calib]), cap, min_q, cross_fitted=oof)
+    calibration = fit_calibration(
+        final, data, ex.of("retrieved", [calib]), cap, min_q, cross_fitted=oof
+    )
+    final = final.with_domain(domain, calibration)
     final.summary.calibration_fold = calib
     final.summary.train_banks = sum(e.has_support for e in ex.train(r.train))
     final.summary.extra["calibration_qids"] = plan.qids([calib])

@@ -15,7 +15,7 @@ _EXPORTS = {
     "IdentityGate": "fincrowd_ltr.model.gate",
     "GateCalibration": "fincrowd_ltr.model.calibration",
     "GatedCorrection": "fincrowd_ltr.model.correction",
-    "TrainingSummary": "fincrowd_ltr.model.correction",
+    "TrainingSummary": "fincrowd_ltr.model.summary",
 }
 
 

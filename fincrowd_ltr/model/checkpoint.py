@@ -161,51 +161,6 @@ def domains_of(config: dict, where: Path) -> dict[str, GateCalibration]:
         raise DataError(f"{where / CONFIG}: malformed gate calibration ({err})") from None
 
 
-def save_residual(
-    directory: Path,
-    scorer,
-    ranker: str,
-    summary: dict,
-    gate=None,
-    domains: dict[str, GateCalibration] | None = None,
-    companies: dict[str, list[str]] | None = None,
-    segments: dict[str, list[str]] | None = None,
-) -> None:
-    """Write a residual (and its gate with per-domain calibrations) to ``directory``."""
-    from fincrowd_ltr.model.correction import GatedCorrection, TrainingSummary
-
-    model = GatedCorrection(
-        scorer,
-        gate,
-        domains,
-        companies,
-        TrainingSummary.from_dict({**summary, "base_ranker": ranker}),
-        segments=segments,
-    )
-    model.save_pretrained(directory, manifest=False)
-
-
-def load_residual(directory: Path, ranker: str | None = None):
-    """``(ResidualScorer, config)``; with ``ranker``, refuse one fitted for another base ranker."""
-    from fincrowd_ltr.model.runtime import load_torch
-
-    config = read_config(directory)
-    check_ranker(config, ranker, Path(directory))
-    scorer, _ = load_torch(Path(directory), config)
-    return scorer, config
-
-
-def load_gate(directory: Path):
-    """``(IdentityGate, {domain: GateCalibration})``."""
-    from fincrowd_ltr.model.runtime import load_torch
-
-    config = read_config(directory)
-    if config.get("gate") is None:
-        raise DataError(f"{Path(directory) / CONFIG}: checkpoint has no identity gate")
-    _, gate = load_torch(Path(directory), config)
-    return gate, domains_of(config, Path(directory))
-
-
 def check_ranker(config: dict, ranker: str | None, directory: Path) -> None:
     if ranker is not None and config.get("base_ranker") != ranker:
         raise DataError(

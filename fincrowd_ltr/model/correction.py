@@ -17,9 +17,10 @@ gets that entity).
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -30,60 +31,16 @@ from fincrowd_ltr.features.bank_features import FEATURE_NAMES, BankFeaturizer
 from fincrowd_ltr.features.examples import BankExample, make_examples
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.fields.extractor import FIELD_NAMES, FinancialFields
-from fincrowd_ltr.metrics import ndcg_at_k
 from fincrowd_ltr.model import checkpoint as io
-from fincrowd_ltr.model.calibration import (
-    DEFAULT_REGRESSION_CAP,
-    MIN_CALIBRATION_QUERIES,
-    GateCalibration,
-    calibrate,
-)
+from fincrowd_ltr.model.calibration import GateCalibration
 from fincrowd_ltr.model.gate_features import gate_features_from_scores
+from fincrowd_ltr.model.summary import TrainingSummary, seen_questions
 
 ALWAYS_ON = None  # domain=None: apply the residual without consulting the gate
 FALLBACKS = ("error", "identity")
 METADATA_FIELDS = ("company", "period", "doc_type", "document", "position", "is_table")
 CACHE_LIMIT = 200_000  # request passages whose fields and term counts are kept
 _CONFLICT_COLUMNS = [(f, FEATURE_NAMES.index(f"{f}_conflict")) for f in FIELD_NAMES]
-
-
-@dataclass
-class TrainingSummary:
-    """What a correction was trained on: the leakage checks read it, so every field is typed.
-
-    ``query_fingerprints`` (see ``Dataset.question_fingerprint``) identify the training questions
-    by content: evaluation and calibration leave them out under any id or loader.
-    """
-
-    dataset: str = ""
-    base_ranker: str = "dense"
-    first_stage: str = "bm25"
-    split: str = "all"
-    dataset_fingerprint: str = ""
-    setting: dict = field(default_factory=dict)
-    bank_mode: str = "injected"
-    val_bank_mode: str = "retrieved"
-    folds: int | None = None
-    seed: int | None = None
-    calibration_fold: int | None = None
-    test_fold: int | None = None
-    train_banks: int | None = None
-    query_ids: list[str] = field(default_factory=list)
-    query_fingerprints: list[str] = field(default_factory=list)
-    extra: dict = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        out = asdict(self)
-        out.update(out.pop("extra"))
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict) -> TrainingSummary:
-        known = set(cls.__dataclass_fields__) - {"extra"}
-        return cls(
-            **{k: v for k, v in data.items() if k in known},
-            extra={k: v for k, v in data.items() if k not in known},
-        )
 
 
 @dataclass
@@ -502,93 +459,23 @@ class GatedCorrection:
         examples = self.examples(dataset, bankset, ranker, qids, cache)
         return self.score_examples(dataset, examples, domain, fallback)
 
-    def gate_rows(
-        self, dataset: Dataset, examples: list[BankExample]
-    ) -> tuple[list[str], np.ndarray, np.ndarray]:
-        """``(qids, gate features, nDCG@10 gains of the corrected over the base order)`` of the
-        covered banks: the gate's training and calibration data."""
-        covered = {e.qid: e for e in examples if dataset.covered(e.qid)}
-        scored = self.score_examples(dataset, list(covered.values()))
-        featurizer = self.featurizer(dataset.passages)
-        qids, feats, gains = [], [], []
-        for qid, r in scored.items():
-            d, e = r.decision, covered[qid]
-            observed = featurizer.query_fields(dataset.queries[qid].text, r.pids).observed()
-            feats.append(
-                gate_features_from_scores(
-                    e.features, e.base, observed, d.corrected, d.normalised_base, d.standardised
-                )
-            )
-            qrels = dataset.qrels[qid]
-            gains.append(
-                ndcg_at_k(r.corrected_ranking, qrels, 10) - ndcg_at_k(r.base_ranking, qrels, 10)
-            )
-            qids.append(qid)
-        width = len(feats[0]) if feats else 0
-        return qids, np.array(feats, dtype=np.float64).reshape(len(qids), width), np.array(gains)
-
-    def calibrate(
-        self,
-        domain: str,
-        dataset: Dataset,
-        examples: list[BankExample],
-        cap: float = DEFAULT_REGRESSION_CAP,
-        min_queries: int = MIN_CALIBRATION_QUERIES,
-        cross_fitted: list[tuple[list[str], np.ndarray, np.ndarray]] | None = None,
-    ) -> GateCalibration:
-        """Fit ``domain``'s temperature and threshold on labelled banks the correction never
-        trained on (training questions are refused, by content) and store it.
-
-        ``cross_fitted`` adds training questions' ``(qids, gate logits, gains)`` rows, each scored
-        by a residual and a gate trained without them (``fit_correction``'s pooled calibration);
-        the calibration still records only ``examples``' questions as its own."""
+    def with_domain(self, domain: str, calibration: GateCalibration) -> GatedCorrection:
+        """A model like this one with ``domain`` calibrated (this one is left unchanged; the
+        residual, gate and caches are shared). Calibrations come from
+        :func:`fincrowd_ltr.training.calibration.fit_calibration`."""
         if not self.has_gate:
             raise DataError("this checkpoint has no identity gate to calibrate")
         if not isinstance(domain, str) or not domain:
             raise DataError("a domain is a non-empty name")
-        trained = self.seen(dataset, calibration_of=None) & {e.qid for e in examples}
-        if trained:
-            raise DataError(
-                f"{len(trained)} calibration queries were training queries (e.g. "
-                f"{sorted(trained)[:3]}); calibrate on queries the correction never saw"
-            )
-        qids, feats, gains = self.gate_rows(dataset, examples)
-        logits = np.array([self.runtime.gate_logit(f) for f in feats])
-        rows = cross_fitted or []
-        calibration = calibrate(
-            np.concatenate([logits, *(row[1] for row in rows)]),
-            np.concatenate([gains, *(row[2] for row in rows)]),
-            list(qids) + [q for row in rows for q in row[0]],
-            cap,
-            min_queries,
-            dataset=dataset.name,
-            query_fingerprints=[dataset.question_fingerprint(q) for q in qids],
-        )
-        calibration.query_ids = sorted(qids)  # the held-out questions, not the cross-fitted ones
-        self.domains[domain] = calibration
-        return calibration
+        other = copy.copy(self)
+        other.domains = {**self.domains, domain: calibration}
+        return other
 
     def seen(self, dataset: Dataset, calibration_of: str | None = None) -> set[str]:
         """Questions of ``dataset`` this correction trained on (and, with ``calibration_of``,
-        that calibrated that domain), matched by content fingerprint; a summary or calibration
-        written without fingerprints (before 0.2.0) falls back to its query ids on a dataset of
-        the same name."""
-        sources = [(self.summary.query_fingerprints, self.summary.query_ids, self.summary.dataset)]
+        that calibrated that domain): :func:`~fincrowd_ltr.model.summary.seen_questions`."""
         calibration = self.domains.get(calibration_of) if calibration_of is not None else None
-        if calibration is not None:
-            sources.append(
-                (calibration.query_fingerprints, calibration.query_ids, calibration.dataset)
-            )
-        prints, ids = set(), set()
-        for fingerprints, qids, name in sources:
-            if fingerprints:
-                prints |= set(fingerprints)
-            elif name in (None, dataset.name):
-                ids |= set(qids)
-        found = ids & set(dataset.queries)
-        if prints:
-            found |= {q for q in dataset.queries if dataset.question_fingerprint(q) in prints}
-        return found
+        return seen_questions(self.summary, calibration, dataset)
 
     # --- files ------------------------------------------------------------------------------
     def save_pretrained(self, directory: str | Path, onnx: bool = False, manifest: bool = True):
@@ -658,3 +545,25 @@ def _corpus_segments(extractor: FieldExtractor, passages: dict[str, Passage]) ->
             _HARVESTED.clear()
         held = _HARVESTED[key] = (passages, extractor.harvest_segments(passages.values()))
     return held[1]
+
+
+def save_residual(
+    directory: Path,
+    scorer,
+    ranker: str,
+    summary: dict,
+    gate=None,
+    domains: dict[str, GateCalibration] | None = None,
+    companies: dict[str, list[str]] | None = None,
+    segments: dict[str, list[str]] | None = None,
+) -> None:
+    """Write a residual (and its gate with per-domain calibrations) to ``directory``."""
+    model = GatedCorrection(
+        scorer,
+        gate,
+        domains,
+        companies,
+        TrainingSummary.from_dict({**summary, "base_ranker": ranker}),
+        segments=segments,
+    )
+    model.save_pretrained(directory, manifest=False)

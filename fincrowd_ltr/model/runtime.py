@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from fincrowd_ltr.data.schema import DataError
+from fincrowd_ltr.model import checkpoint as io
 from fincrowd_ltr.model.checkpoint import CONFIG, GATE_ONNX, GATE_WEIGHTS, RESIDUAL_ONNX, WEIGHTS
 
 
@@ -117,4 +118,28 @@ def _read(path: Path, load_file) -> dict:
         raise DataError(f"{path}: cannot read weights ({err})") from None
 
 
-__all__ = ["CONFIG", "OnnxRuntime", "TorchRuntime", "load_torch"]
+def load_residual(directory: Path, ranker: str | None = None):
+    """``(ResidualScorer, config)``; with ``ranker``, refuse one fitted for another base ranker."""
+    config = io.read_config(directory)
+    io.check_ranker(config, ranker, Path(directory))
+    scorer, _ = load_torch(Path(directory), config)
+    return scorer, config
+
+
+def load_gate(directory: Path):
+    """``(IdentityGate, {domain: GateCalibration})``."""
+    config = io.read_config(directory)
+    if config.get("gate") is None:
+        raise DataError(f"{Path(directory) / io.CONFIG}: checkpoint has no identity gate")
+    _, gate = load_torch(Path(directory), config)
+    return gate, io.domains_of(config, Path(directory))
+
+
+__all__ = [
+    "CONFIG",
+    "OnnxRuntime",
+    "TorchRuntime",
+    "load_gate",
+    "load_residual",
+    "load_torch",
+]

@@ -1,0 +1,69 @@
+"""What a correction was trained on, and the leakage rule that reads it: which questions of a
+dataset a model (or one of its domain calibrations) has seen, matched by content."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from fincrowd_ltr.data.schema import Dataset
+from fincrowd_ltr.model.calibration import GateCalibration
+
+
+@dataclass
+class TrainingSummary:
+    """What a correction was trained on: the leakage checks read it, so every field is typed.
+
+    ``query_fingerprints`` (see ``Dataset.question_fingerprint``) identify the training questions
+    by content: evaluation and calibration leave them out under any id or loader.
+    """
+
+    dataset: str = ""
+    base_ranker: str = "dense"
+    first_stage: str = "bm25"
+    split: str = "all"
+    dataset_fingerprint: str = ""
+    setting: dict = field(default_factory=dict)
+    bank_mode: str = "injected"
+    val_bank_mode: str = "retrieved"
+    folds: int | None = None
+    seed: int | None = None
+    calibration_fold: int | None = None
+    test_fold: int | None = None
+    train_banks: int | None = None
+    query_ids: list[str] = field(default_factory=list)
+    query_fingerprints: list[str] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out.update(out.pop("extra"))
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict) -> TrainingSummary:
+        known = set(cls.__dataclass_fields__) - {"extra"}
+        return cls(
+            **{k: v for k, v in data.items() if k in known},
+            extra={k: v for k, v in data.items() if k not in known},
+        )
+
+
+def seen_questions(
+    summary: TrainingSummary, calibration: GateCalibration | None, dataset: Dataset
+) -> set[str]:
+    """Questions of ``dataset`` the model trained on (and, with ``calibration``, that calibrated
+    that domain), matched by content fingerprint; a summary or calibration written without
+    fingerprints (before 0.2.0) falls back to its query ids on a dataset of the same name."""
+    sources = [(summary.query_fingerprints, summary.query_ids, summary.dataset)]
+    if calibration is not None:
+        sources.append((calibration.query_fingerprints, calibration.query_ids, calibration.dataset))
+    prints, ids = set(), set()
+    for fingerprints, qids, name in sources:
+        if fingerprints:
+            prints |= set(fingerprints)
+        elif name in (None, dataset.name):
+            ids |= set(qids)
+    found = ids & set(dataset.queries)
+    if prints:
+        found |= {q for q in dataset.queries if dataset.question_fingerprint(q) in prints}
+    return found
