@@ -181,35 +181,46 @@ def test_training_sets_take_only_their_own_companies_synthetic_banks():
     assert len(everything.train((0,))) == 48
 
 
-def test_zero_label_journey_synthesize_then_fit_then_evaluate(tmp_path):
-    """A corpus and no labelled questions: synthesise, fit the residual on the synthetic folder,
-    then evaluate on real questions; the correction lifts the asked year's statement."""
+def _write_labelled(data: fc.Dataset, root) -> None:
+    root.mkdir(parents=True)
+    with open(root / "corpus.jsonl", "w") as fh:
+        for p in data.passages.values():
+            meta = {k: v for k, v in p.metadata().items() if v is not None}
+            fh.write(json.dumps({"_id": p.pid, "text": p.text, "metadata": meta}) + "\n")
+    with open(root / "queries.jsonl", "w") as fh:
+        for q in data.queries.values():
+            fh.write(json.dumps({"_id": q.qid, "text": q.text, "group": q.group}) + "\n")
+    (root / "qrels.tsv").write_text(
+        "".join(f"{q}\t{p}\t{g}\n" for q, rels in data.qrels.items() for p, g in rels.items())
+    )
+
+
+def test_zero_label_journey_synthesize_fit_calibrate_evaluate(tmp_path):
+    """The README's journey from the command line: a corpus and no labelled training questions;
+    synthesise, fit residual and gate on the synthetic folder, calibrate the gate on a few
+    labelled questions, evaluate on the others; the correction lifts the asked year's page."""
     from fincrowd_ltr.cli import main
 
-    data = filings_corpus()
-    syn = fc.synthesize(data, n=120, cache_dir=None)
-    fc.write_beir(syn, tmp_path / "syn")
-    common = [f"--cache-dir={tmp_path / 'c'}"]
+    data = filings_corpus(companies=16)
+    _write_labelled(data, tmp_path / "mine")
+    cache = f"--cache-dir={tmp_path / 'c'}"
+    mine = ["--dataset=beir", f"--data-root={tmp_path / 'mine'}", cache]
+    assert main(["synthesize", *mine, "--n=160", f"--out={tmp_path / 'syn'}"]) == 0
     ckpt = tmp_path / "ckpt"
-    assert (
-        main(
-            [
-                "fit-residual",
-                "--dataset=beir",
-                f"--data-root={tmp_path / 'syn'}",
-                *common,
-                "--ranker=bm25",
-                "--first-stage=bm25",
-                "--no-select",
-                "--no-gate",
-                f"--out={ckpt}",
-            ]
-        )  # fmt: skip
-        == 0
-    )
+    fit = ["fit", "--dataset=beir", f"--data-root={tmp_path / 'syn'}", cache, "--ranker=bm25",
+           "--first-stage=bm25", "--no-select", "--monotone", "--min-calibration=1",
+           f"--out={ckpt}"]  # fmt: skip
+    assert main(fit) == 0
     model = fc.GatedCorrection.from_pretrained(ckpt)
-    report = fc.evaluate(data, "bm25", checkpoint=model, first_stage="bm25", cache_dir=None)
-    base = report["systems"]["base:bm25"]["ndcg@10"]
-    corrected = report["systems"]["residual:bm25"]["ndcg@10"]
-    assert report["systems"]["residual:bm25"]["n"] == 12  # every labelled question is unseen
-    assert corrected > base + 0.1
+    assert model.summary.query_ids and all(q.startswith("syn-") for q in model.summary.query_ids)
+    calibrate = ["calibrate", *mine, f"--checkpoint={ckpt}", "--domain=mine", "--fold=0",
+                 "--folds=4", "--first-stage=bm25", "--min-calibration=1"]  # fmt: skip
+    assert main(calibrate) == 0
+    out = tmp_path / "report.json"
+    evaluate = ["evaluate", *mine, "--ranker=bm25", "--first-stage=bm25", f"--checkpoint={ckpt}",
+                "--domain=mine", f"--out={out}"]  # fmt: skip
+    assert main(evaluate) == 0
+    systems = json.loads(out.read_text())["systems"]
+    held = set(FoldPlan.by_group(data, 4, 0).folds[0])
+    assert set(systems["gated:bm25"]["per_query"]) == set(data.queries) - held
+    assert systems["residual:bm25"]["ndcg@10"] > systems["base:bm25:unseen"]["ndcg@10"] + 0.1
