@@ -172,9 +172,10 @@ def test_failed_requests_leave_no_state(checkpoint):
     for domain, scores in (("nowhere", BASE), ("open", [*BASE[:-1], float("inf")])):
         with pytest.raises(DataError):
             reranker.rerank(QUERY, fresh, scores, domain=domain)
-    assert len(reranker._passages) == 0 and not reranker._featurizer.terms.vocab
+    requests = reranker._requests
+    assert len(requests.passages) == 0 and not requests.featurizer.terms.vocab
     reranker.rerank(QUERY, fresh, BASE, domain="open")
-    assert len(reranker._passages) == len(fresh)
+    assert len(requests.passages) == len(fresh)
 
 
 def test_extractor_version_mismatch_is_refused(checkpoint):

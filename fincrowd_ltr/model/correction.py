@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -34,12 +34,16 @@ from fincrowd_ltr.fields.extractor import FIELD_NAMES, FinancialFields
 from fincrowd_ltr.model import checkpoint as io
 from fincrowd_ltr.model.calibration import GateCalibration
 from fincrowd_ltr.model.gate_features import gate_features_from_scores
+from fincrowd_ltr.model.requests import (
+    Candidate,
+    RequestCache,
+    RerankResult,
+    parse_candidate,
+)
 from fincrowd_ltr.model.summary import TrainingSummary, seen_questions
 
 ALWAYS_ON = None  # domain=None: apply the residual without consulting the gate
 FALLBACKS = ("error", "identity")
-METADATA_FIELDS = ("company", "period", "doc_type", "document", "position", "is_table")
-CACHE_LIMIT = 200_000  # request passages whose fields and term counts are kept
 _CONFLICT_COLUMNS = [(f, FEATURE_NAMES.index(f"{f}_conflict")) for f in FIELD_NAMES]
 
 
@@ -95,58 +99,6 @@ class BankResult:
         return [self.pids[i] for i in self.decision.corrected_order]
 
 
-@dataclass
-class Candidate:
-    """A candidate passage: id, text and optional metadata (company, period, doc_type, ...)."""
-
-    id: str
-    text: str
-    metadata: dict = field(default_factory=dict)
-
-
-@dataclass
-class RerankResult:
-    """Ordered ids, their final scores, the gate's decision and the explanation."""
-
-    ranking: list[str]
-    scores: list[float]
-    gate: dict
-    explanation: dict
-
-
-def _candidate(c: Candidate | dict, index: int) -> Candidate:
-    if isinstance(c, dict):
-        missing = [k for k in ("id", "text") if k not in c]
-        if missing:
-            raise DataError(f"candidates[{index}]: missing field(s) {missing}")
-        c = Candidate(str(c["id"]), c["text"], dict(c.get("metadata") or {}))
-    if not isinstance(c.text, str):
-        raise DataError(f"candidates[{index}].text must be a string")
-    if not isinstance(c.metadata, dict):
-        raise DataError(f"candidates[{index}].metadata must be an object")
-    for key in METADATA_FIELDS:
-        value = c.metadata.get(key)
-        if value is not None and not isinstance(value, str | int | float | bool):
-            raise DataError(f"candidates[{index}].metadata.{key} must be a string or number")
-    return c
-
-
-def _passage(key: str, c: Candidate) -> Passage:
-    m = c.metadata
-    position = m.get("position")
-    is_table = m.get("is_table")
-    return Passage(
-        key,
-        c.text,
-        company=None if m.get("company") is None else str(m["company"]),
-        document=None if m.get("document") is None else str(m["document"]),
-        period=None if m.get("period") is None else str(m["period"]),
-        doc_type=None if m.get("doc_type") is None else str(m["doc_type"]),
-        position=position if isinstance(position, int) and not isinstance(position, bool) else None,
-        is_table=is_table if isinstance(is_table, bool) else None,
-    )
-
-
 class GatedCorrection:
     """The residual correction, its identity gate and per-domain calibrations.
 
@@ -187,7 +139,7 @@ class GatedCorrection:
         self.summary = summary or TrainingSummary()
         self.source = source
         self._featurizers: dict[int, tuple[dict, BankFeaturizer]] = {}
-        self._reset_request_cache()
+        self._requests = RequestCache(self.extractor)
 
     # --- identity -------------------------------------------------------------------------
     @property
@@ -283,24 +235,6 @@ class GatedCorrection:
         )
 
     # --- serving ----------------------------------------------------------------------------
-    def _reset_request_cache(self) -> None:
-        self._keys: dict[tuple, str] = {}
-        self._passages: dict[str, Passage] = {}
-        self._field_dicts: dict[str, dict] = {}
-        self._featurizer = BankFeaturizer(self.extractor, self._passages)
-
-    def _passage_key(self, c: Candidate) -> str:
-        """Cache key of a candidate's text and metadata (the same text with other metadata is
-        another passage); new passages join the bounded request cache."""
-        identity = (c.text, tuple(str(c.metadata.get(k)) for k in METADATA_FIELDS))
-        key = self._keys.get(identity)
-        if key is None:
-            if len(self._passages) >= CACHE_LIMIT:  # bounded memory in a long-running server
-                self._reset_request_cache()
-            key = self._keys[identity] = f"p{len(self._keys)}"
-            self._passages[key] = _passage(key, c)
-        return key
-
     def rerank(
         self,
         query: str,
@@ -320,7 +254,7 @@ class GatedCorrection:
             raise DataError("query must be a non-empty string")
         if not candidates:
             raise DataError("candidates is empty: nothing to rerank")
-        items = [_candidate(c, i) for i, c in enumerate(candidates)]
+        items = [parse_candidate(c, i) for i, c in enumerate(candidates)]
         ids = [c.id for c in items]
         if len(set(ids)) != len(ids):
             raise DataError("candidate ids must be unique")
@@ -334,16 +268,17 @@ class GatedCorrection:
         if len(bad):
             raise DataError(f"base_scores[{int(bad[0])}] is not finite ({base[bad[0]]})")
         calibration = self.rule(domain, fallback)  # fail before touching any cache
-        keys = [self._passage_key(c) for c in items]
-        x = self._featurizer.features(query, keys)
-        q_fields = self._featurizer.query_fields(query, keys)
+        keys = [self._requests.key(c) for c in items]
+        featurizer = self._requests.featurizer
+        x = featurizer.features(query, keys)
+        q_fields = featurizer.query_fields(query, keys)
         d = self.decide(x, base, q_fields, domain, fallback, calibration)
         explanation = {
             "query_constraints": {k: v for k, v in q_fields.as_dict().items() if v},
             "kept_original_order": not d.applied,
             "candidates": {
                 c.id: {
-                    "fields": self._fields_dict(key),
+                    "fields": self._requests.fields(key),
                     "conflicts": [f for f, col in _CONFLICT_COLUMNS if x[i, col] > 0],
                     "base_score": float(base[i]),
                     "correction": float(d.corrected[i] - d.normalised_base[i]),
@@ -354,13 +289,6 @@ class GatedCorrection:
         return RerankResult(
             [ids[i] for i in d.order], [float(d.scores[i]) for i in d.order], d.gate, explanation
         )
-
-    def _fields_dict(self, key: str) -> dict:
-        fields = self._field_dicts.get(key)
-        if fields is None:
-            as_dict = self._featurizer.passage_fields(key).as_dict()
-            fields = self._field_dicts[key] = {k: v for k, v in as_dict.items() if v}
-        return fields
 
     def rerank_batch(self, requests: list[dict]) -> list[RerankResult]:
         """Many questions: each request is ``{"query", "candidates", "base_scores", "domain"?,
@@ -390,7 +318,7 @@ class GatedCorrection:
         before = self.extractor
         self.extractor = before.with_segment_names(before.harvest_segments(passages))
         self._featurizers.clear()
-        self._reset_request_cache()
+        self._requests = RequestCache(self.extractor)
         return {
             k: new
             for k, v in self.extractor.segment_names.items()

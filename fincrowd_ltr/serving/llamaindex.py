@@ -12,7 +12,8 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from fincrowd_ltr.data.schema import DataError
-from fincrowd_ltr.model.correction import METADATA_FIELDS, GatedCorrection
+from fincrowd_ltr.model.correction import GatedCorrection
+from fincrowd_ltr.model.requests import METADATA_FIELDS
 
 
 class FinCrowdPostprocessor(BaseNodePostprocessor):

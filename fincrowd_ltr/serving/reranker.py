@@ -7,12 +7,8 @@
 import warnings
 
 from fincrowd_ltr.model.checkpoint import MANIFEST, file_digest
-from fincrowd_ltr.model.correction import (
-    METADATA_FIELDS,
-    Candidate,
-    GatedCorrection,
-    RerankResult,
-)
+from fincrowd_ltr.model.correction import GatedCorrection
+from fincrowd_ltr.model.requests import METADATA_FIELDS, Candidate, RerankResult
 
 __all__ = [
     "MANIFEST",

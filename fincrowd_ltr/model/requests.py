@@ -1,0 +1,100 @@
+"""A reranking request's pieces: candidates as callers send them, the result they get back, and
+the bounded cache of request passages (their fields and term statistics) a served model keeps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fincrowd_ltr.data.schema import DataError, Passage
+from fincrowd_ltr.features.bank_features import BankFeaturizer
+from fincrowd_ltr.fields import FieldExtractor
+
+METADATA_FIELDS = ("company", "period", "doc_type", "document", "position", "is_table")
+CACHE_LIMIT = 200_000  # request passages whose fields and term counts are kept
+
+
+@dataclass
+class Candidate:
+    """A candidate passage: id, text and optional metadata (company, period, doc_type, ...)."""
+
+    id: str
+    text: str
+    metadata: dict = field(default_factory=dict)
+
+
+@dataclass
+class RerankResult:
+    """Ordered ids, their final scores, the gate's decision and the explanation."""
+
+    ranking: list[str]
+    scores: list[float]
+    gate: dict
+    explanation: dict
+
+
+def parse_candidate(c: Candidate | dict, index: int) -> Candidate:
+    if isinstance(c, dict):
+        missing = [k for k in ("id", "text") if k not in c]
+        if missing:
+            raise DataError(f"candidates[{index}]: missing field(s) {missing}")
+        c = Candidate(str(c["id"]), c["text"], dict(c.get("metadata") or {}))
+    if not isinstance(c.text, str):
+        raise DataError(f"candidates[{index}].text must be a string")
+    if not isinstance(c.metadata, dict):
+        raise DataError(f"candidates[{index}].metadata must be an object")
+    for key in METADATA_FIELDS:
+        value = c.metadata.get(key)
+        if value is not None and not isinstance(value, str | int | float | bool):
+            raise DataError(f"candidates[{index}].metadata.{key} must be a string or number")
+    return c
+
+
+def request_passage(key: str, c: Candidate) -> Passage:
+    m = c.metadata
+    position = m.get("position")
+    is_table = m.get("is_table")
+    return Passage(
+        key,
+        c.text,
+        company=None if m.get("company") is None else str(m["company"]),
+        document=None if m.get("document") is None else str(m["document"]),
+        period=None if m.get("period") is None else str(m["period"]),
+        doc_type=None if m.get("doc_type") is None else str(m["doc_type"]),
+        position=position if isinstance(position, int) and not isinstance(position, bool) else None,
+        is_table=is_table if isinstance(is_table, bool) else None,
+    )
+
+
+class RequestCache:
+    """Request passages by content (text and metadata: the same text with other metadata is
+    another passage), their featurizer and their explanation fields; emptied when it reaches
+    ``CACHE_LIMIT`` passages (bounded memory in a long-running server)."""
+
+    def __init__(self, extractor: FieldExtractor) -> None:
+        self.extractor = extractor
+        self.clear()
+
+    def clear(self) -> None:
+        self._keys: dict[tuple, str] = {}
+        self.passages: dict[str, Passage] = {}
+        self._field_dicts: dict[str, dict] = {}
+        self.featurizer = BankFeaturizer(self.extractor, self.passages)
+
+    def key(self, c: Candidate) -> str:
+        """The cache key of a candidate; a new passage joins the cache."""
+        identity = (c.text, tuple(str(c.metadata.get(k)) for k in METADATA_FIELDS))
+        key = self._keys.get(identity)
+        if key is None:
+            if len(self.passages) >= CACHE_LIMIT:
+                self.clear()
+            key = self._keys[identity] = f"p{len(self._keys)}"
+            self.passages[key] = request_passage(key, c)
+        return key
+
+    def fields(self, key: str) -> dict:
+        """A cached passage's observed fields (for explanations)."""
+        found = self._field_dicts.get(key)
+        if found is None:
+            as_dict = self.featurizer.passage_fields(key).as_dict()
+            found = self._field_dicts[key] = {k: v for k, v in as_dict.items() if v}
+        return found
