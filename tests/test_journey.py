@@ -16,10 +16,16 @@ from tests.test_api import user_corpus
 
 def write_beir(root, companies=30):
     data = user_corpus(companies=companies)
+    dump_beir(data, root)
+    return data
+
+
+def dump_beir(data, root) -> None:
+    """A dataset as a BEIR folder (corpus with its metadata, queries with groups, qrels)."""
     root.mkdir(parents=True, exist_ok=True)
     with open(root / "corpus.jsonl", "w") as fh:
         for p in data.passages.values():
-            meta = {"company": p.company, "period": p.period, "doc_type": p.doc_type}
+            meta = {k: v for k, v in p.metadata().items() if v is not None}
             fh.write(json.dumps({"_id": p.pid, "text": p.text, "metadata": meta}) + "\n")
     with open(root / "queries.jsonl", "w") as fh:
         for q in data.queries.values():
@@ -27,7 +33,6 @@ def write_beir(root, companies=30):
     (root / "qrels.tsv").write_text(
         "".join(f"{q}\t{p}\t{g}\n" for q, rels in data.qrels.items() for p, g in rels.items())
     )
-    return data
 
 
 def test_fit_with_a_held_out_fold_then_evaluate_on_it(tmp_path):

@@ -15,6 +15,7 @@ from fincrowd_ltr.features.examples import BankExample
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.synthesis import read_table, synthesize
 from fincrowd_ltr.synthesis.tables import figure_key
+from tests.test_journey import dump_beir
 
 YEARS = (2019, 2020, 2021, 2022)
 
@@ -181,20 +182,6 @@ def test_training_sets_take_only_their_own_companies_synthetic_banks():
     assert len(everything.train((0,))) == 48
 
 
-def _write_labelled(data: fc.Dataset, root) -> None:
-    root.mkdir(parents=True)
-    with open(root / "corpus.jsonl", "w") as fh:
-        for p in data.passages.values():
-            meta = {k: v for k, v in p.metadata().items() if v is not None}
-            fh.write(json.dumps({"_id": p.pid, "text": p.text, "metadata": meta}) + "\n")
-    with open(root / "queries.jsonl", "w") as fh:
-        for q in data.queries.values():
-            fh.write(json.dumps({"_id": q.qid, "text": q.text, "group": q.group}) + "\n")
-    (root / "qrels.tsv").write_text(
-        "".join(f"{q}\t{p}\t{g}\n" for q, rels in data.qrels.items() for p, g in rels.items())
-    )
-
-
 def test_zero_label_journey_synthesize_fit_calibrate_evaluate(tmp_path):
     """The README's journey from the command line: a corpus and no labelled training questions;
     synthesise, fit residual and gate on the synthetic folder, calibrate the gate on a few
@@ -202,7 +189,7 @@ def test_zero_label_journey_synthesize_fit_calibrate_evaluate(tmp_path):
     from fincrowd_ltr.cli import main
 
     data = filings_corpus(companies=16)
-    _write_labelled(data, tmp_path / "mine")
+    dump_beir(data, tmp_path / "mine")
     cache = f"--cache-dir={tmp_path / 'c'}"
     mine = ["--dataset=beir", f"--data-root={tmp_path / 'mine'}", cache]
     assert main(["synthesize", *mine, "--n=160", f"--out={tmp_path / 'syn'}"]) == 0
