@@ -31,10 +31,11 @@ def test_query_periods(text, periods):
     assert set(fx.extract_query(text).period) == periods
 
 
-def test_query_fields_of_a_typical_financebench_question():
+def test_query_fields_of_a_financebench_style_question():
+    # hand-written in the style of FinanceBench's questions (no dataset text)
     f = fx.extract_query(
-        "What is the FY2018 capital expenditure amount (in USD millions) for 3M? Give a response "
-        "by relying on the details shown in the cash flow statement."
+        "For 3M, how large was capital expenditure in FY2018 (in USD millions), according to "
+        "its cash flow statement?"
     )
     assert f.entity == {"3M"}
     assert f.metric == {"capital_expenditure"}
