@@ -199,29 +199,6 @@ class CalibrationSettings:
             )
 
 
-SYNTHETIC_CLI = {
-    "n": ("--synthetic", "also train on N questions synthesised from the corpus's own pages"),
-    "scope": (
-        "--synthetic-scope",
-        "folds: a training set takes only its own companies' synthetic questions; "
-        "transductive: every company's",
-    ),
-    "labelled": (
-        "--synthetic-only",
-        "train the residual on synthetic questions alone (labels only validate and calibrate)",
-    ),
-    "weight": (
-        "--synthetic-weight",
-        "weight of a synthetic bank in the objective (a labelled bank weighs 1)",
-    ),
-    "select_weights": (
-        "--synthetic-weights",
-        "mixing weights chosen per fold on the validation fold (0: labelled banks alone), "
-        "crossed with the selection grid (comma list)",
-    ),
-}
-
-
 @dataclass(frozen=True)
 class FitSettings:
     """Everything ``fit_correction`` can be told, grouped."""
@@ -236,15 +213,13 @@ class FitSettings:
         """A copy with flat keyword shortcuts applied (``folds=4``, ``regression_cap=0.02``,
         ``synthetic=400`` or a ``SyntheticSettings``); an unknown name is a ``TypeError``."""
         groups = {
-            name: dataclasses.asdict(getattr(self, name)) if name != "synthetic" else None
+            name: dataclasses.asdict(getattr(self, name))
             for name in ("data", "banks", "training", "calibration")
         }
         owner = {f: g for g, fields in groups.items() for f in fields}
         synthetic = shortcuts.pop("synthetic", self.synthetic)
         if isinstance(synthetic, int):
             synthetic = SyntheticSettings(n=synthetic, seed=shortcuts.get("seed", 0))
-        if "bank_size" not in shortcuts and "size" in shortcuts:
-            shortcuts["bank_size"] = shortcuts.pop("size")
         unknown = sorted(set(shortcuts) - set(owner))
         if unknown:
             raise TypeError(f"fit_correction got unknown setting(s) {unknown}")
@@ -287,22 +262,31 @@ def add_arguments(
 
 
 def add_synthetic_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``SyntheticSettings`` options of the command line."""
+    """The ``SyntheticSettings`` options of the command line (defaults from the class)."""
     d = SyntheticSettings()
-    flags = SYNTHETIC_CLI
     parser.add_argument(
-        flags["n"][0], dest="synthetic", type=int, default=d.n, metavar="N", help=flags["n"][1]
-    )
-    parser.add_argument(
-        flags["scope"][0], dest="synthetic_scope", choices=SCOPES, default=d.scope,
-        help=flags["scope"][1],
+        "--synthetic", dest="synthetic", type=int, default=d.n, metavar="N",
+        help="also train on N questions synthesised from the corpus's own pages",
     )  # fmt: skip
-    parser.add_argument(flags["labelled"][0], dest="synthetic_only", action="store_true",
-                        help=flags["labelled"][1])  # fmt: skip
-    parser.add_argument(flags["weight"][0], dest="synthetic_weight", type=float,
-                        default=d.weight, help=flags["weight"][1])  # fmt: skip
-    parser.add_argument(flags["select_weights"][0], dest="synthetic_weights", default="",
-                        metavar="W,W,...", help=flags["select_weights"][1])  # fmt: skip
+    parser.add_argument(
+        "--synthetic-scope", dest="synthetic_scope", choices=SCOPES, default=d.scope,
+        help="folds: a training set takes only its own companies' synthetic questions; "
+        "transductive: every company's",
+    )  # fmt: skip
+    parser.add_argument(
+        "--synthetic-only", dest="synthetic_only", action="store_true",
+        help="train the residual on synthetic questions alone (labels only validate and "
+        "calibrate)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--synthetic-weight", dest="synthetic_weight", type=float, default=d.weight,
+        help="weight of a synthetic bank in the objective (a labelled bank weighs 1)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--synthetic-weights", dest="synthetic_weights", default="", metavar="W,W,...",
+        help="mixing weights chosen per fold on the validation fold (0: labelled banks alone), "
+        "crossed with the selection grid (comma list)",
+    )  # fmt: skip
 
 
 def from_arguments(args: argparse.Namespace, grid: tuple[dict, ...] | None = None) -> FitSettings:

@@ -146,10 +146,7 @@ class _Folds:
         for k, groups in enumerate(self.fold_groups):
             if k not in kept:
                 excluded |= groups
-        return self.synthetic.allowed(excluded - self._groups(kept))
-
-    def _groups(self, folds: set[int]) -> set[str]:
-        return set().union(*(self.fold_groups[k] for k in folds)) if folds else set()
+        return self.synthetic.allowed(excluded)
 
     def of(self, mode: str, folds, covered_only: Dataset | None = None) -> list[BankExample]:
         found = self.examples[mode]

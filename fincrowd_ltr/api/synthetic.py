@@ -101,7 +101,10 @@ def synthetic_examples(
     """Banks of ``settings.n`` questions synthesised from ``data``'s passages, built by the same
     first stage (``stage``, resolved), scored by ``ranker`` and featurised by the labelled
     corpus's ``featurizer``; only banks with a relevant candidate are kept."""
-    found = synthesize(data, settings.n, settings.seed, cache_dir=cache_dir, difficulty=False)
+    found = _synthesize(
+        data, settings.n, settings.seed, name=f"{data.name}-synthetic",
+        extractor=featurizer.extractor,
+    )  # fmt: skip
     syn = found.dataset()
     spec = BankSpec(size=bank_size, mode=mode, first_stage=stage)
     cache = None if cache_dir is None else Path(cache_dir)

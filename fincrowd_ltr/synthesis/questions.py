@@ -184,6 +184,7 @@ def synthesize(
     templates: Iterable[str] = TEMPLATES,
     generator: Generator | None = None,
     name: str = "synthetic",
+    extractor: FieldExtractor | None = None,
 ) -> Synthesis:
     """Synthesise ``n`` training questions from a corpus's pages, deterministically.
 
@@ -198,6 +199,8 @@ def synthesize(
             records ``{"text", "relevant": [pids], "company"?, "source"?, "template"?}`` that are
             checked and added to the templates' questions.
         name: The synthetic dataset's name.
+        extractor: The field extractor of these passages, when the caller has built it already
+            (``FieldExtractor.from_passages``; built here otherwise).
     """
     passages = dict(corpus.passages) if isinstance(corpus, Dataset) else _by_id(corpus)
     if not passages:
@@ -207,7 +210,8 @@ def synthesize(
         raise DataError(f"synthesize: unknown template(s) {unknown}; choose from {TEMPLATES}")
     keep = None if companies is None else set(companies)
     pool = [p for p in passages.values() if keep is None or (p.company or p.document or "") in keep]
-    extractor = FieldExtractor.from_passages(passages.values())
+    if extractor is None:
+        extractor = FieldExtractor.from_passages(passages.values())
     memo: dict[str, str | None] = {}
     headers = _row_headers(pool)
     tables = {
