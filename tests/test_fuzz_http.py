@@ -55,14 +55,33 @@ def test_no_request_gets_a_server_error(served):
             if response.status_code >= 400:
                 seen["4xx"] += 1
                 body = response.json()
+                assert set(body) == {"error", "field"}, body  # 404, 405 and 415 included
+                assert "/work" not in body["error"] and "/tmp" not in body["error"]
                 if path == "/rerank":  # noqa: B023 (check runs before the loop moves on)
-                    assert set(body) == {"error", "field"}
-                    assert "/work" not in body["error"] and "/tmp" not in body["error"]
+                    _check_field(body)
             else:
                 seen["2xx"] += 1
 
         check()
     assert seen["4xx"] and seen["2xx"]  # the fuzz reached both the errors and real answers
+
+
+REQUEST_FIELDS = ("query", "candidates", "domain", "fallback")
+
+
+def _check_field(body: dict) -> None:
+    """The field an error names is a request field, and "domain" only for domain errors (issue
+    23: the catch-all named "domain" for duplicate ids or a blank query)."""
+    field = body["field"]
+    if field is None:
+        return
+    assert field.split("[")[0].split(".")[0] in REQUEST_FIELDS, body
+    if field == "domain":
+        assert "domain" in body["error"] or "gate" in body["error"], body
+    if "unique" in body["error"]:
+        assert field.endswith(".id"), body
+    if "query must be" in body["error"]:
+        assert field == "query", body
 
 
 def test_server_answers_correctly_after_the_fuzz(served):

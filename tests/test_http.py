@@ -78,6 +78,7 @@ def test_health_and_rerank_match_the_library(server, checkpoint):  # noqa: F811
     assert body["ranking"] == expected.ranking
     assert body["scores"] == pytest.approx(expected.scores, abs=1e-12)
     assert body["gate"]["applied"] is True and 0 <= body["gate"]["probability"] <= 1
+    assert body["gate"]["guarantee"] == expected.gate["guarantee"]
     assert body["explanation"]["candidates"]["c0"]["conflicts"] == ["period"]
 
 
@@ -136,6 +137,33 @@ def test_fuzzer_findings_are_fixed(server):
         assert got == status, (body, payload)
         if field:
             assert field in payload["field"] and "/" not in payload["error"]
+    # issue 23: every 4xx names the field actually at fault (the catch-all said "domain")
+    two = [one, {**one, "text": "u"}]
+    exact = [
+        (_request(candidates=two), "candidates[1].id"),
+        (_request(query="   "), "query"),
+        (_request(domain="nowhere"), "domain"),
+        (_request(candidates=[{**one, "metadata": {"period": "H1 2016"}}]), None),
+        (_request(candidates=[{**one, "metadata": {"period": True}}]), None),
+    ]
+    for body, field in exact:
+        got, payload = _post(url + "/rerank", json.dumps(body).encode())
+        assert got == 422 and set(payload) == {"error", "field"}, payload
+        assert payload["field"] == (field or "candidates[0].metadata.period"), payload
+    periods = {"period": ["FY2021", "fiscal 2020"], "company": "  Acme   Corp "}
+    got, payload = _post(
+        url + "/rerank", json.dumps(_request(candidates=[{**one, "metadata": periods}])).encode()
+    )
+    assert got == 200 and payload["warnings"] == [], payload
+    fields = payload["explanation"]["candidates"]["a"]["fields"]
+    assert fields["period"] == ["2020", "2021"] and fields["entity"] == ["Acme"]
+    for method, path in (("GET", "/rerank"), ("DELETE", "/health"), ("GET", "/nowhere")):
+        request = urllib.request.Request(url + path, method=method)
+        try:
+            urllib.request.urlopen(request, timeout=10)
+            raise AssertionError(f"{method} {path} answered 2xx")
+        except urllib.error.HTTPError as err:
+            assert err.code in (404, 405) and json.loads(err.read()).keys() == {"error", "field"}
     got, payload = _raw(url + "/rerank", b"[" * 50_000)
     assert got == 400 and "malformed JSON" in payload["error"]
     got, payload = _raw(url + "/rerank", json.dumps(_request()).encode(), "text/plain")

@@ -24,10 +24,18 @@ def _nodes(with_scores: bool) -> list[NodeWithScore]:
 def test_postprocessor_reorders_like_the_model(checkpoint):  # noqa: F811
     model = FinCrowdReranker.from_pretrained(checkpoint)
     post = FinCrowdPostprocessor(model=model, domain="open", top_n=3)
-    kept = post.postprocess_nodes(_nodes(True), QueryBundle(QUERY))
+    nodes = _nodes(True)
+    before = [dict(n.node.metadata) for n in nodes]
+    kept = post.postprocess_nodes(nodes, QueryBundle(QUERY))
     expected = model.rerank(QUERY, candidates(), BASE, domain="open")
     assert [n.node.node_id for n in kept] == expected.ranking[:3]
     assert kept[0].node.metadata["fincrowd_gate_applied"] is True
+    # issue 23: the caller's nodes are left alone and the explanation stays out of the prompt
+    assert [n.node.metadata for n in nodes] == before
+    from llama_index.core.schema import MetadataMode
+
+    prompt = kept[0].node.get_content(metadata_mode=MetadataMode.LLM)
+    assert "fincrowd" not in prompt and "fincrowd" not in kept[0].node.get_content("embed")
 
 
 def test_closed_gate_keeps_the_retriever_order(checkpoint):  # noqa: F811

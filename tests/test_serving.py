@@ -10,6 +10,7 @@ from fincrowd_ltr.cli import main
 from fincrowd_ltr.data.schema import DataError
 from fincrowd_ltr.features import FEATURE_NAMES
 from fincrowd_ltr.model import ResidualScorer
+from fincrowd_ltr.model.checkpoint import write_manifest
 from fincrowd_ltr.model.correction import GatedCorrection, save_residual
 from fincrowd_ltr.model.gate import GateCalibration, IdentityGate
 from fincrowd_ltr.model.gate_features import (
@@ -85,14 +86,67 @@ def test_load_errors_are_clear_and_nothing_loads_half(checkpoint, tmp_path):
         GatedCorrection.from_pretrained(tmp_path / "e")
     config = json.loads((checkpoint / "config.json").read_text())
     (checkpoint / "config.json").write_text(json.dumps({**config, "format_version": 1}))
+    with pytest.raises(DataError, match="config.json: SHA-256 differs"):
+        GatedCorrection.from_pretrained(checkpoint)
+    write_manifest(checkpoint)  # an edit the manifest vouches for: the format check speaks
     with pytest.raises(DataError, match="format 1 is not supported"):
         GatedCorrection.from_pretrained(checkpoint)
+
+
+def test_a_deleted_manifest_or_an_unlisted_file_is_refused(checkpoint, tmp_path):
+    """Issue 23: without manifest.json an edited config.json loaded silently."""
+    config = json.loads((checkpoint / "config.json").read_text())
+    (checkpoint / "config.json").write_text(json.dumps({**config, "alpha": 9.0}))
+    (checkpoint / "manifest.json").unlink()
+    with pytest.raises(DataError, match="manifest.json: missing"):
+        GatedCorrection.from_pretrained(checkpoint)
+    assert main(["serve", f"--checkpoint={checkpoint}", "--port=1"]) == 2  # refused before serving
+    hand_made = GatedCorrection.from_pretrained(checkpoint, trust_unverified=True)
+    assert hand_made.config["alpha"] == 9.0
+    hand_made.save_pretrained(tmp_path / "ok")
+    (tmp_path / "ok" / "residual.onnx").write_bytes(b"an earlier model's graph")
+    with pytest.raises(DataError, match="residual.onnx: not listed in manifest.json"):
+        GatedCorrection.from_pretrained(tmp_path / "ok")
+
+
+def test_saving_over_a_checkpoint_leaves_nothing_of_the_earlier_model(checkpoint, tmp_path):
+    """Issue 23: export A --onnx into X, then export B into X, and serve X with onnx: the old
+    graphs were kept and served with B's config. Now X holds B alone and the onnx runtime says
+    the graphs are missing."""
+    pytest.importorskip("onnxruntime")
+    a = tmp_path / "a"
+    assert main(["export", f"--checkpoint={checkpoint}", f"--out={a}"]) == 0
+    config = json.loads((a / "config.json").read_text())
+    (a / "config.json").write_text(json.dumps({**config, "alpha": 0.25}))  # another model: B
+    write_manifest(a)
+    x = tmp_path / "x"
+    assert main(["export", f"--checkpoint={checkpoint}", f"--out={x}", "--onnx"]) == 0
+    assert (x / "residual.onnx").is_file()
+    assert main(["export", f"--checkpoint={a}", f"--out={x}"]) == 2  # refused without --overwrite
+    assert main(["export", f"--checkpoint={a}", f"--out={x}", "--overwrite"]) == 0
+    assert sorted(p.name for p in x.iterdir()) == [
+        "config.json", "gate.safetensors", "manifest.json", "residual.safetensors"
+    ]  # fmt: skip
+    assert GatedCorrection.from_pretrained(x).config["alpha"] == 0.25
+    with pytest.raises(DataError, match="residual.onnx is missing"):
+        GatedCorrection.from_pretrained(x, runtime="onnx")
+    modes = {p.name: p.stat().st_mode & 0o777 for p in x.iterdir()}
+    assert len(set(modes.values())) == 1, modes  # safetensors no longer 0600 beside 0644
+    (x / "notes.txt").write_text("mine")
+    with pytest.raises(DataError, match="notes.txt"):  # never deleted by a save
+        GatedCorrection.from_pretrained(x, trust_unverified=True).save_pretrained(x)
+    assert (x / "notes.txt").read_text() == "mine"
 
 
 def test_explanation_and_gate_decision(checkpoint):
     reranker = GatedCorrection.from_pretrained(checkpoint)
     opened = reranker.rerank(QUERY, candidates(), BASE, domain="open")
     assert opened.gate["applied"] and opened.gate["probability"] > opened.gate["threshold"]
+    # a calibration written before the guarantee existed says what it promised: the empirical cap
+    assert opened.gate["guarantee"] == {
+        "method": "empirical", "cap": 0.03, "delta": None, "risk_bound": None,
+        "n_calibration": 20, "n_orderable": None,
+    }  # fmt: skip
     assert opened.ranking[:2] == ["c2", "c3"]  # the FY2021 pages move to the top
     exp = opened.explanation
     assert exp["query_constraints"]["period"] == ["2021"]
@@ -126,6 +180,16 @@ def test_explanation_and_gate_decision(checkpoint):
             [{"id": "a", "text": "t", "metadata": {"company": ["x"]}}],
             [1.0],
             r"candidates\[0\]\.metadata\.company must be a string or number",
+        ),
+        (
+            [{"id": "a", "text": "t", "metadata": {"period": False}}],
+            [1.0],
+            r"candidates\[0\]\.metadata\.period must be a year",
+        ),
+        (
+            [{"id": "a", "text": "t", "metadata": {"period": "H1 2016"}}],
+            [1.0],
+            r"candidates\[0\]\.metadata\.period: cannot read period 'H1 2016'",
         ),
     ],
 )
@@ -182,5 +246,6 @@ def test_extractor_version_mismatch_is_refused(checkpoint):
     config = json.loads((checkpoint / "config.json").read_text())
     assert "METRICS" in config["extractor"]["vocabularies"]
     (checkpoint / "config.json").write_text(json.dumps({**config, "extractor_version": "0.9"}))
+    write_manifest(checkpoint)
     with pytest.raises(DataError, match="fitted with field extractor 0.9"):
         GatedCorrection.from_pretrained(checkpoint)

@@ -36,8 +36,9 @@ def _on_signal(signum, frame) -> None:
 def _data(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--dataset",
-        default="financebench",
-        help="financebench | tatqa | finqa | beir | beir:SUBDIR",
+        default=None,
+        help="financebench | tatqa | finqa | beir | beir:SUBDIR (default: financebench; required "
+        "with --data-root)",
     )
     p.add_argument(
         "--data-root",
@@ -97,14 +98,20 @@ def _run(p: argparse.ArgumentParser) -> None:
 
 
 def _cap(p: argparse.ArgumentParser) -> None:
-    settings.add_arguments(p, settings.CalibrationSettings, ("regression_cap", "min_calibration"))
+    settings.add_arguments(
+        p,
+        settings.CalibrationSettings,
+        ("regression_cap", "min_calibration", "delta", "gate_method"),
+    )
 
 
 def _banks(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--ranker",
-        default="bm25,dense",
-        help="comma list of bm25, dense, splade, hybrid, run (your --run), cross-encoder (evaluate), or 'all'",
+        default=None,
+        help="comma list of bm25, dense, splade, hybrid, fused, run (your --run), cross-encoder "
+        "(evaluate), or 'all'; dense, hybrid and fused embed every bank page with MiniLM "
+        "(default: bm25,dense on the package's data; required with --data-root)",
     )
     p.add_argument("--bank-mode", choices=BANK_MODES, default="retrieved")
     _stage(p)
@@ -220,14 +227,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _data(p)
     p.add_argument(
-        "--ranker", default="dense", help="the base ranker to correct (or 'run' with --run)"
+        "--ranker",
+        default=None,
+        help="the base ranker to correct: bm25, dense, hybrid, fused, splade or run (with --run); "
+        "required",
     )
     _stage(p)
     _run(p)
     for group in (settings.BankSettings, settings.TrainingSettings, settings.CalibrationSettings):
         settings.add_arguments(p, group)
     settings.add_synthetic_arguments(p)
-    p.add_argument("--out", type=Path, default=Path("checkpoints/default"))
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="the checkpoint folder to write (default: a new checkpoints/<dataset>-<ranker>-<time>)",
+    )
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace the checkpoint already at --out"
+    )
     p.add_argument("--report", type=Path, default=None, help="write the cross-validation JSON")
     p.add_argument("--onnx", action="store_true", help="also write residual.onnx and gate.onnx")
     p.add_argument(
@@ -239,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-select",
         dest="select",
         action="store_false",
-        help="train the package defaults only (no alpha / weight decay grid)",
+        help="train the package defaults only (no alpha / weight decay selection grid)",
     )
 
     p = command(
@@ -267,6 +285,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--folds", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--bank-size", type=int, default=DEFAULT_BANK_SIZE)
+    p.add_argument(
+        "--replace", action="store_true", help="overwrite the domain's existing calibration"
+    )
     _stage(p, None)
     _run(p)
     _cap(p)
@@ -274,7 +295,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("diagnose", c.diagnose, "crowding diagnostics: matched pools, crowded failures")
     _data(p)
     p.add_argument(
-        "--ranker", default="dense", help="the base ranker to diagnose (or 'run' with --run)"
+        "--ranker",
+        default=None,
+        help="the base ranker to diagnose (or 'run' with --run; default: dense on the package's "
+        "data; required with --data-root)",
     )
     _run(p)
     _stage(p)
@@ -300,8 +324,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--from-lightning", type=Path, default=None, help="a `train.py fit` .ckpt file instead"
     )
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace the checkpoint already at --out"
+    )
     p.add_argument("--ranker", default=None, help="refuse a checkpoint fitted for another ranker")
     p.add_argument("--onnx", action="store_true", help="also write residual.onnx and gate.onnx")
+    p.add_argument(
+        "--trust-unverified",
+        action="store_true",
+        help="load a hand-made checkpoint folder without a manifest",
+    )
 
     p = command("serve", c.serve, "serve a checkpoint over HTTP: /health, /rerank")
     p.add_argument("--checkpoint", type=Path, required=True)
@@ -312,7 +344,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--runtime",
         choices=("torch", "onnx"),
         default="torch",
-        help="onnx: no torch at serving time (needs the ONNX files)",
+        help="what computes the correction: PyTorch, or onnxruntime without torch (needs the "
+        "checkpoint's ONNX files: `fincrowd export --onnx`)",
+    )
+    p.add_argument(
+        "--trust-unverified",
+        action="store_true",
+        help="serve a hand-made checkpoint folder without a manifest",
     )
     p.add_argument("--workers", type=int, default=0, help="worker processes (0: one per CPU core)")
     p.add_argument("--max-candidates", type=int, default=1000)
@@ -377,7 +415,12 @@ def build_parser() -> argparse.ArgumentParser:
     _data(p)
     _stage(p)
     _run(p)
-    p.add_argument("--ranker", default="dense", help="base ranker (without --orders)")
+    p.add_argument(
+        "--ranker",
+        default=None,
+        help="base ranker without --orders (default: dense on the package's data; required with "
+        "--data-root)",
+    )
     p.add_argument("--bank-size", type=int, default=DEFAULT_BANK_SIZE)
     p.add_argument("--budget", type=int, default=32_000, help="tokens of the whole prompt")
     p.add_argument("--depth", type=int, default=30, help="ranked candidates considered")
@@ -438,7 +481,8 @@ def _engine(args: argparse.Namespace):
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``fincrowd`` console script: 0 on success, 2 for bad input (the
     message names the file, line or field), 128 + signal number when terminated."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     c.quiet_libraries()
     handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     for s in handlers:
@@ -446,14 +490,20 @@ def main(argv: list[str] | None = None) -> int:
     from fincrowd_ltr.data.schema import DataError
 
     try:
+        c.resolve_defaults(args)
         with _engine(args):
             args.func(args)
     except DataError as err:
         print(f"fincrowd: error: {err}", file=sys.stderr)
         return 2
     except Terminated as err:
+        if args.command == "serve":
+            print(f"fincrowd: server stopped ({err})", file=sys.stderr)
+            return 0
         print(
-            f"fincrowd: terminated by {err} before {args.command} finished; nothing half-written was kept (rerun to resume from the cache)",
+            f"fincrowd: terminated by {err} before {args.command} finished; nothing "
+            "half-written was kept (a rerun reuses the cached indexes, embeddings, banks and "
+            "features; model fits start over)",
             file=sys.stderr,
         )
         return 128 + err.signum

@@ -23,6 +23,71 @@ def quiet_libraries() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
+# a command's ranker when none is named and the data is the package's own (a user's corpus, given
+# by --data-root, must name its ranker: the dense ones embed every page)
+PACKAGE_DATA_RANKERS = {"evaluate": "bm25,dense", "banks": "bm25,dense", "demo": "bm25,dense",
+                        "diagnose": "dense", "pack": "dense"}  # fmt: skip
+
+
+def resolve_defaults(args: argparse.Namespace) -> None:
+    """Fill the defaults that depend on other options, or refuse: ``--dataset`` and ``--ranker``
+    must be named with ``--data-root``; ``fit`` always names its ranker; ``fit`` and ``export``
+    never replace an existing checkpoint without ``--overwrite``."""
+    from fincrowd_ltr.data.schema import DataError
+
+    # demo runs the package's own data at any --data-root; its config names the runs
+    user_data = getattr(args, "data_root", None) is not None and args.command != "demo"
+    if hasattr(args, "dataset") and args.dataset is None:
+        if user_data:
+            raise DataError(
+                "--data-root given: name its --dataset (financebench | tatqa | finqa | beir | "
+                "beir:SUBDIR)"
+            )
+        args.dataset = "financebench"
+    if getattr(args, "ranker", "") is None and args.command in PACKAGE_DATA_RANKERS:
+        if user_data:
+            raise DataError(
+                "--data-root given: name the --ranker (bm25 embeds nothing; dense, hybrid and "
+                "fused embed every bank page with MiniLM)"
+            )
+        args.ranker = PACKAGE_DATA_RANKERS[args.command]
+    if args.command in ("fit", "fit-residual"):
+        if args.ranker is None:
+            raise DataError(
+                "name the --ranker to correct: bm25, dense, hybrid, fused, splade or run (--run)"
+            )
+        if args.out is None:
+            import time
+
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            name = f"{args.dataset}-{args.ranker}".replace(":", "-").replace("/", "-")
+            args.out = Path("checkpoints") / f"{name}-{stamp}"
+    if args.command in ("fit", "fit-residual", "export"):
+        _refuse_overwrite(args.out, args.overwrite)
+
+
+def _refuse_overwrite(out: Path, overwrite: bool) -> None:
+    from fincrowd_ltr.data.schema import DataError
+
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        raise DataError(
+            f"{out}: already holds files; pass --overwrite to replace the checkpoint there, or "
+            "choose another --out"
+        )
+
+
+def _calibration(args: argparse.Namespace):
+    """The ``CalibrationSettings`` of a command's gate options."""
+    from fincrowd_ltr.settings import CalibrationSettings
+
+    return CalibrationSettings(
+        regression_cap=args.regression_cap,
+        min_calibration=args.min_calibration,
+        delta=args.delta,
+        gate_method=args.gate_method,
+    )
+
+
 def _dataset(args: argparse.Namespace):
     """The dataset name, or the dataset loaded with ``--allow-unknown-qrels``."""
     if not getattr(args, "allow_unknown_qrels", False):
@@ -131,14 +196,17 @@ def fit_residual(args: argparse.Namespace) -> None:
     from fincrowd_ltr import settings
     from fincrowd_ltr.api import fit_correction
     from fincrowd_ltr.evaluation.results import format_crossval
-    from fincrowd_ltr.training.fitting import HPARAM_GRID
 
-    model, report = fit_correction(
-        _dataset(args),
-        args.ranker,
-        settings.from_arguments(args, grid=HPARAM_GRID if args.select else None),
-        run=args.run,
+    fit = settings.from_arguments(args)
+    grid = fit.training.grid
+    print(
+        f"selecting the residual setting per fold among {len(grid)} (alpha x weight decay; "
+        "--no-select: the package defaults alone)"
+        if grid
+        else "training the package defaults (no selection grid)",
+        file=sys.stderr,
     )
+    model, report = fit_correction(_dataset(args), args.ranker, fit, run=args.run)
     data = report.to_dict()
     print(f"setting chosen per fold on validation groups: {data['selection']['chosen_per_fold']}")
     print(format_crossval(data, f"{args.dataset} {args.ranker}"))
@@ -197,14 +265,18 @@ def calibrate(args: argparse.Namespace) -> None:
         first_stage=args.first_stage,
         size=args.bank_size,
         run=args.run,
+        replace=args.replace,
+        delta=args.delta,
+        method=args.gate_method,
         **_common(args),
     )
     print(
         f"domain {args.domain!r}: calibrated on {cal.n_queries} questions (temperature "
         f"{cal.temperature:.2f}, threshold {cal.threshold:.3f}, opens on "
-        f"{cal.calibration_open:.3f}, mean nDCG@10 gain {cal.calibration_gain:+.4f}, "
-        f"regression {cal.calibration_regression:.3f}"
-        f" <= cap {cal.regression_cap}); stored in {args.checkpoint}"
+        f"{cal.calibration_open:.3f} of {cal.n_orderable} orderable, mean nDCG@10 gain "
+        f"{cal.calibration_gain:+.4f}, regression {cal.calibration_regression:.3f}; {cal.method}: "
+        f"regression <= {cal.regression_cap} with probability >= {1 - cal.delta:.2f}, bound "
+        f"{cal.risk_bound:.3f}); stored in {args.checkpoint}"
     )
 
 
@@ -258,7 +330,9 @@ def export(args: argparse.Namespace) -> None:
 
         model = from_lightning(args.from_lightning)
     else:
-        model = GatedCorrection.from_pretrained(args.checkpoint, base_ranker=args.ranker)
+        model = GatedCorrection.from_pretrained(
+            args.checkpoint, base_ranker=args.ranker, trust_unverified=args.trust_unverified
+        )
     model.save_pretrained(args.out, onnx=args.onnx)
     print(
         f"exported (base ranker {model.base_ranker!r}, gate domains: "
@@ -272,7 +346,10 @@ def serve(args: argparse.Namespace) -> None:
     from fincrowd_ltr.serving.http import serve as run
 
     model = GatedCorrection.from_pretrained(
-        args.checkpoint, base_ranker=args.ranker, runtime=args.runtime
+        args.checkpoint,
+        base_ranker=args.ranker,
+        runtime=args.runtime,
+        trust_unverified=args.trust_unverified,
     )
     limits = Limits(args.max_candidates, args.max_text_chars, args.max_query_chars)
     print(f"serving {args.checkpoint} on http://{args.host}:{args.port} (limits {limits})")
@@ -340,8 +417,7 @@ def cascade(args: argparse.Namespace) -> dict:
         first_stage=args.first_stage,
         folds=args.folds,
         seed=args.seed,
-        regression_cap=args.regression_cap,
-        min_calibration=args.min_calibration,
+        calibration=_calibration(args),
         **_common(args),
     )
     _rows(

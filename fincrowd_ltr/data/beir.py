@@ -2,7 +2,8 @@
 
 This is how a user brings their own filings: one JSON object per passage with ``_id`` and
 ``text`` (optional ``title`` and ``metadata`` with ``company``, ``period``, ``doc_type``,
-``document``, ``position``, ``is_table``), queries with ``_id`` and ``text`` (optional ``group``),
+``document``, ``position``, ``is_table``, read as :mod:`fincrowd_ltr.data.metadata` says),
+queries with ``_id`` and ``text`` (optional ``group``),
 and qrels as ``query-id corpus-id score`` lines (a header line is allowed). Their own base
 ranker's scores come as a TREC run file (``qid Q0 docid rank score tag``).
 """
@@ -13,9 +14,8 @@ import math
 from pathlib import Path
 
 from fincrowd_ltr.data.jsonl import read_jsonl, require_fields, require_file
+from fincrowd_ltr.data.metadata import METADATA_FIELDS, normalise_metadata
 from fincrowd_ltr.data.schema import DataError, Dataset, Passage, Query
-
-_META_KEYS = ("company", "period", "doc_type", "document", "position", "is_table")
 
 
 def read_qrels(path: Path, lines: dict | None = None) -> dict[str, dict[str, int]]:
@@ -60,16 +60,14 @@ def load_beir(root: Path, name: str | None = None, allow_unknown_qrels: bool = F
         pid = str(row["_id"])
         if pid in passages:
             raise DataError(f"{corpus_path}:{lineno}: duplicate passage id {pid!r}")
-        meta = row.get("metadata") or {}
-        if not isinstance(meta, dict):
-            raise DataError(f"{corpus_path}:{lineno}: field 'metadata' must be an object")
+        meta = normalise_metadata(
+            row.get("metadata") or {}, f"{corpus_path}:{lineno}: field 'metadata'"
+        )
         title = str(row.get("title") or "").strip()
         text = f"{title}\n{row['text']}" if title else str(row["text"])
-        kwargs = {k: meta.get(k) for k in _META_KEYS}
+        kwargs = {k: meta.get(k) for k in METADATA_FIELDS}
         if kwargs["document"] is None and title:
             kwargs["document"] = title
-        if kwargs["period"] is not None:
-            kwargs["period"] = str(kwargs["period"])
         passages[pid] = Passage(pid=pid, text=text, **kwargs)
 
     queries_path = root / "queries.jsonl"

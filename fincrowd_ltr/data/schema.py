@@ -8,7 +8,12 @@ from dataclasses import dataclass, field
 
 
 class DataError(ValueError):
-    """Bad input data. The message names the file, line or field at fault."""
+    """Bad input data. The message names the file, line or field at fault; ``field`` names a
+    request's field (``"candidates[3].id"``) where one is at fault, for services to return."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from fincrowd_ltr.data.metadata import periods_of
 from fincrowd_ltr.data.schema import Passage
 from fincrowd_ltr.fields import vocabulary as V
 from fincrowd_ltr.fields.matcher import TextIndex, TriggerMatcher
@@ -566,7 +567,7 @@ class FieldExtractor:
             companies=(company,),
         )
         entity = frozenset({company}) if company else fx.entity
-        period = frozenset({passage.period}) if passage.period else fx.period
+        period = periods_of(passage.period) if passage.period else fx.period
         is_table = passage.is_table if passage.is_table is not None else fx.is_table
         return FinancialFields(
             entity=entity,

@@ -6,7 +6,8 @@ fingerprints, so evaluation and calibration can leave training questions out) an
 fitted, the gate's feature names and its per-domain calibrations. ``residual.safetensors`` and
 ``gate.safetensors`` hold weights and standardisation statistics; ``residual.onnx`` and
 ``gate.onnx`` (optional) the same computation for the torch-free runtime. ``manifest.json`` lists
-the SHA-256 of every other file; loading checks it first.
+the SHA-256 of every other file; loading checks it first and refuses a folder without one or with
+a file it does not list. Saving writes a fresh folder and swaps it in (:func:`replace_folder`).
 
 Reading a config needs neither torch nor onnxruntime; the weights are read by the runtime that
 needs them (:mod:`fincrowd_ltr.model.runtime`).
@@ -17,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 
 from fincrowd_ltr.data.schema import DataError
@@ -47,31 +49,101 @@ def write_json_atomic(path: Path, data: dict) -> None:
 
 
 def write_manifest(directory: Path) -> None:
-    """SHA-256 of every checkpoint file present (config, weights, ONNX graphs)."""
+    """SHA-256 of every file of the folder (config, weights, ONNX graphs and anything else)."""
     directory = Path(directory)
-    files = [name for name in FILES if (directory / name).is_file()]
+    files = sorted(_listed_files(directory))
     write_json_atomic(
         directory / MANIFEST, {"sha256": {n: file_digest(directory / n) for n in files}}
     )
 
 
-def check_manifest(directory: Path) -> None:
-    """Compare every listed file with the manifest (no manifest: a training checkpoint)."""
-    path = Path(directory) / MANIFEST
+def _listed_files(directory: Path) -> list[str]:
+    """The files a manifest must list: every regular file but the manifest and dotfiles."""
+    return [
+        p.name
+        for p in Path(directory).iterdir()
+        if p.is_file() and p.name != MANIFEST and not p.name.startswith(".")
+    ]
+
+
+def check_manifest(directory: Path, trust_unverified: bool = False) -> None:
+    """Compare the folder with its manifest: every listed file present with its SHA-256, no file
+    unlisted. A folder without a manifest is refused unless ``trust_unverified`` (a hand-made
+    folder); so is any file the manifest does not list (e.g. an earlier model's ONNX graph)."""
+    directory = Path(directory)
+    path = directory / MANIFEST
     if not path.is_file():
-        return
+        if trust_unverified or not (directory / CONFIG).is_file():
+            return  # a missing config is reported by read_config
+        raise DataError(
+            f"{path}: missing, so the checkpoint's files cannot be verified; re-save it with "
+            "save_pretrained / `fincrowd export`, or load it with trust_unverified=True "
+            "(--trust-unverified) if you made the folder by hand"
+        )
     try:
         manifest = json.loads(path.read_text())
     except json.JSONDecodeError as err:
         raise DataError(f"{path}: malformed JSON ({err.msg})") from None
-    for name, digest in manifest.get("sha256", {}).items():
-        if not (path.parent / name).is_file():
-            raise DataError(f"{path.parent / name}: listed in {MANIFEST} but missing")
-        if file_digest(path.parent / name) != digest:
-            raise DataError(f"{path.parent / name}: SHA-256 differs from {MANIFEST} (corrupted?)")
-    for name in FILES:
-        if (path.parent / name).is_file() and name not in manifest.get("sha256", {}):
-            raise DataError(f"{path.parent / name}: not listed in {MANIFEST}")
+    listed = manifest.get("sha256", {}) if isinstance(manifest, dict) else None
+    if not isinstance(listed, dict):
+        raise DataError(f"{path}: field 'sha256' must map file names to digests")
+    for name, digest in listed.items():
+        if not (directory / name).is_file():
+            raise DataError(f"{directory / name}: listed in {MANIFEST} but missing")
+        if file_digest(directory / name) != digest:
+            raise DataError(f"{directory / name}: SHA-256 differs from {MANIFEST} (corrupted?)")
+    if trust_unverified:
+        return
+    for name in _listed_files(directory):
+        if name not in listed:
+            raise DataError(
+                f"{directory / name}: not listed in {MANIFEST} (left by another model?); "
+                "remove it or re-save the checkpoint into an empty folder"
+            )
+
+
+def replace_folder(directory: Path, write) -> Path:
+    """Write a checkpoint into a fresh temporary sibling folder with ``write(tmp)`` and swap it
+    in for ``directory``: no file of an earlier model survives, and a crash leaves either the
+    old folder or the new one. A folder holding anything but checkpoint files is refused (its
+    files would be lost)."""
+    directory = Path(directory)
+    if directory.exists():
+        if not directory.is_dir():
+            raise DataError(f"{directory}: exists and is not a folder")
+        foreign = [
+            p.name
+            for p in directory.iterdir()
+            if p.name not in (*FILES, MANIFEST) and not p.name.startswith(".")
+        ]
+        if foreign:
+            raise DataError(
+                f"{directory}: holds files that are not a checkpoint's "
+                f"({', '.join(sorted(foreign))}); save into an empty or new folder so nothing is "
+                "lost"
+            )
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    tmp = directory.with_name(f".{directory.name}.{os.getpid()}.new")
+    old = directory.with_name(f".{directory.name}.{os.getpid()}.old")
+    for leftover in (tmp, old):
+        shutil.rmtree(leftover, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        write(tmp)
+        write_manifest(tmp)
+        mode = (tmp / MANIFEST).stat().st_mode & 0o777  # the umask's mode for a new file
+        for path in tmp.iterdir():
+            path.chmod(mode)  # safetensors writes 0600, the rest follows the umask
+        if directory.exists():
+            directory.rename(old)
+        tmp.rename(directory)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if old.exists() and not directory.exists():
+            old.rename(directory)
+        raise
+    shutil.rmtree(old, ignore_errors=True)
+    return directory
 
 
 def make_config(
@@ -169,16 +241,25 @@ def check_ranker(config: dict, ranker: str | None, directory: Path) -> None:
         )
 
 
-def add_domain(directory: Path, name: str, calibration: GateCalibration) -> None:
-    """Store (or replace) a domain's gate calibration in a checkpoint (manifest refreshed)."""
+def add_domain(
+    directory: Path, name: str, calibration: GateCalibration, replace: bool = False
+) -> None:
+    """Store a domain's gate calibration in a checkpoint (manifest refreshed); an existing
+    domain is replaced only with ``replace``."""
     directory = Path(directory)
+    check_manifest(directory)
     config = read_config(directory)
     if config.get("gate") is None:
         raise DataError(f"{directory / CONFIG}: checkpoint has no identity gate to calibrate")
-    config["gate"].setdefault("domains", {})[name] = calibration.to_dict()
+    domains = config["gate"].setdefault("domains", {})
+    if name in domains and not replace:
+        raise DataError(
+            f"{directory / CONFIG}: domain {name!r} is already calibrated; pass replace=True "
+            "(--replace) to overwrite its calibration"
+        )
+    domains[name] = calibration.to_dict()
     write_json_atomic(directory / CONFIG, config)
-    if (directory / MANIFEST).is_file():
-        write_manifest(directory)
+    write_manifest(directory)
 
 
 def domain_calibration(
@@ -189,6 +270,7 @@ def domain_calibration(
         known = ", ".join(sorted(domains)) or "none"
         raise DataError(
             f"no gate calibration for domain {name!r} (calibrated: {known}); calibrate it first "
-            "or fall back to the base order (fallback 'identity')"
+            "or fall back to the base order (fallback 'identity')",
+            "domain",
         )
     return domains[name]

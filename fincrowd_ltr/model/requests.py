@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fincrowd_ltr.data.metadata import METADATA_FIELDS, normalise_metadata
 from fincrowd_ltr.data.schema import DataError, Passage
 from fincrowd_ltr.features.bank_features import BankFeaturizer
 from fincrowd_ltr.fields import FieldExtractor
 
-METADATA_FIELDS = ("company", "period", "doc_type", "document", "position", "is_table")
 CACHE_LIMIT = 200_000  # request passages whose fields and term counts are kept
 
 
@@ -24,45 +24,39 @@ class Candidate:
 
 @dataclass
 class RerankResult:
-    """Ordered ids, their final scores, the gate's decision and the explanation."""
+    """Ordered ids, their final scores, the gate's decision, the explanation and distribution
+    shift warnings (:mod:`fincrowd_ltr.model.shift`; empty when the bank looks like training)."""
 
     ranking: list[str]
     scores: list[float]
     gate: dict
     explanation: dict
+    warnings: list[str] = field(default_factory=list)
 
 
 def parse_candidate(c: Candidate | dict, index: int) -> Candidate:
+    """A checked candidate with its metadata in canonical form
+    (:func:`~fincrowd_ltr.data.metadata.normalise_metadata`); the caller's object is not
+    changed."""
     if isinstance(c, dict):
         missing = [k for k in ("id", "text") if k not in c]
         if missing:
-            raise DataError(f"candidates[{index}]: missing field(s) {missing}")
-        c = Candidate(str(c["id"]), c["text"], dict(c.get("metadata") or {}))
+            raise DataError(
+                f"candidates[{index}]: missing field(s) {missing}",
+                f"candidates[{index}].{missing[0]}",
+            )
+        c = Candidate(str(c["id"]), c["text"], c.get("metadata") or {})
+    where = f"candidates[{index}]"
     if not isinstance(c.text, str):
-        raise DataError(f"candidates[{index}].text must be a string")
+        raise DataError(f"{where}.text must be a string", f"{where}.text")
     if not isinstance(c.metadata, dict):
-        raise DataError(f"candidates[{index}].metadata must be an object")
-    for key in METADATA_FIELDS:
-        value = c.metadata.get(key)
-        if value is not None and not isinstance(value, str | int | float | bool):
-            raise DataError(f"candidates[{index}].metadata.{key} must be a string or number")
-    return c
+        raise DataError(f"{where}.metadata must be an object", f"{where}.metadata")
+    return Candidate(c.id, c.text, normalise_metadata(c.metadata, f"{where}.metadata"))
 
 
 def request_passage(key: str, c: Candidate) -> Passage:
-    m = c.metadata
-    position = m.get("position")
-    is_table = m.get("is_table")
-    return Passage(
-        key,
-        c.text,
-        company=None if m.get("company") is None else str(m["company"]),
-        document=None if m.get("document") is None else str(m["document"]),
-        period=None if m.get("period") is None else str(m["period"]),
-        doc_type=None if m.get("doc_type") is None else str(m["doc_type"]),
-        position=position if isinstance(position, int) and not isinstance(position, bool) else None,
-        is_table=is_table if isinstance(is_table, bool) else None,
-    )
+    """The passage of a parsed (normalised) candidate."""
+    return Passage(key, c.text, **{k: c.metadata.get(k) for k in METADATA_FIELDS})
 
 
 class RequestCache:

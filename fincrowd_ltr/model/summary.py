@@ -20,6 +20,7 @@ class TrainingSummary:
     dataset: str = ""
     base_ranker: str = "dense"
     first_stage: str = "bm25"
+    bank_size: int | None = None
     split: str = "all"
     dataset_fingerprint: str = ""
     setting: dict = field(default_factory=dict)
@@ -49,13 +50,16 @@ class TrainingSummary:
 
 
 def seen_questions(
-    summary: TrainingSummary, calibration: GateCalibration | None, dataset: Dataset
+    summary: TrainingSummary | None, calibrations: list[GateCalibration], dataset: Dataset
 ) -> set[str]:
-    """Questions of ``dataset`` the model trained on (and, with ``calibration``, that calibrated
-    that domain), matched by content fingerprint; a summary or calibration written without
-    fingerprints (before 0.2.0) falls back to its query ids on a dataset of the same name."""
-    sources = [(summary.query_fingerprints, summary.query_ids, summary.dataset)]
-    if calibration is not None:
+    """Questions of ``dataset`` the model trained or validated on (``summary``) and that
+    calibrated the given domains, matched by content fingerprint; a summary or calibration
+    written without fingerprints (before 0.2.0) falls back to its query ids on a dataset of the
+    same name."""
+    sources = []
+    if summary is not None:
+        sources.append((summary.query_fingerprints, summary.query_ids, summary.dataset))
+    for calibration in calibrations:
         sources.append((calibration.query_fingerprints, calibration.query_ids, calibration.dataset))
     prints, ids = set(), set()
     for fingerprints, qids, name in sources:

@@ -41,7 +41,8 @@ def format_summary(report: dict) -> str:
             for order, o in r["orders"].items():
                 lines.append(
                     f"| {system} | {policy} | {order} | "
-                    f"{o['first_gold_relative_position']:.3f} | {o['gold_at_an_end_share']:.3f} |"
+                    f"{_number(o['first_gold_relative_position'])} | "
+                    f"{_number(o['gold_at_an_end_share'])} |"
                 )
     lines += [
         "",
@@ -51,9 +52,16 @@ def format_summary(report: dict) -> str:
     ]
     for system, h in report["rank_halves"].items():
         g = h["token_groups_when_split"]
+        groups = f"{_number(g['mean'], '.2f')} / {g['max']}" if g["max"] else "no split"
         lines.append(
             f"| {system} | {h['n_queries']} | {h['split_triggered']} | "
-            f"{h['rank_half_exceeds_budget']} | {h['largest_top20_tokens']:,} | "
-            f"{g['mean']:.2f} / {g['max']} |"
+            f"{h['rank_half_exceeds_budget']} | {h['largest_top20_tokens']:,} | {groups} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _number(value, spec: str = ".3f") -> str:
+    """A figure, or a dash where there is none (no question had one: NaN or None)."""
+    if value is None or value != value:
+        return "-"
+    return format(value, spec)

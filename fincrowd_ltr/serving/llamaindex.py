@@ -2,7 +2,9 @@
 
 ``FinCrowdPostprocessor`` reorders the retrieved nodes (and keeps the top ``top_n``). Base scores
 are the nodes' own scores when every node has one, else the retriever's order. Filing metadata
-(company, period, doc_type, ...) is read from the nodes' metadata.
+(company, period, doc_type, ...) is read from the nodes' metadata. The nodes returned are copies
+whose metadata adds ``fincrowd_conflicts`` and ``fincrowd_gate_applied``, excluded from the LLM's
+prompt and the embedding text; the caller's nodes are left unchanged.
 """
 
 from __future__ import annotations
@@ -57,8 +59,21 @@ class FinCrowdPostprocessor(BaseNodePostprocessor):
         result = self.model.rerank(query_bundle.query_str, candidates, scores, self.domain)
         out = []
         for cid, score in list(zip(result.ranking, result.scores, strict=True))[: self.top_n]:
-            node = nodes[int(cid)].node
-            node.metadata["fincrowd_conflicts"] = result.explanation["candidates"][cid]["conflicts"]
-            node.metadata["fincrowd_gate_applied"] = result.gate["applied"]
-            out.append(NodeWithScore(node=node, score=score))
+            out.append(
+                NodeWithScore(node=_annotated(nodes[int(cid)].node, result, cid), score=score)
+            )
         return out
+
+
+EXPLANATION_KEYS = ("fincrowd_conflicts", "fincrowd_gate_applied")
+
+
+def _annotated(node, result, cid: str):
+    """A copy of ``node`` carrying the explanation in metadata keys that LlamaIndex keeps out of
+    the LLM's prompt and the embedding text (the caller's node is not changed)."""
+    copy = node.model_copy(deep=True)
+    copy.metadata["fincrowd_conflicts"] = result.explanation["candidates"][cid]["conflicts"]
+    copy.metadata["fincrowd_gate_applied"] = result.gate["applied"]
+    for excluded in (copy.excluded_llm_metadata_keys, copy.excluded_embed_metadata_keys):
+        excluded.extend(k for k in EXPLANATION_KEYS if k not in excluded)
+    return copy

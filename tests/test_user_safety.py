@@ -1,0 +1,167 @@
+"""What a new user could get silently wrong (issue 23), each a regression test: metadata in the
+forms users write, commands that never overwrite and name their ranker, distribution-shift
+warnings, SIGTERM messages, the packing summary without NaN."""
+
+import json
+import warnings
+
+import pytest
+
+from fincrowd_ltr.cli import main
+from fincrowd_ltr.data.beir import load_beir
+from fincrowd_ltr.data.metadata import normalise_metadata, normalise_period
+from fincrowd_ltr.data.schema import DataError
+from fincrowd_ltr.fields import FieldExtractor
+from fincrowd_ltr.fields.compatibility import Compatibility, compare_period
+from fincrowd_ltr.model.shift import DistributionShiftWarning
+from tests.test_journey import write_beir
+
+FORMS_OF_2016 = [2016, "2016", "FY2016", "FY 2016", "FY16", "fiscal 2016", "fiscal year 2016",
+                 "2016-12-31", "12/31/2016", "June 30, 2016", [2016, 2015], "2014-2016",
+                 "2016, 2015", "FY2014 to FY2016"]  # fmt: skip
+
+
+@pytest.mark.parametrize("value", FORMS_OF_2016)
+def test_every_form_of_a_year_matches_a_question_about_that_year(value):
+    question = FieldExtractor().extract_query("What was Acme's revenue in fiscal 2016?").period
+    period = normalise_period(value)
+    assert compare_period(question, frozenset(period.split(","))) is Compatibility.MATCH
+    other = FieldExtractor().extract_query("What was Acme's revenue in fiscal 2012?").period
+    assert compare_period(other, frozenset(period.split(","))) is Compatibility.CONFLICT
+
+
+def test_quarters_and_lists_read_as_filings_write_them():
+    assert {normalise_period(v) for v in ("Q3 2023", "2023Q3", "2023-Q3", "3Q23", "Q3 FY23")} == {
+        "2023Q3"
+    }
+    assert normalise_period(["FY2016", "fiscal 2015", 2014]) == "2016,2015,2014"
+    assert normalise_metadata({"period": None, "company": " Acme  Corp "}) == {
+        "company": "Acme Corp"
+    }
+
+
+@pytest.mark.parametrize(
+    ("meta", "message"),
+    [
+        ({"period": False}, "metadata'.period must be a year"),
+        ({"period": "H1 2016"}, "cannot read period 'H1 2016'"),
+        ({"period": 2016.5}, "2016.5 is not a year"),
+        ({"position": -1}, "position must be a non-negative integer"),
+        ({"company": {"name": "Acme"}}, "company must be a string or number"),
+    ],
+)
+def test_wrong_metadata_in_a_corpus_names_file_line_and_field(tmp_path, meta, message):
+    write_beir(tmp_path, companies=4)
+    lines = (tmp_path / "corpus.jsonl").read_text().splitlines()
+    row = json.loads(lines[2])
+    lines[2] = json.dumps({**row, "metadata": {**row.get("metadata", {}), **meta}})
+    (tmp_path / "corpus.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match=rf"corpus.jsonl:3: .*{message}"):
+        load_beir(tmp_path)
+
+
+def test_a_corpus_with_user_written_periods_has_no_gold_conflict_from_format(tmp_path):
+    """The README journey's corpus with FY-style periods: no gold passage conflicts on period
+    with its own question because of how the period was written."""
+    data = write_beir(tmp_path, companies=8)
+    forms = ["FY{}", "fiscal {}", "FY{yy}", "{}-12-31"]
+    rows = [json.loads(line) for line in (tmp_path / "corpus.jsonl").read_text().splitlines()]
+    for i, row in enumerate(rows):
+        year = row.get("metadata", {}).get("period")
+        if year:
+            form = forms[i % len(forms)]
+            row["metadata"]["period"] = form.format(year, yy=str(year)[2:])
+    (tmp_path / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    loaded = load_beir(tmp_path)
+    fx = FieldExtractor.from_passages(loaded.passages.values())
+    checked = 0
+    for qid, rels in loaded.qrels.items():
+        question = fx.extract_query(loaded.queries[qid].text).period
+        for pid in rels:
+            original = data.passages[pid].period
+            if question and original:
+                candidate = fx.extract_passage(loaded.passages[pid]).period
+                assert compare_period(question, candidate) is not Compatibility.CONFLICT, pid
+                checked += 1
+    assert checked >= 8
+
+
+def test_commands_name_dataset_and_ranker_and_never_overwrite(tmp_path, monkeypatch, capsys):
+    write_beir(tmp_path / "corpus", companies=12)
+    monkeypatch.chdir(tmp_path)
+    root, cache = "--data-root=corpus", "--cache-dir=c"
+    assert main(["fit", root, cache, "--ranker=bm25"]) == 2
+    assert "name its --dataset" in capsys.readouterr().err
+    assert main(["evaluate", "--dataset=beir", root, cache]) == 2
+    assert "name the --ranker" in capsys.readouterr().err
+    fit = ["fit", "--dataset=beir", root, cache, "--no-gate", "--folds=4", "--no-select"]
+    assert main(fit) == 2
+    assert "name the --ranker to correct" in capsys.readouterr().err
+    assert main([*fit, "--ranker=bm25"]) == 0
+    made = list((tmp_path / "checkpoints").iterdir())
+    assert len(made) == 1 and made[0].name.startswith("beir-bm25-")  # a new folder, no default
+    assert "training the package defaults" in capsys.readouterr().err
+    before = (made[0] / "config.json").read_bytes()
+    assert main([*fit, "--ranker=bm25", f"--out={made[0]}"]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert (made[0] / "config.json").read_bytes() == before
+    assert main([*fit, "--ranker=bm25", f"--out={made[0]}", "--overwrite"]) == 0
+
+
+def test_banks_unlike_the_training_banks_warn(tmp_path, capsys):
+    write_beir(tmp_path / "corpus", companies=12)
+    common = ["--dataset=beir", f"--data-root={tmp_path / 'corpus'}", f"--cache-dir={tmp_path}/c"]
+    ckpt = tmp_path / "ckpt"
+    fit = ["fit", *common, "--ranker=bm25", "--no-select", "--test-fold=0", f"--out={ckpt}"]
+    assert main([*fit, "--min-calibration=1"]) == 0
+    assert json.loads((ckpt / "config.json").read_text())["training"]["bank_size"] == 100
+    evaluate = ["evaluate", *common, "--ranker=bm25", f"--checkpoint={ckpt}"]
+    capsys.readouterr()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main([*evaluate, "--first-stage=bm25+query", f"--out={tmp_path / 'r.json'}"]) == 0
+    printed = capsys.readouterr().out
+    assert "warning: the correction was trained on banks of first stage 'bm25'" in printed
+    assert any(issubclass(w.category, DistributionShiftWarning) for w in caught)
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert any("'bm25+query'" in w for w in report["warnings"])
+    assert main([*evaluate, "--first-stage=bm25", f"--out={tmp_path / 'r.json'}"]) == 0
+    assert not any(
+        "first stage" in w for w in json.loads((tmp_path / "r.json").read_text())["warnings"]
+    )
+
+
+def test_calibrating_an_existing_domain_needs_replace(tmp_path, capsys):
+    from fincrowd_ltr.model.checkpoint import add_domain
+    from fincrowd_ltr.model.correction import GatedCorrection
+    from tests.test_serving import make_checkpoint
+
+    folder = make_checkpoint(tmp_path)
+    calibration = GatedCorrection.from_pretrained(folder).domains["open"]
+    with pytest.raises(DataError, match="'open' is already calibrated.*--replace"):
+        add_domain(folder, "open", calibration)
+    add_domain(folder, "open", calibration, replace=True)
+    GatedCorrection.from_pretrained(folder)  # the manifest was refreshed
+
+
+def test_packing_summary_prints_no_nan():
+    from fincrowd_ltr.packing import format_summary
+
+    nan = float("nan")
+    report = {
+        "dataset": "d", "split": "all", "budget": 1000, "tokenizer": "t", "depth": 5,
+        "answer_accuracy": "", "orders_note": "", "systems": {
+            "base": {"p": {
+                "gold_in_context": {"mean": 0.5, "ci95": [0.1, 0.9], "n": 2},
+                "gold_in_context_multi_period_or_company": {"mean": 0.5, "ci95": [0, 1], "n": 2},
+                "off_period_token_share": {"mean": 0.1, "ci95": [0, 0.2], "n": 2},
+                "near_duplicate_token_share": 0.0, "max_packed_tokens": 900,
+                "orders": {"score": {"first_gold_relative_position": nan,
+                                     "gold_at_an_end_share": nan}},
+            }}},
+        "rank_halves": {"base": {"n_queries": 2, "split_triggered": 0,
+                                 "rank_half_exceeds_budget": 0, "largest_top20_tokens": 800,
+                                 "token_groups_when_split": {"mean": nan, "max": 0}}},
+    }  # fmt: skip
+    text = format_summary(report)
+    assert "nan" not in text.lower() and "no split" in text
