@@ -6,5 +6,16 @@ from pathlib import Path
 DEFAULT_CACHE = Path(".cache")  # index, embedding, bank and feature cache
 DEFAULT_BANK_SIZE = 100  # candidates per bank
 BANK_MODES = ("retrieved", "injected")  # what the first stage found / gold injected
-DEFAULT_REGRESSION_CAP = 0.03  # largest share of calibration questions the gate may make worse
+DEFAULT_REGRESSION_CAP = 0.03  # largest share of orderable questions the gate may make worse
+DEFAULT_DELTA = 0.1  # the gate's cap holds with probability >= 1 - delta over the calibration draw
+GATE_METHODS = ("ltt", "crc", "empirical")  # how the cap is kept (fincrowd_ltr.model.calibration)
 MIN_CALIBRATION_QUERIES = 10  # fewest labelled calibration questions accepted
+# the residual settings cross-validation selects among (per fold, on validation), the package
+# default first (it wins ties): alpha bounds how far a candidate can move, weight decay keeps rare
+# binary features from taking large weights. `fit_correction` and `fincrowd fit` both select on
+# it unless told otherwise (grid=None / --no-select: the first setting alone)
+SELECTION_GRID: tuple[dict, ...] = tuple(
+    {"alpha": alpha, "weight_decay": decay}
+    for alpha in (1.0, 0.5, 2.0, 4.0)
+    for decay in (0.0, 1e-3, 1e-2)
+)

@@ -20,8 +20,11 @@ from fincrowd_ltr.defaults import (
     BANK_MODES,
     DEFAULT_BANK_SIZE,
     DEFAULT_CACHE,
+    DEFAULT_DELTA,
     DEFAULT_REGRESSION_CAP,
+    GATE_METHODS,
     MIN_CALIBRATION_QUERIES,
+    SELECTION_GRID,
 )
 
 MODES = BANK_MODES
@@ -123,7 +126,7 @@ class TrainingSettings:
             type=int,
         ),
     )
-    grid: tuple[dict, ...] | None = field(default=None, metadata=_opt("", cli=False))
+    grid: tuple[dict, ...] | None = field(default=SELECTION_GRID, metadata=_opt("", cli=False))
     objective: str = field(
         default="pairwise",
         metadata=_opt(
@@ -172,7 +175,22 @@ class CalibrationSettings:
     )
     regression_cap: float = field(
         default=DEFAULT_REGRESSION_CAP,
-        metadata=_opt("largest share of calibration queries the gate may make worse"),
+        metadata=_opt(
+            "largest share of orderable questions (a relevant candidate in the bank) the gate "
+            "may make worse"
+        ),
+    )
+    delta: float = field(
+        default=DEFAULT_DELTA,
+        metadata=_opt("the cap holds with probability >= 1 - delta over the calibration draw"),
+    )
+    gate_method: str = field(
+        default="ltt",
+        metadata=_opt(
+            "how the cap is kept: ltt (Learn-then-Test, binomial bound: a guarantee), crc "
+            "(conformal risk control: in expectation) or empirical (on the calibration set only)",
+            choices=GATE_METHODS,
+        ),
     )
     min_calibration: int = field(
         default=MIN_CALIBRATION_QUERIES,
@@ -192,6 +210,12 @@ class CalibrationSettings:
     )
 
     def __post_init__(self) -> None:
+        if self.gate_method not in GATE_METHODS:
+            raise _data_error(
+                f"gate_method must be one of {GATE_METHODS}; got {self.gate_method!r}"
+            )
+        if not 0.0 < self.delta < 1.0:
+            raise _data_error(f"delta must be in (0, 1); got {self.delta}")
         if self.gate_calibration not in GATE_CALIBRATIONS:
             raise _data_error(
                 f"gate_calibration must be one of {GATE_CALIBRATIONS}; got "
@@ -289,8 +313,9 @@ def add_synthetic_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-def from_arguments(args: argparse.Namespace, grid: tuple[dict, ...] | None = None) -> FitSettings:
-    """The ``FitSettings`` a parsed command line asks for."""
+def from_arguments(args: argparse.Namespace) -> FitSettings:
+    """The ``FitSettings`` a parsed command line asks for (``--no-select``: no selection grid)."""
+    grid = SELECTION_GRID if getattr(args, "select", True) else None
 
     def pick(cls: type, **extra):
         values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)

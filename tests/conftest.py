@@ -1,5 +1,5 @@
-"""Shared fixtures: the real data root (tests that need it skip when it is absent) and a tiny
-randomly initialised BERT for encoder tests."""
+"""Shared fixtures: the real data root (tests that need it skip when it is absent, and fail in
+CI) and a tiny randomly initialised BERT for encoder tests."""
 
 from __future__ import annotations
 
@@ -15,8 +15,13 @@ DATA_ROOT = Path(
 
 @pytest.fixture(scope="session")
 def data_root() -> Path:
+    """The real data; in CI (``CI`` set) its absence fails the tests that need it, elsewhere
+    they are skipped."""
     if not (DATA_ROOT / "financebench").is_dir():
-        pytest.skip(f"real data not found at {DATA_ROOT}")
+        message = f"real data not found at {DATA_ROOT}"
+        if os.environ.get("CI"):
+            pytest.fail(f"{message}: CI runs with ../shared beside the checkout")
+        pytest.skip(message)
     return DATA_ROOT
 
 

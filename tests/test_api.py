@@ -55,9 +55,12 @@ def test_readme_example_trains_calibrates_saves_reloads_and_reranks(tmp_path):
 
 def test_residual_fits_are_never_trained_twice():
     data = user_corpus()
-    _, report = fc.fit_correction(data, "bm25", folds=4, min_calibration=2, cache_dir=None)
-    # 4 rounds x (1 outer + 2 cross-fitted inner residuals) + the final residual and its 3
-    # inner ones = 16; training the outer residuals again for the gated rows would make 20
+    _, report = fc.fit_correction(
+        data, "bm25", folds=4, min_calibration=2, cache_dir=None, grid=None
+    )
+    # without a selection grid: 4 rounds x (1 outer + 2 cross-fitted inner residuals) + the
+    # final residual and its 3 inner ones = 16; training the outer residuals again for the
+    # gated rows would make 20
     assert report.info["residual_fits"] == 4 * 3 + 1 + 3
 
 

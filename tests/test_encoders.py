@@ -54,3 +54,30 @@ def test_splade_scores_overlap_higher(tiny_masked_lm, tmp_path):
     again = SpladeEncoder(model=model, tokenizer=tokenizer, policy=policy, cache_dir=tmp_path)
     for text, vector in zip(texts, vectors, strict=True):
         np.testing.assert_array_equal(again.encode([text])[0], vector)
+
+
+def test_embeddings_do_not_depend_on_the_batch_they_were_computed_in():
+    """Issue 25: a cold cache (pages embedded in other batches) gave other dense scores than a
+    warm one. The shipped MiniLM embeds the same pages alone, together, in reverse order and
+    beside other pages: bit-identical vectors."""
+    import numpy as np
+
+    from fincrowd_ltr.retrieval.dense import DenseEncoder
+
+    texts = [
+        "Net revenue increased 5% to $32.8 billion in fiscal 2018.",
+        "Total current assets | 2019 | 2018 | 1,204 | 1,118",
+        "Capital expenditures were $1.6 billion, primarily for new stores and technology.",
+        "The Company repurchased 12 million shares during the year.",
+        "Operating income by segment: Americas 4,120; EMEA 1,876; Asia Pacific 912.",
+        "Long-term debt due within one year was $750 million at December 31, 2021.",
+    ] * 2
+    texts[6:] = [t + " (restated)" for t in texts[6:]]  # other lengths beside the same texts
+    enc = DenseEncoder(cache_dir=None, batch_size=4)
+    together = enc.encode_chunk(texts)
+    alone = [enc.encode_chunk([t])[0] for t in texts]
+    reverse = enc.encode_chunk(texts[::-1])[::-1]
+    padded_with_others = enc.encode_chunk(texts[:3] + ["x " * 200] + texts[3:])
+    del padded_with_others[3]
+    for other in (alone, reverse, padded_with_others):
+        assert all(np.array_equal(a, b) for a, b in zip(together, other, strict=True))

@@ -31,16 +31,16 @@ FX = FieldExtractor()
     [
         (
             ("instructions",),
-            "What was the capex? Round your answer to two decimal places.",
+            "What was the capex? Round the answer to one decimal place.",
             "What was the capex?",
         ),
         (
             ("instructions",),
-            "Give a response to the question by relying on the details shown in the filing. "
+            "Give a response to the question by reading the annual report closely. "
             "What was revenue?",
             "What was revenue?",
         ),
-        (("instructions",), "Round your answer to two decimal places.", None),  # kept whole
+        (("instructions",), "Round your answer to the nearest million.", None),  # kept whole
         (
             ("periods",),
             "Revenue in FY2018 and FY 19 and FY'20?",

@@ -133,18 +133,85 @@ def test_cli_fit_calibrate_and_evaluate_a_domain(tmp_path, capsys):
     # the training queries cannot calibrate another domain
     assert main(["calibrate", *common, train_root, f"--checkpoint={ckpt}", "--domain=x"]) == 2
     assert "were training queries" in capsys.readouterr().err
-    assert main(["calibrate", *common, other_root, f"--checkpoint={ckpt}", "--domain=other"]) == 0
+    calibrate = ["calibrate", *common, other_root, f"--checkpoint={ckpt}", "--domain=other"]
+    assert main([*calibrate, "--folds=2", "--fold=0"]) == 0
+    assert main([*calibrate, "--folds=2", "--fold=1"]) == 2  # an existing domain: --replace
+    assert "--replace" in capsys.readouterr().err
     out = tmp_path / "report.json"
     evaluate = ["evaluate", "--dataset=beir", f"--cache-dir={cache}", other_root, "--ranker=bm25"]
     evaluate += ["--bank-size=6", f"--checkpoint={ckpt}"]
-    # every Othercorp query calibrated 'other': none is left to report on
-    assert main([*evaluate, "--domain=other"]) == 2
     assert main([*evaluate, "--domain=missing"]) == 2
     assert "no gate calibration for domain 'missing'" in capsys.readouterr().err
-    assert main([*evaluate, "--domain=beir", f"--out={out}"]) == 0
-    systems = json.loads(out.read_text())["systems"]
+    # issue 23: the questions that calibrated 'other' are left out whichever domain is asked
+    for domain in ("beir", "other"):
+        assert main([*evaluate, f"--domain={domain}", f"--out={out}"]) == 0
+        report = json.loads(out.read_text())
+        calibrated = report["excluded"]["by_role"]["calibration:other"]
+        assert calibrated > 0 and report["excluded"]["n_excluded"] == calibrated
+        assert report["systems"]["gated:bm25"]["n"] == report["excluded"]["n_scored"]
+        printed = capsys.readouterr().out
+        assert f"leave out {calibrated} questions the checkpoint saw" in printed
+    systems = report["systems"]
     assert {"base:bm25", "residual:bm25", "gated:bm25"} <= set(systems)
     assert 0.0 <= systems["gated:bm25"]["gate_open_share"] <= 1.0
     assert main([*evaluate, "--domain=missing", "--domain-fallback=identity", f"--out={out}"]) == 0
     gated = json.loads(out.read_text())["systems"]["gated:bm25"]
     assert gated["gate_open_share"] == 0.0 and gated["delta"]["ndcg@10"] == 0.0
+
+
+def _draw(rng, n):
+    """A domain where the gate's probability p ~ U(0, 1) and a question regresses when opened
+    with probability 0.2 (1 - p), else gains: the regression rate of opening at tau is
+    0.1 (1 - tau)^2, at most 0.03 for tau >= 1 - sqrt(0.3)."""
+    p = rng.uniform(size=n)
+    regress = rng.uniform(size=n) < 0.2 * (1 - p)
+    return p, np.where(regress, -0.2, 0.3)
+
+
+SAFE_TAU = 1 - np.sqrt(0.3)
+
+
+@pytest.mark.parametrize(("method", "most"), [("ltt", 0.15), ("empirical", 1.0)])
+def test_the_learn_then_test_threshold_keeps_the_cap_with_probability_1_minus_delta(method, most):
+    """Issue 25: over 300 calibration draws of 300 questions, the chosen threshold's true
+    regression rate exceeds the cap in at most about delta (0.1) of them with "ltt"; the
+    empirical rule exceeds it far more often (the reason for the guarantee)."""
+    rng = np.random.default_rng(0)
+    exceeded = []
+    for _ in range(300):
+        p, gains = _draw(rng, 300)
+        tau = choose_threshold(p, gains, cap=0.03, method=method, delta=0.1)[0]
+        exceeded.append(tau < SAFE_TAU)
+    share = float(np.mean(exceeded))
+    assert share <= most
+    if method == "empirical":
+        assert share > 0.3
+
+
+def test_a_small_calibration_set_cannot_certify_any_opening():
+    """(1 - cap)^n must fall to delta before even a threshold without regression passes: 60
+    orderable questions at cap 0.03 and delta 0.1 (0.97^60 = 0.16) never open; 80 can."""
+    p = np.linspace(0.01, 0.99, 60)
+    gains = np.full(60, 0.1)
+    assert choose_threshold(p, gains, 0.03, "ltt", 0.1)[0] > 1.0
+    assert choose_threshold(np.linspace(0.01, 0.99, 80), np.full(80, 0.1), 0.03, "ltt", 0.1)[3] == 1
+    assert choose_threshold(p, gains, 0.03, "crc")[3] == 1.0  # (0 + 1) / 61 <= 0.03: opens
+
+
+def test_questions_without_a_relevant_candidate_do_not_dilute_the_cap():
+    """Issue 25: the cap is a rate among orderable questions. 20 orderable (one regresses)
+    among 100: 1/100 passes a 3% cap, 1/20 does not."""
+    logits = np.linspace(-2, 2, 100)
+    gains = np.zeros(100)
+    orderable = np.zeros(100, bool)
+    orderable[80:] = True
+    gains[80:] = 0.2
+    gains[85] = -0.1
+    qids = [f"q{i}" for i in range(100)]
+    diluted = calibrate(logits, gains, qids, 0.03, method="empirical")
+    assert diluted.calibration_regression == 0.01 and diluted.opens(logits[85:86]).all()
+    cal = calibrate(logits, gains, qids, 0.03, orderable=orderable, method="empirical")
+    assert cal.n_orderable == 20 and cal.n_queries == 100
+    assert cal.calibration_regression <= 0.03
+    assert not cal.opens(logits[85:86]).any()  # the regressing question stays closed
+    assert 0 < cal.risk_bound < 1 and cal.guarantee()["n_orderable"] == 20

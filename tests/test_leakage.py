@@ -83,3 +83,72 @@ def test_gold_metadata_never_reaches_banks_features_gate_or_packing(data_root, t
         assert np.array_equal(a[3], b[3])  # features
         assert a[4] == b[4] and a[5] == b[5]  # gate decisions and orders
         assert a[6] == b[6]  # packed contexts under every pruning policy
+
+
+def _fold_preserving_name(group: str, k: int, seed: int) -> str:
+    """An opaque group name that falls in the same fold as ``group`` (the company is gone, the
+    fold plan is the same)."""
+    from fincrowd_ltr.data.splits import group_fold
+
+    target = group_fold(group, k, seed)
+    digest = group.encode().hex()[:6]
+    return next(
+        name
+        for j in range(1000)
+        if group_fold(name := f"anonymous-{digest}-{j}", k, seed) == target
+    )
+
+
+def test_the_shipped_pipeline_sees_no_question_metadata(financebench, tmp_path):
+    """Issue 25: the whole shipped pipeline (the filing-aware first stage, the fused base,
+    segment harvesting, the residual, the gate with pooled calibration, fit then evaluate on a
+    held-out fold) gives identical orders, metrics and gate decisions when the question records
+    carry no company (the group that keeps a company's questions in one fold is renamed, with
+    the same fold plan). The labels are only for training and scoring."""
+    import fincrowd_ltr as fc
+    from fincrowd_ltr.data.schema import Dataset, Query
+
+    folds, seed = 5, 0
+    per_group: dict[str, list[str]] = {}
+    for qid, q in sorted(financebench.queries.items()):
+        if financebench.covered(qid) and len(per_group.setdefault(q.group, [])) < 2:
+            per_group[q.group].append(qid)  # two covered questions of every company
+    chosen = sorted(per_group)
+    queries = {q: financebench.queries[q] for g in chosen for q in per_group[g]}
+    qrels = {k: financebench.qrels[k] for k in queries}
+    full = Dataset("financebench", queries, financebench.passages, qrels)
+    renamed = {g: _fold_preserving_name(g, folds, seed) for g in chosen}
+    blank = Dataset(
+        "financebench",
+        {k: Query(q.qid, q.text, renamed[q.group], None) for k, q in queries.items()},
+        financebench.passages,
+        qrels,
+    )
+    assert fc.FoldPlan.by_group(full, folds, seed) == fc.FoldPlan.by_group(blank, folds, seed)
+    options = dict(
+        folds=folds, seed=seed, test_fold=0, grid=None, bank_size=15, min_calibration=2,
+        first_stage="auto", cache_dir=tmp_path / "cache",
+    )  # fmt: skip
+    out = {}
+    for name, data in (("full", full), ("blank", blank)):
+        model, report = fc.fit_correction(data, "fused", progress=False, **options)
+        held = fc.evaluate(
+            data, "fused", checkpoint=model, domain="financebench", first_stage="auto",
+            size=15, cache_dir=tmp_path / "cache", progress=False,
+        )  # fmt: skip
+        cv = report.to_dict()
+        out[name] = {
+            "cv": {
+                mode: {k: v["per_query"] for k, v in rows.items() if isinstance(v, dict)}
+                for mode, rows in cv["modes"].items()
+            },  # fmt: skip
+            "gated": {m: r["rankings"] for m, r in cv["gated"]["modes"].items()},
+            "thresholds": [f["threshold"] for f in cv["gated"]["folds"]],
+            "trained": model.summary.query_ids,
+            "segments": model.extractor.segment_names,
+            "held_out": {k: v["per_query"] for k, v in held["systems"].items()},
+            "opened": held["systems"]["gated:fused"]["gate_open_share"],
+        }
+    assert out["full"]["trained"] and out["full"]["held_out"]["gated:fused"]
+    for key in out["full"]:
+        assert out["full"][key] == out["blank"][key], key

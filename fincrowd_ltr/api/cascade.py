@@ -26,6 +26,7 @@ from fincrowd_ltr.model.calibration import DEFAULT_REGRESSION_CAP, MIN_CALIBRATI
 from fincrowd_ltr.retrieval.banks import BankSet
 from fincrowd_ltr.retrieval.build import BankSpec
 from fincrowd_ltr.retrieval.cascade import CascadeSettings, settings_grid
+from fincrowd_ltr.settings import CalibrationSettings
 
 DOMAIN = "cascade"
 
@@ -74,11 +75,12 @@ def gated_cascade(
     bankset: BankSet,
     chosen: dict[str, CascadeSettings],
     extra: dict | None = None,
-    cap: float = DEFAULT_REGRESSION_CAP,
-    min_queries: int = MIN_CALIBRATION_QUERIES,
+    calibration: CalibrationSettings | None = None,
     label: str = SELECTED,
 ) -> dict:
-    """Residual and gate on the cascade's top-``k`` banks, cross-validated."""
+    """Residual and gate on the cascade's top-``k`` banks, cross-validated; each test fold's
+    gate is calibrated on the next fold as ``calibration`` says (cap, delta, method)."""
+    c = calibration or CalibrationSettings()
     systems: dict[str, dict[str, list[str]]] = {"cascade": {}, "residual": {}, "gated": {}}
     opened: dict[str, bool] = {}
     folds_out = []
@@ -105,8 +107,11 @@ def gated_cascade(
         cal_examples, _ = examples_of(calib, model, dict.fromkeys(plan.folds[calib], settings))
         from fincrowd_ltr.training.calibration import fit_calibration
 
-        calibration = fit_calibration(model, data, cal_examples, cap, min_queries)
-        model = model.with_domain(DOMAIN, calibration)
+        fitted = fit_calibration(
+            model, data, cal_examples, c.regression_cap, c.min_calibration,
+            delta=c.delta, method=c.gate_method,
+        )  # fmt: skip
+        model = model.with_domain(DOMAIN, fitted)
         test_examples, rests = examples_of(f, model, chosen)
         test_examples = [e for e in test_examples if data.covered(e.qid)]
         for qid, res in model.score_examples(data, test_examples, DOMAIN).items():
@@ -118,8 +123,10 @@ def gated_cascade(
             {
                 "test_fold": f,
                 "calibration_fold": calib,
-                "threshold": calibration.threshold,
-                "calibration_queries": calibration.n_queries,
+                "threshold": fitted.threshold,
+                "calibration_queries": fitted.n_queries,
+                "calibration_query_ids": fitted.query_ids,
+                "risk_bound": fitted.risk_bound,
             }
         )
     qids = sorted(systems["cascade"])
@@ -153,10 +160,13 @@ def cascade(
     split: str = "all",
     data_root: str | Path | None = None,
     cache_dir: str | Path | None = DEFAULT_CACHE,
+    calibration: CalibrationSettings | None = None,
 ) -> dict:
     """The cascade report: first stage, each stage-2 ranker, the settings chosen on training
     folds, and with ``gated`` the correction on the top ``k``. ``scores`` adds runs
-    (``{name: TREC file}``) as fixed stage-2 rankers."""
+    (``{name: TREC file}``) as fixed stage-2 rankers. ``calibration`` (a
+    :class:`~fincrowd_ltr.settings.CalibrationSettings`) overrides ``regression_cap`` and
+    ``min_calibration`` and adds the gate's ``delta`` and method."""
     data = load_dataset(dataset, data_root, split)
     stage2 = rankers_of(stage2)
     bankset = build_banks(
@@ -176,7 +186,10 @@ def cascade(
         corrections = fold_corrections(
             data, correction_ranker, plan, first_stage=first_stage, cache_dir=cache_dir, seed=seed
         )
-        limits = {"cap": regression_cap, "min_queries": min_calibration}
+        limits = {
+            "calibration": calibration
+            or CalibrationSettings(regression_cap=regression_cap, min_calibration=min_calibration)
+        }
         report["gated"] = {
             "selected": gated_cascade(data, plan, corrections, bankset, chosen, extra, **limits)
         }

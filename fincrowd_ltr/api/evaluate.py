@@ -8,7 +8,7 @@ import numpy as np
 
 from fincrowd_ltr.api.corpus import DEFAULT_CACHE, build_banks, load_dataset, rankers_of, read_run
 from fincrowd_ltr.data.schema import DataError, Dataset
-from fincrowd_ltr.defaults import DEFAULT_BANK_SIZE, DEFAULT_REGRESSION_CAP
+from fincrowd_ltr.defaults import DEFAULT_BANK_SIZE, DEFAULT_DELTA, DEFAULT_REGRESSION_CAP
 from fincrowd_ltr.diagnostics.crowding import crowded_labels, repair_counts
 from fincrowd_ltr.evaluation.report import evaluate_bankset
 from fincrowd_ltr.evaluation.results import system_result
@@ -77,7 +77,7 @@ def evaluate(
 
         add_cascade_systems(report, data, banks, cascades)
     if checkpoint is not None:
-        add_correction_rows(report, data, banks, checkpoint, domain, fallback)
+        add_correction_rows(report, data, banks, checkpoint, domain, fallback, first_stage)
     return report
 
 
@@ -88,8 +88,10 @@ def add_correction_rows(
     checkpoint: str | Path | GatedCorrection,
     domain: str | None = None,
     fallback: str = "error",
+    first_stage: str | None = None,
 ) -> None:
-    """Add ``residual:<r>`` (and with ``domain`` ``gated:<r>``) rows, decided by the model."""
+    """Add ``residual:<r>`` (and with ``domain`` ``gated:<r>``) rows, decided by the model, and
+    the distribution-shift warnings of these banks (``report["warnings"]``)."""
     model = (
         checkpoint
         if isinstance(checkpoint, GatedCorrection)
@@ -102,7 +104,8 @@ def add_correction_rows(
         )
     if domain is not None:
         model.rule(domain, fallback)  # an unknown domain fails before any work
-    seen = model.seen(data, calibration_of=domain)
+    roles = model.seen_by_role(data)
+    seen = set().union(*roles.values())  # every question it saw, whichever domain is asked
     qids = [q for q in data.queries if q in banks.banks and data.covered(q) and q not in seen]
     if not qids:
         raise DataError(
@@ -112,6 +115,9 @@ def add_correction_rows(
         )
     examples = model.examples(data, banks, ranker, qids)
     always = model.score_examples(data, examples)
+    stage = None if first_stage is None else _stage_name(first_stage, data)
+    standardised = np.concatenate([r.decision.standardised for r in always.values()])
+    report["warnings"] = model.shift_warnings(stage, banks.size, standardised)
     base = {q: r.base_ranking for q, r in always.items()}
     systems = {"residual": {q: r.ranking for q, r in always.items()}}
     opened = {}
@@ -130,12 +136,25 @@ def add_correction_rows(
             result.extra["domain"] = domain
         key = f"{name}:{ranker}" + (":unseen" if name == "base" else "")
         report["systems"][key] = result.to_dict()
+    report["excluded"] = {
+        "n_excluded": len(seen),
+        "n_scored": len(qids),
+        "by_role": {role: len(found) for role, found in roles.items() if found},
+    }
     if seen:
+        why = ", ".join(f"{n} {role}" for role, n in report["excluded"]["by_role"].items())
         report.setdefault("notes", []).append(
-            f"{len(seen)} questions the correction trained or calibrated on (matched by content: "
-            f"question text and gold evidence) are left out of the correction rows "
-            f"({len(qids)} scored)"
+            f"{len(seen)} questions the correction trained, validated or calibrated on (any "
+            f"domain; matched by content: question text and gold evidence) are left out of the "
+            f"correction rows ({why}; {len(qids)} scored)"
         )
+
+
+def _stage_name(first_stage: str, data: Dataset) -> str:
+    """The first stage ``first_stage`` resolves to on ``data`` ('auto' names the dataset's)."""
+    from fincrowd_ltr.retrieval.build import BankSpec
+
+    return BankSpec(first_stage=first_stage).stage(data)
 
 
 def calibrate_domain(
@@ -156,10 +175,16 @@ def calibrate_domain(
     cache_dir: str | Path | None = DEFAULT_CACHE,
     run=None,
     save: bool = True,
+    replace: bool = False,
+    delta: float = DEFAULT_DELTA,
+    method: str = "ltt",
 ):
     """Fit ``domain``'s gate calibration on labelled questions the correction never saw (all of
-    ``dataset``, group fold ``fold`` or ``qids``) and, for a checkpoint folder, store it there.
-    Returns ``(model, calibration)``."""
+    ``dataset``, group fold ``fold`` or ``qids``) and, for a checkpoint folder, store it there
+    (an existing domain only with ``replace``). The regression cap among orderable questions is
+    kept by ``method`` with ``delta`` (``"ltt"``: with probability >= 1 - delta over the draw of
+    the calibration questions; :mod:`fincrowd_ltr.model.calibration`). Returns ``(model,
+    calibration)``."""
     from fincrowd_ltr.data.splits import FoldPlan
 
     model = (
@@ -167,6 +192,11 @@ def calibrate_domain(
         if isinstance(checkpoint, GatedCorrection)
         else GatedCorrection.from_pretrained(checkpoint)
     )
+    if domain in model.domains and save and not replace:
+        raise DataError(
+            f"domain {domain!r} is already calibrated in this checkpoint; pass replace=True "
+            "(--replace) to overwrite its calibration"
+        )
     data = load_dataset(dataset, data_root, split)
     if qids is None:
         qids = (
@@ -188,10 +218,12 @@ def calibrate_domain(
     examples = model.examples(data, banks, model.base_ranker, qids)
     from fincrowd_ltr.training.calibration import fit_calibration
 
-    calibration = fit_calibration(model, data, examples, regression_cap, min_calibration)
+    calibration = fit_calibration(
+        model, data, examples, regression_cap, min_calibration, delta=delta, method=method
+    )
     model = model.with_domain(domain, calibration)
     if save and not isinstance(checkpoint, GatedCorrection):
         from fincrowd_ltr.model.checkpoint import add_domain
 
-        add_domain(Path(checkpoint), domain, calibration)
+        add_domain(Path(checkpoint), domain, calibration, replace)
     return model, calibration

@@ -25,7 +25,8 @@ from fincrowd_ltr.defaults import BANK_MODES
 from fincrowd_ltr.diagnostics.crowding import crowded_labels, repair_counts
 from fincrowd_ltr.evaluation.results import (
     SystemResult,
-    metadata_oracle,
+    gold_metadata_filter,
+    ideal_order,
     system_result,
     write_report,
 )
@@ -39,11 +40,14 @@ from fincrowd_ltr.progress import Progress
 from fincrowd_ltr.retrieval.banks import BankSet
 from fincrowd_ltr.retrieval.build import BankSpec
 from fincrowd_ltr.settings import FitSettings
-from fincrowd_ltr.training.calibration import fit_calibration, gate_rows
+from fincrowd_ltr.training.calibration import fit_calibration, gate_rows, orderable_rows
 
 RANKING_DEPTH = 30  # candidates of each held-out ranking kept in the report (for packing)
 MODES = BANK_MODES
 CV_DOMAIN = "cross-validation"
+# rows that use the labels (references, not systems): the gold-metadata filter (not an upper
+# bound) and the ideal order of the bank (the true upper bound)
+REFERENCE_ROWS = ("gold_metadata_filter", "ideal_order")
 
 
 @dataclass
@@ -62,8 +66,9 @@ class CrossValReport:
     """Held-out results of a cross-validated correction.
 
     ``modes[mode].systems`` are :class:`~fincrowd_ltr.evaluation.results.SystemResult` rows
-    (``base:<r>``, ``residual:<r>``, ``gated:<r>``, ``metadata_oracle``); ``modes[mode].rankings``
-    the held-out orders (top 30) that ``pack --orders`` reads; ``info`` the settings and choices.
+    (``base:<r>``, ``residual:<r>``, ``gated:<r>``, and the label-using references
+    ``gold_metadata_filter`` and ``ideal_order``); ``modes[mode].rankings`` the held-out orders
+    (top 30) that ``pack --orders`` reads; ``info`` the settings and choices.
     """
 
     dataset: str
@@ -86,7 +91,7 @@ class CrossValReport:
                 gated[mode] = {
                     **counts,
                     "gate_open_share": held.gate_open_share,
-                    **{k: v for k, v in rows.items() if k != "metadata_oracle"},
+                    **{k: v for k, v in rows.items() if k not in REFERENCE_ROWS},
                     "rankings": held.rankings,
                 }
         out = {"dataset": self.dataset, "ranker": self.ranker, **self.info, "modes": modes}
@@ -303,7 +308,7 @@ class _CrossValidation:
         """The held-out rows of every round, pooled."""
         data, s = self.data, self.s
         selected = self._fit_batches()
-        pooled = {m: {k: {} for k in ("base", "residual", "gated", "oracle", "opened")}
+        pooled = {m: {k: {} for k in ("base", "residual", "gated", "filter", "ideal", "opened")}
                   for m in MODES}  # fmt: skip
         gate_folds = []
         bar = Progress(len(selected), "cross-validation folds", enabled=self.progress)
@@ -330,7 +335,8 @@ class _CrossValidation:
             for qid, res in corrected.score_examples(self.data, test).items():
                 pooled[mode]["base"][qid] = res.base_ranking
                 pooled[mode]["residual"][qid] = res.corrected_ranking
-                pooled[mode]["oracle"][qid] = metadata_oracle(self.data, res.base_ranking, qid)
+                pooled[mode]["filter"][qid] = gold_metadata_filter(self.data, res.base_ranking, qid)
+                pooled[mode]["ideal"][qid] = ideal_order(self.data, res.base_ranking, qid)
 
     def _gated_round(self, r, module, setting, pooled) -> dict:
         c, b = self.s.calibration, self.s.banks
@@ -341,7 +347,7 @@ class _CrossValidation:
         gated = self.model(module.scorer, gate_module)
         calibration = fit_calibration(
             gated, self.data, self.ex.of("retrieved", [r.validation]), c.regression_cap,
-            c.min_calibration, cross_fitted=oof,
+            c.min_calibration, cross_fitted=oof, delta=c.delta, method=c.gate_method,
         )  # fmt: skip
         gated = gated.with_domain(CV_DOMAIN, calibration)
         for mode in MODES:
@@ -349,12 +355,23 @@ class _CrossValidation:
             for qid, res in gated.score_examples(self.data, test, CV_DOMAIN).items():
                 pooled[mode]["gated"][qid] = res.ranking
                 pooled[mode]["opened"][qid] = res.decision.applied
+        rows = {
+            "calibration": _logit_rows(gated, self.data, self.ex.of("retrieved", [r.validation])),
+            "test": _logit_rows(gated, self.data, self.ex.of("retrieved", [r.test], self.data)),
+        }
+        for qids, logits, gains, orderable in oof or []:  # the pooled cross-fitted rows
+            rows["calibration"] = _join_rows(rows["calibration"], qids, logits, gains, orderable)
         return {
             "test_fold": r.test,
             "calibration_fold": r.validation,
             "setting": setting,
             **{k: v for k, v in calibration.to_dict().items() if "query" not in k},
             "query_ids": calibration.n_queries,
+            # the calibration fold's own questions (pooled cross-fitted rows are training ones)
+            "calibration_query_ids": calibration.query_ids,
+            # every row's gate logit, nDCG@10 gain and orderability, so another calibration
+            # method can be replayed on the same fits (benchmarks/gate_guarantee.py)
+            "rows": rows,
         }
 
     def _info(self, selected, gate_folds) -> dict:
@@ -390,15 +407,14 @@ class _CrossValidation:
         c, b, t = s.calibration, s.banks, s.training
         final = _fit_final(
             data, self.ex, self.fits, self.model, plan, self.setting, t.seed, c.gate,
-            b.train_mode, b.val_mode, c.regression_cap, c.min_calibration,
+            b.train_mode, b.val_mode, c,
             c.domain or data.name, c.gate_calibration == "pooled",
         )  # fmt: skip
         calibration_qids = set(final.summary.extra.pop("calibration_qids", []))
-        trained_qids = sorted(
-            q
-            for q in plan.qids(range(len(plan)))
-            if q in self.examples[b.train_mode] and q not in calibration_qids
-        )
+        # every question of the plan's folds trained or validated some fit (a question without a
+        # bank still shaped the folds): all count as seen, except the calibration fold's, which
+        # the domain's calibration records
+        trained_qids = sorted(q for q in plan.qids(range(len(plan))) if q not in calibration_qids)
         extra = {}
         if self.held is not None:
             extra["held_out_query_ids"] = sorted(self.held)
@@ -410,6 +426,7 @@ class _CrossValidation:
             dataset=data.name,
             base_ranker=self.ranker,
             first_stage=self.stage,
+            bank_size=b.bank_size,
             split=s.data.split,
             dataset_fingerprint=data.corpus_fingerprint(),
             setting=self.setting,
@@ -494,14 +511,15 @@ def _held_out(data, ranker, systems: dict, labels: dict | None, gate: bool) -> H
     names = {
         "base": f"base:{ranker}",
         "residual": f"residual:{ranker}",
-        "oracle": "metadata_oracle",
+        "filter": "gold_metadata_filter",
+        "ideal": "ideal_order",
     }
     if gate:
         names["gated"] = f"gated:{ranker}"
     rows = {}
     for key, name in names.items():
         rows[name] = system_result(data, systems[key], qids, base)
-        if labels is not None and key != "oracle":
+        if labels is not None and key not in ("filter", "ideal"):
             rows[name].extra.update(repair_counts(data, labels, systems[key]))
     return HeldOut(
         n_queries=len(qids),
@@ -527,8 +545,9 @@ def _fit_gate(
         module, _ = fits.get(inner_train, inner_val, setting, seed)
         scorer = model(module.scorer)
         for mode in MODES:
-            qids, f, gains = gate_rows(scorer, data, ex.of(mode, [test]))
-            rows.append((test, mode, qids, f, gains))
+            examples = ex.of(mode, [test])
+            qids, f, gains = gate_rows(scorer, data, examples)
+            rows.append((test, mode, qids, f, gains, orderable_rows(examples, qids)))
     gate = _train_gate_on(rows, seed)
     if not oof:
         return gate, None
@@ -536,11 +555,29 @@ def _fit_gate(
     for fold in sorted({row[0] for row in rows}):
         held_out = _train_gate_on([row for row in rows if row[0] != fold], seed)
         out += [
-            (qids, held_out.logits(f), gains)
-            for test, mode, qids, f, gains in rows
+            (qids, held_out.logits(f), gains, orderable)
+            for test, mode, qids, f, gains, orderable in rows
             if test == fold and mode == "retrieved" and len(qids)
         ]
     return gate, out
+
+
+def _logit_rows(model, data, examples) -> dict:
+    """The retrieved banks' ``{"qids", "logits", "gains", "orderable"}`` under ``model``'s gate."""
+    qids, feats, gains = gate_rows(model, data, examples)
+    logits = [model.runtime.gate_logit(f) for f in feats]
+    orderable = orderable_rows(examples, qids)
+    return {"qids": list(qids), "logits": logits, "gains": gains.tolist(),
+            "orderable": orderable.tolist()}  # fmt: skip
+
+
+def _join_rows(rows: dict, qids, logits, gains, orderable) -> dict:
+    return {
+        "qids": rows["qids"] + list(qids),
+        "logits": rows["logits"] + [float(x) for x in logits],
+        "gains": rows["gains"] + [float(x) for x in gains],
+        "orderable": rows["orderable"] + [bool(x) for x in orderable],
+    }
 
 
 def _train_gate_on(rows, seed):
@@ -576,7 +613,7 @@ def _best_setting(val_scores: list[list[float]]) -> tuple[int, list[float]]:
 
 
 def _fit_final(
-    data, ex, fits, model, plan, setting, seed, gate, train_mode, val_mode, cap, min_q, domain,
+    data, ex, fits, model, plan, setting, seed, gate, train_mode, val_mode, c, domain,
     pooled=False,
 ):  # fmt: skip
     if not gate:
@@ -592,8 +629,9 @@ def _fit_final(
     )
     final = model(module.scorer, gate_module)
     calibration = fit_calibration(
-        final, data, ex.of("retrieved", [calib]), cap, min_q, cross_fitted=oof
-    )
+        final, data, ex.of("retrieved", [calib]), c.regression_cap, c.min_calibration,
+        cross_fitted=oof, delta=c.delta, method=c.gate_method,
+    )  # fmt: skip
     final = final.with_domain(domain, calibration)
     final.summary.calibration_fold = calib
     final.summary.train_banks = sum(e.has_support for e in ex.train(r.train))

@@ -16,6 +16,7 @@ import numpy as np
 
 from fincrowd_ltr.data.quirks import collapse_duplicates
 from fincrowd_ltr.data.schema import Dataset
+from fincrowd_ltr.evaluation.results import orderable_summary
 from fincrowd_ltr.metrics import METRICS, bootstrap_ci, per_query
 from fincrowd_ltr.retrieval.banks import BankSet
 
@@ -134,9 +135,18 @@ def format_table(report: dict) -> str:
             extra += f", gate opened on {stats['gate_open_share']:.3f}"
         lines.append(
             f"{system}: {stats['n']} queries, R@10 delta {stats['delta']['recall@10']:+.3f} "
-            f"[{lo:+.3f},{hi:+.3f}], regression {stats['regression_rate']:.3f}, improvement "
+            f"[{lo:+.3f},{hi:+.3f}], regression {orderable_summary(stats)}, improvement "
             f"{stats['improvement_rate']:.3f}{extra}"
         )
+    if report.get("excluded", {}).get("n_excluded"):
+        ex = report["excluded"]
+        why = ", ".join(f"{n} {role}" for role, n in ex["by_role"].items())
+        lines.append(
+            f"correction rows leave out {ex['n_excluded']} questions the checkpoint saw ({why}); "
+            f"{ex['n_scored']} scored"
+        )
+    for message in report.get("warnings", []):
+        lines.append(f"warning: {message}")
     for system, shares in report.get("contamination@10", {}).items():
         lines.append(
             f"{system}: top-10 off-period share {shares['off_period']:.3f}, "

@@ -32,8 +32,13 @@ class SystemResult:
     per_query: dict[str, dict[str, float]] = field(default_factory=dict)
     delta: dict[str, float] | None = None
     delta_ci95: dict[str, list[float]] | None = None
-    regression_rate: float | None = None
+    regression_rate: float | None = None  # share of all n questions whose nDCG@10 fell
     improvement_rate: float | None = None
+    # among the n_orderable questions with a relevant candidate in the bank (the others can
+    # neither regress nor improve): the rates every target and the gate's cap use
+    n_orderable: int | None = None
+    regression_rate_orderable: float | None = None
+    improvement_rate_orderable: float | None = None
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -44,6 +49,9 @@ class SystemResult:
                 delta_ci95=self.delta_ci95,
                 regression_rate=self.regression_rate,
                 improvement_rate=self.improvement_rate,
+                n_orderable=self.n_orderable,
+                regression_rate_orderable=self.regression_rate_orderable,
+                improvement_rate_orderable=self.improvement_rate_orderable,
             )
         out.update(self.extra)
         out["per_query"] = self.per_query
@@ -60,6 +68,9 @@ class SystemResult:
             "delta_ci95",
             "regression_rate",
             "improvement_rate",
+            "n_orderable",
+            "regression_rate_orderable",
+            "improvement_rate_orderable",
             *METRIC_NAMES,
         }
         return cls(
@@ -71,6 +82,9 @@ class SystemResult:
             delta_ci95=data.get("delta_ci95"),
             regression_rate=data.get("regression_rate"),
             improvement_rate=data.get("improvement_rate"),
+            n_orderable=data.get("n_orderable"),
+            regression_rate_orderable=data.get("regression_rate_orderable"),
+            improvement_rate_orderable=data.get("improvement_rate_orderable"),
             extra={k: v for k, v in data.items() if k not in known},
         )
 
@@ -102,9 +116,17 @@ def system_result(
             result.delta[name] = float(d.mean()) if len(d) else float("nan")
             result.delta_ci95[name] = list(bootstrap_ci(d, groups=groups))
         nd = np.array([rows[q]["ndcg@10"] - base_rows[q]["ndcg@10"] for q in qids])
-        result.regression_rate = float((nd < -1e-12).mean()) if len(nd) else float("nan")
-        result.improvement_rate = float((nd > 1e-12).mean()) if len(nd) else float("nan")
+        result.regression_rate = _share(nd < -1e-12)
+        result.improvement_rate = _share(nd > 1e-12)
+        orderable = np.array([any(p in dataset.qrels[q] for p in base[q]) for q in qids], bool)
+        result.n_orderable = int(orderable.sum())
+        result.regression_rate_orderable = _share(nd[orderable] < -1e-12)
+        result.improvement_rate_orderable = _share(nd[orderable] > 1e-12)
     return result
+
+
+def _share(flags: np.ndarray) -> float:
+    return float(flags.mean()) if len(flags) else float("nan")
 
 
 def compare(
@@ -211,9 +233,17 @@ class Report:
         return "\n".join(lines)
 
 
-def metadata_oracle(dataset: Dataset, ranking: list[str], qid: str) -> list[str]:
+def ideal_order(dataset: Dataset, ranking: list[str], qid: str) -> list[str]:
+    """The best order of a bank: its relevant candidates first (by grade, then the ranking's
+    order), the rest after. Uses the labels: the true upper bound of any reordering."""
+    rels = dataset.qrels.get(qid, {})
+    return sorted(ranking, key=lambda p: -rels.get(p, 0))
+
+
+def gold_metadata_filter(dataset: Dataset, ranking: list[str], qid: str) -> list[str]:
     """A ranking with every candidate removed whose filing conflicts with the gold filing's
-    company or period (uses gold metadata: an upper reference, not a system)."""
+    company or period (uses gold metadata: a reference row, not a system and not an upper
+    bound: a reordering can beat it; called "metadata_oracle" before 0.3)."""
     gold = [dataset.passages[p] for p in dataset.qrels.get(qid, {})]
     companies = {p.company for p in gold} - {None}
     periods = {p.period for p in gold} - {None}
@@ -240,9 +270,18 @@ def format_rows(title: str, systems: dict) -> str:
         lines.append(
             f"  {name:<34} R@10 {s['recall@10']:.3f}  delta {s['delta']['recall@10']:+.3f} "
             f"[{lo:+.3f},{hi:+.3f}]  nDCG@10 {s['ndcg@10']:.3f}  regression "
-            f"{s['regression_rate']:.3f}{extra}"
+            f"{orderable_summary(s)}{extra}"
         )
     return "\n".join(lines)
+
+
+def orderable_summary(s: dict) -> str:
+    """The regression rate among orderable questions (its denominator named), then overall."""
+    if s.get("n_orderable") is None:
+        return f"{s['regression_rate']:.3f}"
+    rate = s["regression_rate_orderable"]
+    shown = "-" if rate is None or rate != rate else f"{rate:.3f}"
+    return f"{shown} of {s['n_orderable']} orderable ({s['regression_rate']:.3f} of all)"
 
 
 def format_crossval(data: dict, name: str) -> str:

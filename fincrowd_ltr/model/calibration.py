@@ -1,8 +1,27 @@
-"""Calibrating the identity gate per domain (NumPy only; the torch-free runtime uses it too).
+"""Calibrating the identity gate per domain (NumPy and SciPy; the torch-free runtime uses it).
 
 A domain's calibration is a temperature ``T`` (``p = sigmoid(logit / T)``) and a threshold ``tau``
 chosen on a small labelled calibration set of that domain to maximise the mean nDCG@10 gain while
-the regression rate (queries whose nDCG@10 falls) stays under a cap.
+the regression rate stays under a cap. The rate is taken among *orderable* questions (a relevant
+candidate in the bank: the others cannot regress), and the cap is kept in one of three ways
+(``method``):
+
+- ``"ltt"`` (default): Learn-then-Test with a binomial bound. Thresholds are tested from the
+  highest down (fixed-sequence testing) against ``H0: regression rate > cap`` with the exact
+  binomial p-value ``P(Bin(n, cap) <= k)`` (``k`` regressions among ``n`` orderable calibration
+  questions); the threshold is chosen among those rejected before the first failure. Then, with
+  probability at least ``1 - delta`` over the draw of the calibration set, the chosen threshold's
+  regression rate on the domain's orderable questions is at most ``cap``, assuming calibration
+  and future questions are exchangeable (drawn from the same distribution). With few questions
+  no threshold but "never open" may pass: ``(1 - cap)^n <= delta`` is needed for even a threshold
+  with no regression (``n >= 76`` at cap 0.03 and delta 0.1).
+- ``"crc"``: conformal risk control: ``(k + 1) / (n + 1) <= cap``, a guarantee on the *expected*
+  regression rate (no ``delta``).
+- ``"empirical"``: the regression rate on the calibration set itself ``<= cap`` (before 0.3: no
+  promise about the next question).
+
+Every calibration stores a ``risk_bound``: the Clopper-Pearson upper ``1 - delta`` bound on the
+chosen threshold's regression rate among orderable questions.
 """
 
 from __future__ import annotations
@@ -12,9 +31,15 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from fincrowd_ltr.data.schema import DataError
-from fincrowd_ltr.defaults import DEFAULT_REGRESSION_CAP, MIN_CALIBRATION_QUERIES  # noqa: E402
+from fincrowd_ltr.defaults import (
+    DEFAULT_DELTA,
+    DEFAULT_REGRESSION_CAP,
+    GATE_METHODS,
+    MIN_CALIBRATION_QUERIES,
+)
 
 TEMPERATURES = np.exp(np.linspace(np.log(0.1), np.log(10.0), 41))
+NEVER_OPEN = float(np.nextafter(1.0, 2.0))  # a threshold above every probability
 
 
 @dataclass
@@ -31,6 +56,22 @@ class GateCalibration:
     query_ids: list[str] = field(default_factory=list)
     dataset: str | None = None  # the dataset the calibration queries came from
     query_fingerprints: list[str] = field(default_factory=list)  # content of those queries
+    # the guarantee (calibrations written before 0.3 were "empirical" over all covered questions)
+    method: str = "empirical"
+    delta: float | None = None
+    n_orderable: int | None = None  # calibration rows with a relevant candidate in the bank
+    risk_bound: float | None = None  # upper 1 - delta bound on the regression rate (orderable)
+
+    def guarantee(self) -> dict:
+        """What this calibration promises (returned with every gated decision)."""
+        return {
+            "method": self.method,
+            "cap": self.regression_cap,
+            "delta": self.delta,
+            "risk_bound": self.risk_bound,
+            "n_calibration": self.n_queries,
+            "n_orderable": self.n_orderable,
+        }
 
     def probability(self, logits: np.ndarray) -> np.ndarray:
         z = np.clip(-np.asarray(logits, dtype=np.float64) / self.temperature, -700.0, 700.0)
@@ -61,21 +102,53 @@ def fit_temperature(logits: np.ndarray, labels: np.ndarray) -> float:
     return best
 
 
+def binomial_p_value(regressions: int, n: int, cap: float) -> float:
+    """``P(Bin(n, cap) <= regressions)``: the p-value of ``H0: rate > cap`` (exact)."""
+    from scipy.stats import binom
+
+    return float(binom.cdf(regressions, n, cap)) if n else 1.0
+
+
+def risk_bound(regressions: int, n: int, delta: float) -> float:
+    """The Clopper-Pearson upper ``1 - delta`` bound on a rate with ``regressions`` of ``n``."""
+    from scipy.stats import beta
+
+    if n == 0 or regressions >= n:
+        return 1.0
+    return float(beta.ppf(1.0 - delta, regressions + 1, n - regressions))
+
+
 def choose_threshold(
-    probabilities: np.ndarray, gains: np.ndarray, cap: float
+    probabilities: np.ndarray,
+    gains: np.ndarray,
+    cap: float,
+    method: str = "empirical",
+    delta: float = DEFAULT_DELTA,
 ) -> tuple[float, float, float, float]:
-    """The threshold maximising the mean gain subject to regression rate <= ``cap``; returns
-    (threshold, gain, regression rate, open share). Never opening (threshold above every
-    probability) is always feasible; among equal gains the higher threshold wins."""
+    """The threshold maximising the mean gain subject to the cap, kept by ``method`` (module
+    docstring); returns (threshold, gain, regression rate, open share) on these rows. Never
+    opening (threshold above every probability) is always allowed; among equal gains the higher
+    threshold wins. The rows should be the orderable questions."""
+    if method not in GATE_METHODS:
+        raise DataError(f"gate calibration method must be one of {GATE_METHODS}; got {method!r}")
     probabilities = np.asarray(probabilities, dtype=np.float64)
     gains = np.asarray(gains, dtype=np.float64)
-    best = (float(np.nextafter(1.0, 2.0)), 0.0, 0.0, 0.0)
+    n = len(gains)
+    best = (NEVER_OPEN, 0.0, 0.0, 0.0)
     for tau in sorted(set(probabilities.tolist()), reverse=True):
         opened = probabilities >= tau
+        regressions = int(((gains < -1e-12) & opened).sum())
+        if method == "ltt":
+            if binomial_p_value(regressions, n, cap) > delta:
+                break  # fixed-sequence testing stops at the first threshold it cannot certify
+        elif method == "crc":
+            if (regressions + 1) / (n + 1) > cap + 1e-12:
+                continue
+        elif regressions / n > cap + 1e-12:
+            continue
         gain = float((gains * opened).mean())
-        regression = float(((gains < -1e-12) & opened).mean())
-        if regression <= cap + 1e-12 and gain > best[1] + 1e-12:
-            best = (float(tau), gain, regression, float(opened.mean()))
+        if gain > best[1] + 1e-12:
+            best = (float(tau), gain, regressions / n, float(opened.mean()))
     return best
 
 
@@ -87,20 +160,30 @@ def calibrate(
     min_queries: int = MIN_CALIBRATION_QUERIES,
     dataset: str | None = None,
     query_fingerprints: list[str] | None = None,
+    orderable: np.ndarray | None = None,
+    delta: float = DEFAULT_DELTA,
+    method: str = "ltt",
 ) -> GateCalibration:
     """Fit a domain's temperature and threshold on calibration queries (``gains``: residual
-    minus base nDCG@10 per query)."""
-    if len(query_ids) < min_queries:
-        raise DataError(
-            f"calibration needs at least {min_queries} labelled queries with relevant evidence; "
-            f"got {len(query_ids)}"
-        )
+    minus base nDCG@10 per query; ``orderable``: which have a relevant candidate in the bank,
+    all when None). Only orderable rows count: the others cannot change."""
     if not 0.0 <= cap < 1.0:
         raise DataError(f"regression cap must be in [0, 1), got {cap}")
+    if not 0.0 < delta < 1.0:
+        raise DataError(f"delta must be in (0, 1), got {delta}")
     gains = np.asarray(gains, dtype=np.float64)
+    logits = np.asarray(logits, dtype=np.float64)
+    keep = np.ones(len(gains), bool) if orderable is None else np.asarray(orderable, bool)
+    if int(keep.sum()) < min_queries:
+        raise DataError(
+            f"calibration needs at least {min_queries} labelled queries with relevant evidence in "
+            f"the bank; got {int(keep.sum())} (of {len(query_ids)})"
+        )
+    gains, logits = gains[keep], logits[keep]
     temperature = fit_temperature(logits, gains > 1e-12)
-    probabilities = 1.0 / (1.0 + np.exp(-np.asarray(logits, dtype=np.float64) / temperature))
-    threshold, gain, regression, opened = choose_threshold(probabilities, gains, cap)
+    probabilities = 1.0 / (1.0 + np.exp(-logits / temperature))
+    threshold, gain, regression, opened = choose_threshold(probabilities, gains, cap, method, delta)
+    regressions = int(round(regression * len(gains)))
     return GateCalibration(
         temperature=temperature,
         threshold=threshold,
@@ -112,4 +195,9 @@ def calibrate(
         query_ids=sorted(query_ids),
         dataset=dataset,
         query_fingerprints=sorted(query_fingerprints or []),
+        method=method,
+        delta=delta,
+        n_orderable=len(gains),
+        # a gate that never opens cannot regress: its bound is 0, not the binomial one
+        risk_bound=0.0 if opened == 0 else risk_bound(regressions, len(gains), delta),
     )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import math
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,13 @@ from fincrowd_ltr.model.requests import (
     RequestCache,
     RerankResult,
     parse_candidate,
+)
+from fincrowd_ltr.model.shift import (
+    SHIFT_Z,
+    SHIFT_Z_ONE_BANK,
+    DistributionShiftWarning,
+    bank_warnings,
+    feature_warnings,
 )
 from fincrowd_ltr.model.summary import TrainingSummary, seen_questions
 
@@ -64,10 +72,12 @@ class Decision:
     threshold: float | None = None
     gate_features: np.ndarray | None = None
     standardised: np.ndarray | None = None  # the residual's standardised features
+    guarantee: dict | None = None  # the domain calibration's promise (gated mode)
 
     @property
     def gate(self) -> dict:
-        """The decision as served: probability, threshold, applied, domain, mode."""
+        """The decision as served: probability, threshold, applied, domain, mode and the
+        domain calibration's guarantee (method, cap, delta, risk bound, calibration size)."""
         threshold = self.threshold
         return {
             "probability": self.probability,
@@ -75,6 +85,7 @@ class Decision:
             "applied": self.applied,
             "domain": self.domain,
             "mode": self.mode,
+            "guarantee": self.guarantee,
         }
 
 
@@ -177,12 +188,13 @@ class GatedCorrection:
         with the identity fallback) or the domain's calibration; an uncalibrated domain is an
         error otherwise. Raises before any work is done."""
         if fallback not in FALLBACKS:
-            raise DataError(f"fallback must be one of {FALLBACKS}; got {fallback!r}")
+            raise DataError(f"fallback must be one of {FALLBACKS}; got {fallback!r}", "fallback")
         if domain is ALWAYS_ON:
             return "always-on"
         if not self.has_gate:
             raise DataError(
-                "this checkpoint has no identity gate; use domain=None (always-on correction)"
+                "this checkpoint has no identity gate; use domain=None (always-on correction)",
+                "domain",
             )
         if domain in self.domains:
             return self.domains[domain]
@@ -206,7 +218,7 @@ class GatedCorrection:
         base = np.asarray(base, dtype=np.float64)
         corrected, normalised, standardised = self.runtime.residual(features, base)
         base_order, corrected_order = rank_order(base), rank_order(corrected)
-        probability = threshold = gf = None
+        probability = threshold = gf = guarantee = None
         if calibration == "always-on":
             applied, mode = True, "always-on"
         elif calibration == "identity":
@@ -218,6 +230,7 @@ class GatedCorrection:
             probability = float(calibration.probability(np.array([self.runtime.gate_logit(gf)]))[0])
             threshold = calibration.threshold
             applied, mode = bool(probability >= threshold), "gated"
+            guarantee = calibration.guarantee()
         return Decision(
             order=corrected_order if applied else base_order,
             scores=corrected if applied else normalised,
@@ -232,6 +245,7 @@ class GatedCorrection:
             threshold=threshold,
             gate_features=gf,
             standardised=standardised,
+            guarantee=guarantee,
         )
 
     # --- serving ----------------------------------------------------------------------------
@@ -251,28 +265,38 @@ class GatedCorrection:
         changes.
         """
         if not isinstance(query, str) or not query.strip():
-            raise DataError("query must be a non-empty string")
+            raise DataError("query must be a non-empty string", "query")
         if not candidates:
-            raise DataError("candidates is empty: nothing to rerank")
+            raise DataError("candidates is empty: nothing to rerank", "candidates")
         items = [parse_candidate(c, i) for i, c in enumerate(candidates)]
         ids = [c.id for c in items]
         if len(set(ids)) != len(ids):
-            raise DataError("candidate ids must be unique")
+            first = {}
+            i = next(i for i, c in enumerate(ids) if first.setdefault(c, i) != i)
+            raise DataError(
+                f"candidates[{i}].id: {ids[i]!r} repeats candidates[{first[ids[i]]}]'s id; "
+                "candidate ids must be unique",
+                f"candidates[{i}].id",
+            )
         try:
             base = np.asarray(base_scores, dtype=np.float64)
         except (TypeError, ValueError):
-            raise DataError("base_scores must be numbers") from None
+            raise DataError("base_scores must be numbers", "base_scores") from None
         if base.shape != (len(items),):
-            raise DataError(f"base_scores has {base.size} values for {len(items)} candidates")
+            raise DataError(
+                f"base_scores has {base.size} values for {len(items)} candidates", "base_scores"
+            )
         bad = np.flatnonzero(~np.isfinite(base))
         if len(bad):
-            raise DataError(f"base_scores[{int(bad[0])}] is not finite ({base[bad[0]]})")
+            i = int(bad[0])
+            raise DataError(f"base_scores[{i}] is not finite ({base[i]})", f"base_scores[{i}]")
         calibration = self.rule(domain, fallback)  # fail before touching any cache
         keys = [self._requests.key(c) for c in items]
         featurizer = self._requests.featurizer
         x = featurizer.features(query, keys)
         q_fields = featurizer.query_fields(query, keys)
         d = self.decide(x, base, q_fields, domain, fallback, calibration)
+        shift = self.shift_warnings(None, len(items), d.standardised, SHIFT_Z_ONE_BANK)
         explanation = {
             "query_constraints": {k: v for k, v in q_fields.as_dict().items() if v},
             "kept_original_order": not d.applied,
@@ -287,8 +311,32 @@ class GatedCorrection:
             },
         }
         return RerankResult(
-            [ids[i] for i in d.order], [float(d.scores[i]) for i in d.order], d.gate, explanation
+            [ids[i] for i in d.order],
+            [float(d.scores[i]) for i in d.order],
+            d.gate,
+            explanation,
+            shift,
         )
+
+    def shift_warnings(
+        self,
+        first_stage: str | None,
+        size: int | None,
+        standardised: np.ndarray | None = None,
+        threshold: float = SHIFT_Z,
+    ) -> list[str]:
+        """How these banks differ from the training banks (first stage, size, feature
+        statistics: :mod:`fincrowd_ltr.model.shift`); each is also a
+        ``DistributionShiftWarning``."""
+        s = self.summary
+        found = bank_warnings(
+            s.first_stage if s.query_ids else None, s.bank_size, first_stage, size
+        )
+        if standardised is not None:
+            found += feature_warnings(standardised, threshold)
+        for message in found:
+            warnings.warn(message, DistributionShiftWarning, stacklevel=3)
+        return found
 
     def rerank_batch(self, requests: list[dict]) -> list[RerankResult]:
         """Many questions: each request is ``{"query", "candidates", "base_scores", "domain"?,
@@ -399,46 +447,69 @@ class GatedCorrection:
         other.domains = {**self.domains, domain: calibration}
         return other
 
-    def seen(self, dataset: Dataset, calibration_of: str | None = None) -> set[str]:
-        """Questions of ``dataset`` this correction trained on (and, with ``calibration_of``,
-        that calibrated that domain): :func:`~fincrowd_ltr.model.summary.seen_questions`."""
-        calibration = self.domains.get(calibration_of) if calibration_of is not None else None
-        return seen_questions(self.summary, calibration, dataset)
+    def seen(
+        self, dataset: Dataset, calibration_of: str | None = None, every_domain: bool = False
+    ) -> set[str]:
+        """Questions of ``dataset`` this correction trained or validated on (and, with
+        ``calibration_of``, that calibrated that domain; with ``every_domain``, that calibrated
+        any domain): :func:`~fincrowd_ltr.model.summary.seen_questions`."""
+        return seen_questions(
+            self.summary, self._calibrations(calibration_of, every_domain), dataset
+        )
+
+    def seen_by_role(self, dataset: Dataset) -> dict[str, set[str]]:
+        """The questions of ``dataset`` this model has seen, by role: ``"training"`` (trained or
+        validated on) and one ``"calibration:<domain>"`` per calibrated domain."""
+        roles = {"training": seen_questions(self.summary, [], dataset)}
+        for name, calibration in sorted(self.domains.items()):
+            roles[f"calibration:{name}"] = seen_questions(None, [calibration], dataset)
+        return roles
+
+    def _calibrations(self, calibration_of: str | None, every_domain: bool) -> list:
+        if every_domain:
+            return list(self.domains.values())
+        return [self.domains[calibration_of]] if calibration_of in self.domains else []
 
     # --- files ------------------------------------------------------------------------------
-    def save_pretrained(self, directory: str | Path, onnx: bool = False, manifest: bool = True):
+    def save_pretrained(self, directory: str | Path, onnx: bool = False) -> Path:
         """Write config, weights (and with ``onnx`` the ONNX graphs) and a SHA-256 manifest of
-        every file; the ONNX graphs of a model loaded with them are kept."""
-        from safetensors.torch import save_file
-
+        every file into a fresh folder swapped in for ``directory``: no file of an earlier model
+        survives there. The ONNX graphs of a model loaded with them are re-exported."""
         if self.residual is None:
             raise DataError("a model loaded for the ONNX runtime cannot be saved; copy its folder")
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
+        with_onnx = onnx or (
+            self.source is not None and (Path(self.source) / io.RESIDUAL_ONNX).is_file()
+        )
+        return io.replace_folder(Path(directory), lambda tmp: self._write(tmp, with_onnx))
+
+    def _write(self, directory: Path, onnx: bool) -> None:
+        from safetensors.torch import save_file
+
         tensors = {k: v.detach().contiguous() for k, v in self.residual.state_dict().items()}
         save_file(tensors, str(directory / io.WEIGHTS))
         if self.gate is not None:
             gate_tensors = {k: v.detach().contiguous() for k, v in self.gate.state_dict().items()}
             save_file(gate_tensors, str(directory / io.GATE_WEIGHTS))
         io.write_json_atomic(directory / io.CONFIG, self.config)
-        source_onnx = self.source is not None and (Path(self.source) / io.RESIDUAL_ONNX).is_file()
-        if onnx or source_onnx:
+        if onnx:
             from fincrowd_ltr.model.onnx_export import export_onnx
 
             export_onnx(self.residual, self.gate, directory)
-        if manifest:
-            io.write_manifest(directory)
-        return directory
 
     @classmethod
     def from_pretrained(
-        cls, directory: str | Path, base_ranker: str | None = None, runtime: str = "torch"
+        cls,
+        directory: str | Path,
+        base_ranker: str | None = None,
+        runtime: str = "torch",
+        trust_unverified: bool = False,
     ) -> GatedCorrection:
         """Load a checkpoint; with ``base_ranker``, refuse one fitted for another ranker.
         ``runtime="onnx"`` uses ``residual.onnx``/``gate.onnx`` and imports no torch. Every file
-        is checked against the manifest first."""
+        is checked against the manifest first; a folder without a manifest, or with a file it
+        does not list, is refused unless ``trust_unverified`` (a hand-made folder)."""
         directory = Path(directory)
-        io.check_manifest(directory)
+        io.check_manifest(directory, trust_unverified)
         config = io.read_config(directory)
         io.check_ranker(config, base_ranker, directory)
         summary = TrainingSummary.from_dict(
@@ -494,4 +565,4 @@ def save_residual(
         TrainingSummary.from_dict({**summary, "base_ranker": ranker}),
         segments=segments,
     )
-    model.save_pretrained(directory, manifest=False)
+    model.save_pretrained(directory)

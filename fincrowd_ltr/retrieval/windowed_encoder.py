@@ -3,6 +3,7 @@ caching one array per text, and a progress bar."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 import time
@@ -63,15 +64,21 @@ class WindowedEncoder:
         raise NotImplementedError
 
     def length_batches(self, windows: list[list[int]]):
-        """Yield ``(indices, padded batch)`` with windows of similar length together."""
+        """Yield ``(indices, batch)`` of windows of one exact length (no padding), so a window's
+        vector does not depend on which other texts it was embedded with: a cold cache and a
+        warm one, or one text and a thousand, give bit-identical vectors (padding to a batch's
+        longest window changed them by ~1e-7, enough to reorder near ties)."""
         cls_id, sep_id = self.tokenizer.cls_token_id, self.tokenizer.sep_token_id
         order = sorted(range(len(windows)), key=lambda i: len(windows[i]))
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start : start + self.batch_size]
-            batch = self.tokenizer.pad(
-                {"input_ids": [[cls_id, *windows[i], sep_id] for i in idx]}, return_tensors="pt"
-            )
-            yield idx, batch.to(self.device)
+        for _, same in itertools.groupby(order, key=lambda i: len(windows[i])):
+            same = list(same)
+            for start in range(0, len(same), self.batch_size):
+                idx = same[start : start + self.batch_size]
+                batch = self.tokenizer.pad(
+                    {"input_ids": [[cls_id, *windows[i], sep_id] for i in idx]},
+                    return_tensors="pt",
+                )
+                yield idx, batch.to(self.device)
 
     def encode_chunk(self, texts: list[str]) -> list[np.ndarray]:
         """The cached arrays of ``texts`` computed from scratch (one chunk of

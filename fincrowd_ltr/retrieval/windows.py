@@ -39,8 +39,10 @@ class WindowPolicy:
         return 1 if self.pooling == "first" else self.max_windows
 
     def key(self) -> str:
-        """Cache namespace: embeddings depend on the window size and count, not the pooling."""
-        return f"w{self.window_tokens}-n{self.windows_needed or 'all'}"
+        """Cache namespace: embeddings depend on the window size and count, not the pooling;
+        ``b1``: computed in batches of equal-length windows (batch-invariant, see
+        :meth:`~fincrowd_ltr.retrieval.windowed_encoder.WindowedEncoder.length_batches`)."""
+        return f"w{self.window_tokens}-n{self.windows_needed or 'all'}-b1"
 
     def split(self, token_ids: list[int]) -> list[list[int]]:
         """Cut word-piece ids into windows (an empty text gives one empty window)."""

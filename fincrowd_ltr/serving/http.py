@@ -18,6 +18,7 @@ from typing import Annotated, Literal
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from fincrowd_ltr.data.schema import DataError
 from fincrowd_ltr.fields.vocabulary import EXTRACTOR_VERSION
@@ -44,7 +45,7 @@ class Metadata(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     company: Scalar | None = None
-    period: Scalar | None = None
+    period: Scalar | list[Scalar] | None = None  # read as fincrowd_ltr.data.metadata says
     doc_type: StrictStr | None = None
     document: StrictStr | None = None
     position: StrictInt | None = None
@@ -74,12 +75,26 @@ class RerankRequest(BaseModel):
     fallback: Literal["error", "identity"] = "error"
 
 
+class Guarantee(BaseModel):
+    """A gated decision's promise: with probability >= 1 - delta over the calibration draw, the
+    domain's regression rate among orderable questions is <= cap (``method`` "ltt"; "crc": in
+    expectation; "empirical": on the calibration set only)."""
+
+    method: str
+    cap: float
+    delta: float | None
+    risk_bound: float | None
+    n_calibration: int
+    n_orderable: int | None
+
+
 class Gate(BaseModel):
     probability: float | None
     threshold: float | None
     applied: bool
     domain: str | None
     mode: Literal["always-on", "gated", "identity"]
+    guarantee: Guarantee | None = None
 
 
 class RerankResponse(BaseModel):
@@ -87,6 +102,10 @@ class RerankResponse(BaseModel):
     scores: list[float]
     gate: Gate
     explanation: dict
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="distribution shift: how this bank differs from the training banks",
+    )
 
 
 class ErrorResponse(BaseModel):
@@ -112,6 +131,14 @@ def _where(loc: tuple) -> str:
         else:
             out += f".{part}"
     return out or None
+
+
+def _request_field(field: str | None) -> str | None:
+    """A Python-API field name as the HTTP body names it (``base_scores[3]`` is
+    ``candidates[3].base_score``)."""
+    if field and field.startswith("base_scores["):
+        return f"candidates{field[len('base_scores') :]}.base_score"
+    return field
 
 
 def parse_request(body: bytes, limits: Limits) -> RerankRequest:
@@ -151,6 +178,13 @@ def create_app(model: GatedCorrection, limits: Limits | None = None) -> FastAPI:
     app = FastAPI(title="fincrowd_ltr", version=str(FORMAT_VERSION))
     lock = threading.Lock()  # the model's request caches are not thread-safe
 
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, err: StarletteHTTPException) -> JSONResponse:
+        """404, 405 and the like in the documented ``{"error", "field"}`` shape."""
+        return JSONResponse(
+            {"error": str(err.detail), "field": None}, err.status_code, headers=err.headers
+        )
+
     @app.get("/health")
     def health() -> dict:
         return {
@@ -185,8 +219,8 @@ def create_app(model: GatedCorrection, limits: Limits | None = None) -> FastAPI:
                 )
         except RequestError as err:
             return JSONResponse({"error": err.message, "field": err.field}, err.status)
-        except DataError as err:
-            return JSONResponse({"error": str(err), "field": "domain"}, 422)
+        except DataError as err:  # raised with the field at fault (or none)
+            return JSONResponse({"error": str(err), "field": _request_field(err.field)}, 422)
         if not all(math.isfinite(s) for s in result.scores):  # never expected: finite by design
             return JSONResponse({"error": "non-finite scores", "field": None}, 500)
         return JSONResponse(
@@ -195,6 +229,7 @@ def create_app(model: GatedCorrection, limits: Limits | None = None) -> FastAPI:
                 "scores": result.scores,
                 "gate": result.gate,
                 "explanation": result.explanation,
+                "warnings": result.warnings,
             }
         )
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from fincrowd_ltr.data.schema import DataError, Dataset
-from fincrowd_ltr.defaults import DEFAULT_REGRESSION_CAP, MIN_CALIBRATION_QUERIES
+from fincrowd_ltr.defaults import DEFAULT_DELTA, DEFAULT_REGRESSION_CAP, MIN_CALIBRATION_QUERIES
 from fincrowd_ltr.features.examples import BankExample
 from fincrowd_ltr.metrics import ndcg_at_k
 from fincrowd_ltr.model.calibration import GateCalibration, calibrate
@@ -41,20 +41,31 @@ def gate_rows(
     return qids, np.array(feats, dtype=np.float64).reshape(len(qids), width), np.array(gains)
 
 
+def orderable_rows(examples: list[BankExample], qids: list[str]) -> np.ndarray:
+    """Which of ``qids`` have a relevant candidate in their bank (the questions a reordering
+    can change; the others can neither regress nor improve)."""
+    support = {e.qid: e.has_support for e in examples}
+    return np.array([support[q] for q in qids], dtype=bool)
+
+
 def fit_calibration(
     model: GatedCorrection,
     dataset: Dataset,
     examples: list[BankExample],
     cap: float = DEFAULT_REGRESSION_CAP,
     min_queries: int = MIN_CALIBRATION_QUERIES,
-    cross_fitted: list[tuple[list[str], np.ndarray, np.ndarray]] | None = None,
+    cross_fitted: list[tuple[list[str], np.ndarray, np.ndarray, np.ndarray]] | None = None,
+    *,
+    delta: float = DEFAULT_DELTA,
+    method: str = "ltt",
 ) -> GateCalibration:
     """A domain's temperature and threshold fitted on labelled banks the correction never
-    trained on (training questions are refused, by content).
+    trained on (training questions are refused, by content), keeping the regression cap among
+    orderable questions by ``method`` with ``delta`` (:mod:`fincrowd_ltr.model.calibration`).
 
-    ``cross_fitted`` adds training questions' ``(qids, gate logits, gains)`` rows, each scored by
-    a residual and a gate trained without them (``fit_correction``'s pooled calibration); the
-    calibration still records only ``examples``' questions as its own."""
+    ``cross_fitted`` adds training questions' ``(qids, gate logits, gains, orderable)`` rows, each
+    scored by a residual and a gate trained without them (``fit_correction``'s pooled
+    calibration); the calibration still records only ``examples``' questions as its own."""
     if not model.has_gate:
         raise DataError("this checkpoint has no identity gate to calibrate")
     trained = model.seen(dataset, calibration_of=None) & {e.qid for e in examples}
@@ -65,6 +76,7 @@ def fit_calibration(
         )
     qids, feats, gains = gate_rows(model, dataset, examples)
     logits = np.array([model.runtime.gate_logit(f) for f in feats])
+    orderable = orderable_rows(examples, qids)
     rows = cross_fitted or []
     calibration = calibrate(
         np.concatenate([logits, *(row[1] for row in rows)]),
@@ -74,6 +86,9 @@ def fit_calibration(
         min_queries,
         dataset=dataset.name,
         query_fingerprints=[dataset.question_fingerprint(q) for q in qids],
+        orderable=np.concatenate([orderable, *(row[3] for row in rows)]),
+        delta=delta,
+        method=method,
     )
     calibration.query_ids = sorted(qids)  # the held-out questions, not the cross-fitted ones
     return calibration

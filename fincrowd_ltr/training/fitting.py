@@ -18,6 +18,7 @@ from concurrent.futures import ProcessPoolExecutor
 import lightning as L
 from lightning.pytorch.callbacks import Callback, EarlyStopping
 
+from fincrowd_ltr.defaults import SELECTION_GRID
 from fincrowd_ltr.features.examples import BankExample
 from fincrowd_ltr.progress import Progress
 from fincrowd_ltr.training.data import BankDataModule
@@ -29,13 +30,7 @@ MAX_EPOCHS = 60  # early stopping on the validation banks usually ends training 
 PATIENCE = 15
 MONITOR = "val_ndcg10"
 
-# Candidate settings, the package default first (it wins ties). alpha bounds how far a candidate
-# can move; weight decay keeps rare binary features from taking large weights.
-HPARAM_GRID: tuple[dict, ...] = tuple(
-    {"alpha": alpha, "weight_decay": decay}
-    for alpha in (1.0, 0.5, 2.0, 4.0)
-    for decay in (0.0, 1e-3, 1e-2)
-)
+HPARAM_GRID = SELECTION_GRID  # the name this module exported before SELECTION_GRID
 
 
 class KeepBest(Callback):
