@@ -150,3 +150,45 @@ def test_split_and_fuse_groups_are_token_bounded(counter):
     assert len(groups) > 2 and all(g.tokens <= budget for g in groups)
     packed = {pid for g in groups for pid in g.pids}
     assert packed == {p.pid for p in passages}
+
+
+def test_answer_support_finds_the_figures_an_answer_needs():
+    """Issue 25: answer support without a generator. Figures count in any printed scale, as a
+    percentage or fraction, up to the coarser side's rounding with three significant digits left,
+    signs aside; a small integer never stands for a decimal figure."""
+    from fincrowd_ltr.data.answers import figure_of, program_figures, tatqa_figures
+    from fincrowd_ltr.evaluation.answers import support
+
+    page = "Capital expenditures (1,577) (1,373) | revenue $32.8 billion | margin 12.5% | page 2"
+    assert support(page, ["1577.00", "1373"]) == 1.0
+    assert support(page, ["32800", "0.125", "12.46"]) == 1.0  # millions, a fraction, rounding
+    assert support(page, ["1577", "1.6"]) == 0.5  # "2" does not print 1.6
+    assert support(page, []) is None
+    assert figure_of("$1,577.00") == "1577.00" and figure_of("(8.7%)") == "8.7"
+    assert figure_of("Revenue grew 5% to $32.8 billion") is None  # text: reported apart
+    assert program_figures("subtract(5829, 5735), divide(#0, const_100)") == ["5829", "5735"]
+    arithmetic = {"answer_type": "arithmetic", "derivation": "(1,496.5 - 1,202.9) / 1,202.9"}
+    assert tatqa_figures(arithmetic) == ["1496.5", "1202.9"]
+    assert tatqa_figures({"answer_type": "span", "answer": ["fixed-price type"]}) == []
+
+
+def test_packing_report_counts_answer_support_per_question():
+    from fincrowd_ltr.data.schema import Dataset, Query
+    from fincrowd_ltr.evaluation.packing import evaluate_packing
+    from fincrowd_ltr.packing import POLICIES
+
+    passages = {
+        "a": Passage("a", "Capital expenditures were 1,577 in 2018.", company="Acme", period="2018"),
+        "b": Passage("b", "Revenue was 9,000 in 2018.", company="Acme", period="2018"),
+    }
+    queries = {q: Query(q, "What was Acme's capital expenditure in 2018?", "Acme") for q in "xy"}
+    data = Dataset(
+        "toy", queries, passages, {"x": {"a": 1}, "y": {"a": 1}}, answer_figures={"x": ["1577"]}
+    )
+    packed = evaluate_packing(
+        data, {"x": ["b", "a"], "y": ["b"]}, POLICIES[0], Packer(TokenCounter(), 2000),
+        FieldExtractor(),
+    )  # fmt: skip
+    assert packed["answer_figures_in_context"]["mean"] == 1.0
+    assert packed["answer_figures_in_context"]["n"] == 1
+    assert packed["n_without_answer_figures"] == 1

@@ -13,6 +13,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from fincrowd_ltr.data import files
+from fincrowd_ltr.data.answers import figure_of
 from fincrowd_ltr.data.jsonl import read_jsonl, require_fields
 from fincrowd_ltr.data.quirks import (
     alias_documents,
@@ -120,6 +121,7 @@ def load_financebench(root: Path, split: str = "all", progress: bool = True) -> 
 
     queries: dict[str, Query] = {}
     qrels: dict[str, dict[str, int]] = {}
+    answers: dict[str, list[str]] = {}
     missing: dict[str, list[str]] = {}
     for path in question_files(root, split):
         for lineno, row in read_jsonl(path):
@@ -141,6 +143,9 @@ def load_financebench(root: Path, split: str = "all", progress: bool = True) -> 
                 if pid not in passages:
                     missing.setdefault(qid, []).append(pid)
             qrels[qid] = {pid: g for pid, g in rels.items() if pid in passages}
+            figure = figure_of(row.get("answer", ""))
+            if figure:
+                answers[qid] = [figure]
 
     keys = text_keys(passages)
     groups = duplicate_groups(passages, keys)
@@ -164,6 +169,7 @@ def load_financebench(root: Path, split: str = "all", progress: bool = True) -> 
         missing_gold=missing,
         gold_equivalents=gold_equivalents(qrels, groups),
         notes=notes,
+        answer_figures=answers,
     )
     dataset.validate()
     return dataset

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from fincrowd_ltr.data import files
+from fincrowd_ltr.data.answers import program_figures
 from fincrowd_ltr.data.jsonl import read_json
 from fincrowd_ltr.data.schema import DataError, Dataset, Passage, Query
 
@@ -27,6 +28,7 @@ def load_finqa(root: Path, split: str = "all") -> Dataset:
     queries: dict[str, Query] = {}
     passages: dict[str, Passage] = {}
     qrels: dict[str, dict[str, int]] = {}
+    answers: dict[str, list[str]] = {}
     for path in split_files(root, split):
         records = read_json(path)
         if not isinstance(records, list):
@@ -72,6 +74,11 @@ def load_finqa(root: Path, split: str = "all") -> Dataset:
                     raise DataError(f"{where}: gold index {key!r} is outside the page's units")
                 rels[pid] = 1
             qrels[qid] = rels
-    dataset = Dataset(name="finqa", queries=queries, passages=passages, qrels=qrels)
+            figures = program_figures(qa.get("program") or "")
+            if figures:
+                answers[qid] = figures
+    dataset = Dataset(
+        name="finqa", queries=queries, passages=passages, qrels=qrels, answer_figures=answers
+    )
     dataset.validate()
     return dataset

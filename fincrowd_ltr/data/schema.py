@@ -84,6 +84,8 @@ class Dataset:
         gold_equivalents: ``gold_equivalents[qid][pid] = gold_pid`` for passages whose text is an
             exact duplicate of a gold passage (relevance can be expanded to them).
         notes: Human-readable notes about corpus quirks found while loading.
+        answer_figures: ``answer_figures[qid]`` the figures the gold answer needs (evaluation
+            only; see :mod:`fincrowd_ltr.data.answers`).
     """
 
     name: str
@@ -93,6 +95,9 @@ class Dataset:
     missing_gold: dict[str, list[str]] = field(default_factory=dict)
     gold_equivalents: dict[str, dict[str, str]] | None = None
     notes: list[str] = field(default_factory=list)
+    # the figures each question's gold answer needs (evaluation only: answer support in packed
+    # contexts, fincrowd_ltr.evaluation.answers); absent when the answer is not figure-based
+    answer_figures: dict[str, list[str]] = field(default_factory=dict)
 
     def corpus_fingerprint(self) -> str:
         """A hash of every passage's id, text and metadata (computed once)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fincrowd_ltr.data import files
+from fincrowd_ltr.data.answers import tatqa_figures
 from fincrowd_ltr.data.jsonl import read_json
 from fincrowd_ltr.data.schema import DataError, Dataset, Passage, Query
 
@@ -29,6 +30,7 @@ def load_tatqa(root: Path, split: str = "all") -> Dataset:
     queries: dict[str, Query] = {}
     passages: dict[str, Passage] = {}
     qrels: dict[str, dict[str, int]] = {}
+    answers: dict[str, list[str]] = {}
     missing: dict[str, list[str]] = {}
     for path in split_files(root, split):
         contexts = read_json(path)
@@ -70,6 +72,9 @@ def load_tatqa(root: Path, split: str = "all") -> Dataset:
                 if qid in queries:
                     raise DataError(f"{where}: duplicate question uid {qid!r}")
                 queries[qid] = Query(qid=qid, text=q["question"], group=table_uid)
+                figures = tatqa_figures(q)
+                if figures:
+                    answers[qid] = figures
                 rels: dict[str, int] = {}
                 if "table" in str(q.get("answer_from", "")):
                     rels[table_uid] = 1
@@ -81,7 +86,12 @@ def load_tatqa(root: Path, split: str = "all") -> Dataset:
                         rels[pid] = 1
                 qrels[qid] = rels
     dataset = Dataset(
-        name="tatqa", queries=queries, passages=passages, qrels=qrels, missing_gold=missing
+        name="tatqa",
+        queries=queries,
+        passages=passages,
+        qrels=qrels,
+        missing_gold=missing,
+        answer_figures=answers,
     )
     dataset.validate()
     return dataset

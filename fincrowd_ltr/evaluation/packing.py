@@ -1,7 +1,9 @@
 """Judging rankings by what the generator reads: pruning and packing each ranking, then measuring
 the packed context.
 
-Answer accuracy is not measured (no LLM runs here). What stands in for it is evidence-in-context:
+Answer accuracy is not measured (no LLM runs here). What stands in for it is answer support (the
+share of the figures the gold answer needs that the packed context holds:
+:mod:`fincrowd_ltr.evaluation.answers`) and evidence-in-context:
 the share of the question's gold passages inside the packed context, overall and for questions
 that ask for several periods or companies; the share of packed tokens from another period than
 the question asks (off-period); the share spent on near-duplicates of a passage already packed;
@@ -13,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from fincrowd_ltr.data.schema import Dataset
+from fincrowd_ltr.evaluation.answers import support
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.metrics import bootstrap_ci
 from fincrowd_ltr.packing.order import ORDERS, assemble
@@ -26,9 +29,11 @@ INERT_NOTE = (
     "'edges' keep rank information in the position of the evidence."
 )
 NOT_MEASURED = (
-    "Answer accuracy is not measured: no generator runs here. The share of gold evidence inside "
-    "the packed context stands in for it (an answer needs its evidence in context; having it "
-    "does not guarantee a correct answer)."
+    "Answer accuracy is not measured: no generator runs here. Answer support stands in for it: "
+    "the share of the figures the gold answer needs (FinQA program arguments, TAT-QA derivation "
+    "operands and numeric answers, FinanceBench answers that are a figure) found in the packed "
+    "context, beside the share of gold evidence inside it. An answer needs its figures in "
+    "context; having them does not guarantee a correct answer."
 )
 
 
@@ -81,6 +86,7 @@ def evaluate_packing(
     qids = [q for q in rankings if dataset.covered(q)]
     share, share_multi, groups, groups_multi = [], [], [], []
     off, off_groups, dup, tokens, dropped = [], [], [], [], []
+    supported, all_figures, figure_groups = [], [], []
     position: dict[str, list[float]] = {o: [] for o in ORDERS}
     edge: dict[str, list[float]] = {o: [] for o in ORDERS}
     for qid in qids:
@@ -104,6 +110,13 @@ def evaluate_packing(
         if o is not None:
             off.append(o)
             off_groups.append(group)
+        share_found = support(
+            "\n".join(p.text for p in packing.passages), dataset.answer_figures.get(qid, [])
+        )
+        if share_found is not None:
+            supported.append(share_found)
+            all_figures.append(float(share_found == 1.0))
+            figure_groups.append(group)
         dup.append(_near_duplicate_share(packing))
         tokens.append(packing.tokens)
         dropped.append(len(packing.dropped))
@@ -120,6 +133,11 @@ def evaluate_packing(
         "gold_in_context": _mean_ci(share, groups),
         "gold_in_context_multi_period_or_company": _mean_ci(share_multi, groups_multi),
         "off_period_token_share": _mean_ci(off, off_groups),
+        # answer support: the share of the gold answer's figures the packed context holds, and
+        # the share of questions holding all of them (questions with a figure-based answer only)
+        "answer_figures_in_context": _mean_ci(supported, figure_groups),
+        "all_answer_figures_in_context": _mean_ci(all_figures, figure_groups),
+        "n_without_answer_figures": len(qids) - len(supported),
         "near_duplicate_token_share": float(np.mean(dup)) if dup else float("nan"),
         "max_packed_tokens": int(max(tokens)) if tokens else 0,
         "mean_packed_tokens": float(np.mean(tokens)) if tokens else 0.0,

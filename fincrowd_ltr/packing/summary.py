@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 
-def _cell(stat: dict) -> str:
+def _cell(stat: dict | None) -> str:
+    if not stat or not stat["n"]:
+        return "-"
     lo, hi = stat["ci95"]
     return f"{stat['mean']:.3f} [{lo:.3f}, {hi:.3f}] (n={stat['n']})"
 
@@ -17,14 +19,16 @@ def format_summary(report: dict) -> str:
         "",
         report["answer_accuracy"],
         "",
-        "| system | policy | gold in context | multi-period/company | off-period tokens "
-        "| near-dup tokens | max tokens |",
-        "|---|---|---|---|---|---|---|",
+        "| system | policy | gold in context | answer figures in context | all answer figures "
+        "| multi-period/company | off-period tokens | near-dup tokens | max tokens |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for system, policies in report["systems"].items():
         for policy, r in policies.items():
             lines.append(
                 f"| {system} | {policy} | {_cell(r['gold_in_context'])} | "
+                f"{_cell(r.get('answer_figures_in_context'))} | "
+                f"{_cell(r.get('all_answer_figures_in_context'))} | "
                 f"{_cell(r['gold_in_context_multi_period_or_company'])} | "
                 f"{_cell(r['off_period_token_share'])} | {r['near_duplicate_token_share']:.3f} | "
                 f"{r['max_packed_tokens']:,} |"
