@@ -178,7 +178,9 @@ def test_packing_report_counts_answer_support_per_question():
     from fincrowd_ltr.packing import POLICIES
 
     passages = {
-        "a": Passage("a", "Capital expenditures were 1,577 in 2018.", company="Acme", period="2018"),
+        "a": Passage(
+            "a", "Capital expenditures were 1,577 in 2018.", company="Acme", period="2018"
+        ),
         "b": Passage("b", "Revenue was 9,000 in 2018.", company="Acme", period="2018"),
     }
     queries = {q: Query(q, "What was Acme's capital expenditure in 2018?", "Acme") for q in "xy"}
