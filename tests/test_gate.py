@@ -215,3 +215,30 @@ def test_questions_without_a_relevant_candidate_do_not_dilute_the_cap():
     assert cal.calibration_regression <= 0.03
     assert not cal.opens(logits[85:86]).any()  # the regressing question stays closed
     assert 0 < cal.risk_bound < 1 and cal.guarantee()["n_orderable"] == 20
+
+
+def test_conformal_risk_control_keeps_the_expected_regression_under_the_cap():
+    """The crc rule bounds the expected regression rate: over 1,000 draws its mean is <= cap
+    (up to three standard errors of the simulation)."""
+    rng = np.random.default_rng(1)
+    risks = []
+    for _ in range(1000):
+        p, gains = _draw(rng, 200)
+        tau = choose_threshold(p, gains, cap=0.03, method="crc")[0]
+        risks.append(0.1 * (1 - min(tau, 1.0)) ** 2)  # the true rate of opening at tau
+    assert np.mean(risks) <= 0.03 + 3 * np.std(risks) / np.sqrt(len(risks))
+
+
+def test_ltt_through_calibrate_with_orderable_rows_reports_its_guarantee():
+    rng = np.random.default_rng(2)
+    p, gains = _draw(rng, 400)
+    logits = np.log(p / (1 - p))
+    orderable = np.ones(400, bool)
+    orderable[::4] = False  # a quarter cannot change: their gains are 0
+    gains = np.where(orderable, gains, 0.0)
+    cal = calibrate(logits, gains, [f"q{i}" for i in range(400)], 0.03, orderable=orderable)
+    g = cal.guarantee()
+    assert g["method"] == "ltt" and g["n_orderable"] == 300 and g["exact"] is True
+    assert cal.risk_bound <= 0.03 and g["delta"] == 0.1
+    with pytest.raises(DataError, match="rows disagree"):
+        calibrate(logits, gains, [], 0.03, orderable=orderable[:10])

@@ -21,7 +21,16 @@ candidate in the bank: the others cannot regress), and the cap is kept in one of
   promise about the next question).
 
 Every calibration stores a ``risk_bound``: the Clopper-Pearson upper ``1 - delta`` bound on the
-chosen threshold's regression rate among orderable questions.
+chosen threshold's regression rate among orderable questions (pointwise: not adjusted for the
+threshold having been chosen on the same rows).
+
+The promise is exact for rows scored by the model that is deployed (``calibrate_domain``,
+``fincrowd calibrate``, ``gate_calibration="fold"``). ``fit_correction``'s default pooled
+calibration adds training questions' cross-fitted rows, scored by other residuals and gates:
+the cap is then kept on rows that only approximate the deployed model's (``pooled`` in the
+calibration, ``exact: false`` in its guarantee); ``benchmarks/gate_guarantee.py`` measures how
+it holds on held-out folds. Questions of one group (a company) are not independent, so the
+binomial test's effective sample is smaller than ``n`` when groups are large.
 """
 
 from __future__ import annotations
@@ -61,16 +70,21 @@ class GateCalibration:
     delta: float | None = None
     n_orderable: int | None = None  # calibration rows with a relevant candidate in the bank
     risk_bound: float | None = None  # upper 1 - delta bound on the regression rate (orderable)
+    # calibrated on rows pooled with training questions' cross-fitted rows (scored by other
+    # residuals and gates than the one deployed): the ltt/crc promise is then approximate
+    pooled: bool = False
 
     def guarantee(self) -> dict:
-        """What this calibration promises (returned with every gated decision)."""
+        """What this calibration promises (returned with every gated decision): ``delta`` only
+        for ``ltt`` (its probability), ``exact`` False for pooled rows or the empirical rule."""
         return {
             "method": self.method,
             "cap": self.regression_cap,
-            "delta": self.delta,
+            "delta": self.delta if self.method == "ltt" else None,
             "risk_bound": self.risk_bound,
             "n_calibration": self.n_queries,
             "n_orderable": self.n_orderable,
+            "exact": self.method != "empirical" and not self.pooled,
         }
 
     def probability(self, logits: np.ndarray) -> np.ndarray:
@@ -174,7 +188,12 @@ def calibrate(
     gains = np.asarray(gains, dtype=np.float64)
     logits = np.asarray(logits, dtype=np.float64)
     keep = np.ones(len(gains), bool) if orderable is None else np.asarray(orderable, bool)
-    if int(keep.sum()) < min_queries:
+    if len(keep) != len(gains) or len(logits) != len(gains):
+        raise DataError(
+            f"calibration rows disagree: {len(logits)} logits, {len(gains)} gains, "
+            f"{len(keep)} orderable flags"
+        )
+    if int(keep.sum()) < max(min_queries, 1):
         raise DataError(
             f"calibration needs at least {min_queries} labelled queries with relevant evidence in "
             f"the bank; got {int(keep.sum())} (of {len(query_ids)})"
@@ -199,5 +218,5 @@ def calibrate(
         delta=delta,
         n_orderable=len(gains),
         # a gate that never opens cannot regress: its bound is 0, not the binomial one
-        risk_bound=0.0 if opened == 0 else risk_bound(regressions, len(gains), delta),
+        risk_bound=0.0 if threshold > 1.0 else risk_bound(regressions, len(gains), delta),
     )

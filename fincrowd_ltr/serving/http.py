@@ -86,6 +86,9 @@ class Guarantee(BaseModel):
     risk_bound: float | None
     n_calibration: int
     n_orderable: int | None
+    exact: bool = Field(
+        description="false: the empirical rule, or rows pooled with cross-fitted training rows"
+    )
 
 
 class Gate(BaseModel):

@@ -90,5 +90,6 @@ def fit_calibration(
         delta=delta,
         method=method,
     )
+    calibration.pooled = bool(rows)
     calibration.query_ids = sorted(qids)  # the held-out questions, not the cross-fitted ones
     return calibration
