@@ -145,6 +145,8 @@ def test_fuzzer_findings_are_fixed(server):
         (_request(domain="nowhere"), "domain"),
         (_request(candidates=[{**one, "metadata": {"period": "H1 2016"}}]), None),
         (_request(candidates=[{**one, "metadata": {"period": True}}]), None),
+        (_request(candidates=[{**one, "base_score": True}]), "candidates[0].base_score"),
+        (_request(candidates=[{**one, "id": "  "}]), "candidates[0].id"),
     ]
     for body, field in exact:
         got, payload = _post(url + "/rerank", json.dumps(body).encode())

@@ -30,6 +30,20 @@ def test_every_form_of_a_year_matches_a_question_about_that_year(value):
     assert compare_period(other, frozenset(period.split(","))) is Compatibility.CONFLICT
 
 
+def test_passages_built_in_python_read_their_period_by_the_same_contract():
+    """A ``Passage`` made in Python (not through a loader) with ``period="FY2019"`` matches a
+    question about 2019; an unreadable one is an error naming the passage."""
+    from fincrowd_ltr.data.schema import Passage
+
+    fx = FieldExtractor()
+    question = fx.extract_query("What was revenue in fiscal 2019?").period
+    for period in ("FY2019", "FY 2019", "FY19", "Q2 2019", "fiscal year 2019"):
+        fields = fx.extract_passage(Passage("x", "Revenue was 5.", company="Acme", period=period))
+        assert compare_period(question, fields.period) is Compatibility.MATCH, period
+    with pytest.raises(DataError, match="passage 'y': .*cannot read period 'H1 2019'"):
+        fx.extract_passage(Passage("y", "Revenue was 5.", company="Acme", period="H1 2019"))
+
+
 def test_quarters_and_lists_read_as_filings_write_them():
     assert {normalise_period(v) for v in ("Q3 2023", "2023Q3", "2023-Q3", "3Q23", "Q3 FY23")} == {
         "2023Q3"

@@ -241,6 +241,11 @@ def fit_residual(args: argparse.Namespace) -> None:
     s = model.summary
     where = (
         f"; domain {sorted(model.domains)} calibrated on fold {s.calibration_fold}"
+        + (
+            f" of the {s.folds - 1} left when fold {s.test_fold} is held out"
+            if s.test_fold is not None
+            else ""
+        )
         if model.domains
         else ""
     )

@@ -21,8 +21,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from fincrowd_ltr.data.metadata import periods_of
-from fincrowd_ltr.data.schema import Passage
+from fincrowd_ltr.data.metadata import normalise_period, periods_of
+from fincrowd_ltr.data.schema import DataError, Passage
 from fincrowd_ltr.fields import vocabulary as V
 from fincrowd_ltr.fields.matcher import TextIndex, TriggerMatcher
 
@@ -567,7 +567,7 @@ class FieldExtractor:
             companies=(company,),
         )
         entity = frozenset({company}) if company else fx.entity
-        period = periods_of(passage.period) if passage.period else fx.period
+        period = _metadata_periods(passage.pid, passage.period) if passage.period else fx.period
         is_table = passage.is_table if passage.is_table is not None else fx.is_table
         return FinancialFields(
             entity=entity,
@@ -588,6 +588,20 @@ class FieldExtractor:
         """Map a metadata company name (or alias) to its canonical vocabulary name."""
         name = str(name)
         return self._canonical.get(name.lower(), name)
+
+
+@functools.lru_cache(maxsize=4096)
+def _canonical_periods(period: str) -> frozenset[str]:
+    return periods_of(normalise_period(period))
+
+
+def _metadata_periods(pid: str, period) -> frozenset[str]:
+    """A passage's metadata period(s) read as the metadata contract says (a ``Passage`` built in
+    Python may carry ``"FY2019"``); an unreadable one is an error naming the passage."""
+    try:
+        return _canonical_periods(str(period))
+    except DataError as err:
+        raise DataError(f"passage {pid!r}: {err}", "period") from None
 
 
 PASSAGES_PER_CHUNK = 2000

@@ -47,6 +47,8 @@ def parse_candidate(c: Candidate | dict, index: int) -> Candidate:
             )
         c = Candidate(str(c["id"]), c["text"], c.get("metadata") or {})
     where = f"candidates[{index}]"
+    if not str(c.id).strip():
+        raise DataError(f"{where}.id must be a non-empty string", f"{where}.id")
     if not isinstance(c.text, str):
         raise DataError(f"{where}.text must be a string", f"{where}.text")
     if not isinstance(c.metadata, dict):

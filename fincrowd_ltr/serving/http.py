@@ -25,7 +25,7 @@ from fincrowd_ltr.fields.vocabulary import EXTRACTOR_VERSION
 from fincrowd_ltr.model.checkpoint import FORMAT_VERSION
 from fincrowd_ltr.model.correction import GatedCorrection
 
-FiniteFloat = Annotated[float, Field(allow_inf_nan=False)]
+FiniteFloat = Annotated[float, Field(allow_inf_nan=False, strict=True)]  # true is no number
 Scalar = StrictStr | StrictInt | FiniteFloat
 
 
