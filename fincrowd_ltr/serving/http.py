@@ -175,18 +175,20 @@ def parse_request(body: bytes, limits: Limits) -> RerankRequest:
     return request
 
 
+async def _http_error(request: Request, err: StarletteHTTPException) -> JSONResponse:
+    """404, 405 and the like in the documented ``{"error", "field"}`` shape."""
+    return JSONResponse(
+        {"error": str(err.detail), "field": None}, err.status_code, headers=err.headers
+    )
+
+
 def create_app(model: GatedCorrection, limits: Limits | None = None) -> FastAPI:
     """The ASGI app serving ``model``."""
     limits = limits or Limits()
     app = FastAPI(title="fincrowd_ltr", version=str(FORMAT_VERSION))
     lock = threading.Lock()  # the model's request caches are not thread-safe
 
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, err: StarletteHTTPException) -> JSONResponse:
-        """404, 405 and the like in the documented ``{"error", "field"}`` shape."""
-        return JSONResponse(
-            {"error": str(err.detail), "field": None}, err.status_code, headers=err.headers
-        )
+    app.add_exception_handler(StarletteHTTPException, _http_error)
 
     @app.get("/health")
     def health() -> dict:
