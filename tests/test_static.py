@@ -1,0 +1,138 @@
+"""The static dense scorer: distillation, saving, batch invariance, tuning and its ranker
+names (a tiny random BERT as the teacher; the real MiniLM word-piece vocabulary)."""
+
+import shutil
+
+import numpy as np
+import pytest
+
+from fincrowd_ltr.data.schema import DataError, Passage
+from fincrowd_ltr.retrieval.dense import minilm_path
+from fincrowd_ltr.retrieval.static import StaticEncoder, StaticModel, distill_static
+from fincrowd_ltr.retrieval.static_tuning import StaticTuning, tune_static
+from fincrowd_ltr.retrieval.windows import WindowPolicy
+
+TEXTS = [
+    "Total revenue was $4.2 billion in fiscal 2022, up 8% from fiscal 2021.",
+    "Operating expenses decreased in the Americas segment.",
+    "",
+    "Net cash provided by operating activities " * 60,
+]
+
+
+@pytest.fixture(scope="module")
+def teacher_dir(tiny_bert, tmp_path_factory):
+    """The tiny BERT saved as a model folder with MiniLM's tokenizer.json."""
+    model, _ = tiny_bert
+    folder = tmp_path_factory.mktemp("teacher")
+    model.save_pretrained(folder)
+    shutil.copy(minilm_path() / "tokenizer.json", folder / "tokenizer.json")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def static(teacher_dir):
+    return distill_static(corpus=TEXTS * 3, dim=16, model_dir=teacher_dir)
+
+
+def test_distillation_gives_one_weighted_vector_per_piece(static, teacher_dir):
+    assert static.vectors.shape == (30522, 16) and static.vectors.dtype == np.float32
+    assert static.config["weighting"] == "corpus" and static.config["dim"] == 16
+    # a piece the corpus repeats weighs less than one it never shows (SIF)
+    frequent = static.token_ids(["operating"])[0][0]
+    norms = np.linalg.norm(static.vectors, axis=1)
+    assert norms[frequent] < np.median(norms)
+    zipf = distill_static(corpus=None, dim=16, model_dir=teacher_dir)
+    assert zipf.config["weighting"] == "zipf-rank"
+
+
+def test_windows_are_unit_vectors_and_batch_invariant(static):
+    encoder = StaticEncoder(static, WindowPolicy(window_tokens=16))
+    together = encoder.window_vectors(TEXTS)
+    alone = [encoder.window_vectors([t])[0] for t in TEXTS]
+    for a, b in zip(together, alone, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert together[3].shape[0] > 1  # a long page is cut into windows
+    np.testing.assert_allclose(np.linalg.norm(together[0], axis=1), 1.0, rtol=1e-5)
+    assert not together[2].any()  # an empty text is a zero vector, not NaN
+    scores = encoder.score("operating cash", TEXTS)
+    assert scores.dtype == np.float64 and np.isfinite(scores).all()
+    assert scores[3] == max(scores)  # max over windows: the page that repeats it wins
+
+
+def test_a_saved_model_scores_identically_and_bad_folders_name_the_file(static, tmp_path):
+    static.save(tmp_path / "m")
+    again = StaticModel.load(tmp_path / "m")
+    assert again.fingerprint() == static.fingerprint()
+    np.testing.assert_array_equal(
+        StaticEncoder(again).score("revenue 2022", TEXTS),
+        StaticEncoder(static).score("revenue 2022", TEXTS),
+    )
+    (tmp_path / "m" / "tokenizer.json").unlink()
+    with pytest.raises(DataError, match="tokenizer.json: missing"):
+        StaticModel.load(tmp_path / "m")
+
+
+def test_tuning_moves_window_vectors_towards_their_targets(static):
+    rng = np.random.default_rng(0)
+    windows = [static.token_ids([t])[0][:40] for t in TEXTS if t] * 8
+    targets = np.tile(rng.normal(size=(len(windows) // 8, 24)), (8, 1))
+
+    def agreement(model, mapping=None):
+        got = model.embed(windows)
+        got = got if mapping is None else got @ mapping
+        got /= np.linalg.norm(got, axis=1, keepdims=True)
+        want = targets / np.linalg.norm(targets, axis=1, keepdims=True)
+        return float(np.mean(np.sum(got * want, axis=1)))
+
+    tuned = tune_static(static, windows, targets, StaticTuning(epochs=30, lr=0.01, anchor=0.0))
+    assert tuned.vectors.shape == (30522, 24) and tuned.config["tuned"]["epochs"] == 30
+    assert agreement(tuned) > 0.9
+    with pytest.raises(ValueError, match="target vectors"):
+        tune_static(static, windows, targets[:-1])
+
+
+def test_static_rankers_score_banks_beside_minilm(static, tmp_path):
+    from fincrowd_ltr.retrieval.rankers import RANKERS, load_encoder
+
+    assert {"static", "fused-static", "hybrid-static"} <= set(RANKERS)
+    static.save(tmp_path / "m")
+    encoder = load_encoder(str(tmp_path / "m"))
+    assert isinstance(encoder, StaticEncoder)
+    with pytest.raises(DataError, match="unknown dense scorer"):
+        load_encoder("word2vec")
+    with pytest.raises(DataError, match="built from a corpus"):
+        load_encoder("static", passages={})
+    assert Passage  # the passages mapping load_encoder takes
+
+
+def test_contrastive_pairs_pull_each_question_to_its_own_page(static):
+    pages = [
+        "net revenue grew in the americas",
+        "cash dividends paid to shareholders",
+        "goodwill impairment charge recorded",
+        "capital expenditures for new stores",
+    ]
+    questions = [
+        "what were dividends paid",
+        "how much goodwill impairment",
+        "how much capital expenditure",
+        "what was net revenue",
+    ]
+    order = [1, 2, 3, 0]  # question i asks about page order[i]
+    pairs = [
+        (static.token_ids([q])[0], [static.token_ids([pages[j]])[0]])
+        for q, j in zip(questions, order, strict=True)
+    ] * 8
+    windows = [static.token_ids([p])[0] for p in pages]
+    targets = np.eye(4, 8)  # the regression alone says nothing about the questions
+    tuned = tune_static(
+        static,
+        windows * 4,
+        np.tile(targets, (4, 1)),
+        StaticTuning(epochs=40, lr=0.02, anchor=0.0, contrastive=1.0, batch_size=4, validation=0.0),
+        pairs=pairs,
+    )
+    encoder = StaticEncoder(tuned)
+    best = [int(np.argmax(encoder.score(q, pages))) for q in questions]
+    assert best == order
