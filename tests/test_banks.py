@@ -135,3 +135,24 @@ def test_fused_ranker_is_rrf_of_the_first_stage_and_dense(toy, tmp_path):
     index = BM25Index.build(toy.passages, progress=False)
     with pytest.raises(DataError, match="needs the first stage"):
         make_rankers(["fused"], toy.passages, index, tmp_path, progress=False)
+
+
+def test_scores_of_another_scorer_version_are_recomputed(toy, tmp_path, monkeypatch):
+    """A cached bank file keeps each changeable scorer's version (the static scorer's recipe);
+    scores written by another version are dropped and recomputed, never reused."""
+    from fincrowd_ltr.retrieval import build
+    from fincrowd_ltr.retrieval.build import BankSpec, build_banks
+
+    first = build_banks(toy, "all", ["bm25"], BankSpec(size=3), tmp_path, progress=False)
+    assert first.scorers == {}
+    path = tmp_path / "banks" / f"{first.key}.jsonl"
+    stale = BankSet.load(path)
+    for bank in stale.banks.values():
+        bank.scores["bm25"] = np.full(len(bank), 7.0)
+    stale.scorers = {"bm25": "v1"}
+    stale.save(path)
+    monkeypatch.setattr(build, "scorer_version", lambda r: "v2" if r == "bm25" else None)
+    again = build_banks(toy, "all", ["bm25"], BankSpec(size=3), tmp_path, progress=False)
+    assert again.scorers == {"bm25": "v2"} and BankSet.load(path).scorers == {"bm25": "v2"}
+    for qid, bank in again.banks.items():
+        np.testing.assert_array_equal(bank.scores["bm25"], first.banks[qid].scores["bm25"])

@@ -8,7 +8,9 @@ banks). Ordering by a ranker breaks ties by bank position (first-stage rank), th
 File format (JSON Lines): line 1 is a header ``{"format": "fincrowd-banks", "version": 1,
 "dataset", "split", "mode", "size", "rankers": [...]}``; every further line is one bank
 ``{"qid", "candidates": [pid, ...], "first_stage": [float, ...], "scores": {ranker: [float,
-...]}, "injected": [pid, ...]}`` with lists aligned to ``candidates``.
+...]}, "injected": [pid, ...]}`` with lists aligned to ``candidates``. The header's ``scorers``
+names the version of a ranker's model where it can change (the static scorer's recipe): scores
+of another version are recomputed.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ class BankSet:
     banks: dict[str, CandidateBank]
     key: str = ""  # content key of the cached file (empty: built in memory, not cached)
     notes: list[str] = field(default_factory=list)
+    scorers: dict[str, str] = field(default_factory=dict)  # ranker -> version of its model
 
     @property
     def rankers(self) -> list[str]:
@@ -93,6 +96,7 @@ class BankSet:
                 "mode": self.mode,
                 "size": self.size,
                 "rankers": self.rankers,
+                "scorers": self.scorers,
             }
             fh.write(json.dumps(header) + "\n")
             for bank in self.banks.values():
@@ -155,7 +159,15 @@ class BankSet:
             banks[qid] = CandidateBank(qid, pids, first, scores, list(row.get("injected", [])))
         if header is None:
             raise DataError(f"{path}: empty bank file (no header)")
-        return cls(header["dataset"], header["split"], header["mode"], int(header["size"]), banks)
+        found = cls(header["dataset"], header["split"], header["mode"], int(header["size"]), banks)
+        found.scorers = {str(k): str(v) for k, v in dict(header.get("scorers", {})).items()}
+        return found
+
+    def drop(self, ranker: str) -> None:
+        """Forget every bank's scores of ``ranker`` (they came from another version of it)."""
+        for bank in self.banks.values():
+            bank.scores.pop(ranker, None)
+        self.scorers.pop(ranker, None)
 
 
 QUERIES_PER_CHUNK = 64

@@ -33,7 +33,13 @@ from fincrowd_ltr.retrieval.bm25 import BM25Config, BM25Index
 from fincrowd_ltr.retrieval.filings import VERSION as FILINGS_VERSION
 from fincrowd_ltr.retrieval.first_stage import RUN, FirstStage, resolve_first_stage
 from fincrowd_ltr.retrieval.query import synonyms_fingerprint
-from fincrowd_ltr.retrieval.rankers import RunRanker, RunScores, make_rankers, scores_from_run
+from fincrowd_ltr.retrieval.rankers import (
+    RunRanker,
+    RunScores,
+    make_rankers,
+    scorer_version,
+    scores_from_run,
+)
 from fincrowd_ltr.retrieval.windows import WindowPolicy
 
 CACHE_FORMAT = 2  # bump when what a bank file holds, or how it is made, changes
@@ -120,6 +126,10 @@ def build_banks(
     key = spec.key(dataset, split) if cacheable else ""
     path = Path(cache_dir) / "banks" / f"{key}.jsonl" if cacheable else None
     bankset = BankSet.load(path, dataset) if path is not None and path.exists() else None
+    versions = {r: scorer_version(r) for r in built_in}
+    for r, version in versions.items():
+        if bankset is not None and version and bankset.scorers.get(r) != version:
+            bankset.drop(r)
     missing = [r for r in built_in if bankset is None or r not in bankset.rankers]
     if bankset is None or missing:
         needs_stage = bankset is None or any(r.startswith("fused") for r in missing)
@@ -153,6 +163,7 @@ def build_banks(
             corpus_key=dataset.corpus_fingerprint(),
         )
         score_banks(bankset, dataset, built, progress)
+        bankset.scorers.update({r: v for r, v in versions.items() if v and r in missing})
         if path is not None:
             bankset.save(path)
     bankset.key = key

@@ -182,6 +182,17 @@ def _dense_of(name: str) -> str:
     return "static" if name.endswith("-static") else "dense"
 
 
+def scorer_version(name: str) -> str | None:
+    """The version of the model behind ranker ``name`` where it can change between releases
+    (the static scorer's recipe and scoring code); ``None`` for fixed models."""
+    if name not in ("static", "hybrid-static", "fused-static"):
+        return None
+    from fincrowd_ltr.retrieval.static import SCORES_VERSION
+    from fincrowd_ltr.retrieval.static_tuning import RECIPE
+
+    return f"{RECIPE}/scores-{SCORES_VERSION}"
+
+
 def load_encoder(
     scorer: str | Path = "minilm",
     policy: WindowPolicy | None = None,
@@ -224,5 +235,6 @@ __all__ = [
     "check_scores",
     "load_encoder",
     "make_rankers",
+    "scorer_version",
     "scores_from_run",
 ]

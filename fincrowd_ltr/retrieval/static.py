@@ -26,9 +26,9 @@ from fincrowd_ltr.retrieval.windows import WindowPolicy
 
 STATIC_FORMAT = "fincrowd-static"
 STATIC_VERSION = 1
+SCORES_VERSION = 2  # bump when the scores of one model change (2: sparse window sums)
 DEFAULT_DIM = 256
 DEFAULT_SIF = 1e-3
-CHUNK_TOKENS = 200_000  # word pieces gathered at once when embedding (memory bound)
 FILES = ("vectors.safetensors", "tokenizer.json", "config.json")
 
 
@@ -64,23 +64,20 @@ class StaticModel:
 
     def embed(self, windows: list[list[int]]) -> np.ndarray:
         """``(len(windows), dim)`` unit vectors: each window's mean piece vector, normalised (an
-        empty window gives zeros). Windows are independent of each other (batch-invariant)."""
-        out = np.zeros((len(windows), self.dim), dtype=np.float32)
-        start = 0
-        while start < len(windows):
-            stop, tokens = start, 0
-            while stop < len(windows) and (stop == start or tokens < CHUNK_TOKENS):
-                tokens += len(windows[stop])
-                stop += 1
-            part = windows[start:stop]
-            lengths = np.array([len(w) for w in part])
-            filled = np.flatnonzero(lengths)
-            if filled.size:
-                ids = np.concatenate([np.asarray(w, dtype=np.int64) for w in part if w])
-                offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])[filled]
-                sums = np.add.reduceat(self.vectors[ids], offsets, axis=0)
-                out[start + filled] = sums / lengths[filled, None]
-            start = stop
+        empty window gives zeros). Computed as a sparse (window x piece) matrix of 1/length
+        times the vectors, row by row, so a window's vector does not depend on the others in
+        the call (batch-invariant) and no (pieces x dim) copy is made."""
+        from scipy.sparse import csr_matrix
+
+        if not windows:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        lengths = np.array([len(w) for w in windows], dtype=np.int64)
+        indptr = np.concatenate([[0], np.cumsum(lengths)])
+        filled = [np.asarray(w, dtype=np.int64) for w in windows if w]
+        ids = np.concatenate(filled) if filled else np.zeros(0, dtype=np.int64)
+        weights = np.repeat(1.0 / np.maximum(lengths, 1), lengths).astype(np.float32)
+        counts = csr_matrix((weights, ids, indptr), shape=(len(windows), len(self.vectors)))
+        out = np.asarray(counts @ self.vectors, dtype=np.float32)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         np.divide(out, norms, out=out, where=norms > 0)
         return out
