@@ -34,6 +34,10 @@ def checkout(ref: str = BASELINE_REF) -> Iterator[Path]:
             subprocess.run(["git", "worktree", "remove", "--force", str(path)], cwd=ROOT)
 
 
+class BaselineFailed(RuntimeError):
+    """The 'before' side could not run (its code cannot read today's inputs)."""
+
+
 def measure_in(source: Path, script: Path, *args: str) -> dict:
     """Run ``script --measure ARGS`` with ``source``'s package first on the path; its last stdout
     line is a JSON object."""
@@ -46,5 +50,5 @@ def measure_in(source: Path, script: Path, *args: str) -> dict:
         text=True,
     )
     if done.returncode != 0:
-        raise SystemExit(f"{source}: {script.name} failed\n{done.stderr[-3000:]}")
+        raise BaselineFailed(f"{source}: {script.name} failed\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -101,7 +101,7 @@ def main() -> None:
     if args.measure:
         print(json.dumps(measure(args)))
         return
-    from _baseline import BASELINE_REF, ROOT, checkout, measure_in
+    from _baseline import BASELINE_REF, ROOT, BaselineFailed, checkout, measure_in
 
     here = Path(__file__).resolve()
     extra = [
@@ -116,10 +116,26 @@ def main() -> None:
     ref = args.baseline or BASELINE_REF
     own = Path(args.checkpoint).resolve()
     theirs = Path(args.baseline_checkpoint).resolve() if args.baseline_checkpoint else own
-    with checkout(ref) as old:
-        (old / "benchmarks" / "_banks.py").write_text((here.parent / "_banks.py").read_text())
-        before = measure_in(old, here, *extra, f"--checkpoint={theirs}")
+    load = os.getloadavg()[0]
+    try:
+        with checkout(ref) as old:
+            (old / "benchmarks" / "_banks.py").write_text((here.parent / "_banks.py").read_text())
+            before = measure_in(old, here, *extra, f"--checkpoint={theirs}")
+    except BaselineFailed as err:
+        print(
+            f"the 'before' side ({ref}) could not load {theirs}: its features or extractor differ "
+            "from this checkout's. Pass --baseline-checkpoint DIR (a checkpoint trained by that "
+            "code) or --baseline HEAD (this code's last commit); timing this checkout alone.\n"
+            f"({str(err).splitlines()[-1]})"
+        )
+        before = None
     after = measure_in(ROOT, here, *extra, f"--checkpoint={own}")
+    print(f"machine load (1 min) {load:.2f} before, {os.getloadavg()[0]:.2f} after")
+    if before is None:
+        print(f"{'path':<40}{'after':>8}")
+        for key in ("decision", "rerank"):
+            print(f"{key:<40}{after[key]:>8.2f}")
+        return
     print(
         f"correction per 100-candidate bank, one core, ms (median of {args.banks} banks x "
         f"{args.repeats})"
