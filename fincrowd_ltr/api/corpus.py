@@ -12,7 +12,7 @@ from fincrowd_ltr.retrieval.banks import DEFAULT_BANK_SIZE, BankSet
 from fincrowd_ltr.retrieval.bm25 import BM25Config
 from fincrowd_ltr.retrieval.build import BankSpec
 from fincrowd_ltr.retrieval.build import build_banks as _build_banks
-from fincrowd_ltr.retrieval.rankers import RANKERS, RunScores
+from fincrowd_ltr.retrieval.rankers import ALL_RANKERS, RANKERS, RunScores
 from fincrowd_ltr.retrieval.windows import WindowPolicy
 
 RUN = "run"
@@ -37,10 +37,11 @@ def load_dataset(
 
 
 def rankers_of(text: str | list[str]) -> list[str]:
-    """Ranker names from a comma list (or ``all``); ``run`` is the user's own ranker."""
+    """Ranker names from a comma list (or ``all``: BM25, SPLADE and the MiniLM-based ones; the
+    static ones are named); ``run`` is the user's own ranker."""
     names = text if isinstance(text, list) else [r.strip() for r in text.split(",") if r.strip()]
     if names == ["all"]:
-        return list(RANKERS)
+        return list(ALL_RANKERS)
     unknown = [r for r in names if r not in (*RANKERS, RUN, "cross-encoder")]
     if unknown:
         raise DataError(f"unknown ranker(s) {unknown}; choose from {(*RANKERS, RUN)}")

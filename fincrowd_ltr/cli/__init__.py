@@ -112,8 +112,9 @@ def _banks(p: argparse.ArgumentParser) -> None:
         help="comma list of bm25, dense, splade, hybrid, fused, static, hybrid-static, "
         "fused-static, run (your --run), cross-encoder (evaluate), or 'all'; dense, hybrid and "
         "fused embed every bank page with MiniLM, the -static ones with the static scorer "
-        "(~100x faster on a CPU; built once per corpus) (default: bm25,dense on the package's "
-        "data; required with --data-root)",
+        "(~160x faster on a CPU; built once per corpus with MiniLM, a few minutes); 'all' is "
+        "bm25,dense,splade,hybrid,fused (default: bm25,dense on the package's data; required "
+        "with --data-root)",
     )
     p.add_argument("--bank-mode", choices=BANK_MODES, default="retrieved")
     _stage(p)

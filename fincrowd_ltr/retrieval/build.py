@@ -126,7 +126,7 @@ def build_banks(
     key = spec.key(dataset, split) if cacheable else ""
     path = Path(cache_dir) / "banks" / f"{key}.jsonl" if cacheable else None
     bankset = BankSet.load(path, dataset) if path is not None and path.exists() else None
-    versions = {r: scorer_version(r) for r in built_in}
+    versions = {r: scorer_version(r, dataset.corpus_fingerprint()) for r in built_in}
     for r, version in versions.items():
         if bankset is not None and version and bankset.scorers.get(r) != version:
             bankset.drop(r)

