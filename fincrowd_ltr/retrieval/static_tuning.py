@@ -76,52 +76,30 @@ def tune_static(
     held = set(rng.choice(keep, int(len(keep) * settings.validation), replace=False).tolist())
     train = [i for i in keep if i not in held]
     held_out = sorted(held)
-    start = torch.from_numpy(model.vectors.copy())
-    scale = float(start.norm(dim=1).mean())
-    table = torch.nn.EmbeddingBag.from_pretrained(start / scale, freeze=False, mode="mean")
-    anchor = (start / scale).clone()
     target = torch.nn.functional.normalize(torch.from_numpy(np.asarray(targets, np.float32)), dim=1)
-    mapping = torch.nn.Linear(model.dim, target.shape[1], bias=False)
-    optimiser = torch.optim.Adam([*table.parameters(), *mapping.parameters()], lr=settings.lr)
+    student = _Student(model.vectors, target.shape[1])
+    optimiser = torch.optim.Adam(student.parameters(), lr=settings.lr)
 
-    def cosine(batch) -> torch.Tensor:
-        ids = torch.cat([torch.as_tensor(windows[i], dtype=torch.long) for i in batch])
-        offsets = torch.as_tensor(np.cumsum([0] + [len(windows[i]) for i in batch[:-1]]))
-        pooled = mapping(table(ids, offsets))
-        return torch.nn.functional.cosine_similarity(pooled, target[batch], dim=1)
-
-    def embed(seqs: list[list[int]]) -> torch.Tensor:
-        ids = torch.cat([torch.as_tensor(w or [0], dtype=torch.long) for w in seqs])
-        offsets = torch.as_tensor(np.cumsum([0] + [max(len(w), 1) for w in seqs[:-1]]))
-        return torch.nn.functional.normalize(mapping(table(ids, offsets)), dim=1)
-
-    def contrast(batch) -> torch.Tensor:
-        questions = embed([pairs[i][0] for i in batch])
-        page_windows = [w for i in batch for w in pairs[i][1]]
-        owner = torch.as_tensor([j for j, i in enumerate(batch) for _ in pairs[i][1]])
-        sims = questions @ embed(page_windows).T  # question x window
-        # a page scores by its best window
-        scores = torch.stack([sims[:, owner == j].max(1).values for j in range(len(batch))], 1)
-        labels = torch.arange(len(batch))
-        return torch.nn.functional.cross_entropy(scores / settings.temperature, labels)
+    def agreement(batch) -> torch.Tensor:
+        return (student.embed([windows[i] for i in batch]) * target[batch]).sum(1)
 
     pair_order = list(range(len(pairs or [])))
     best, history = None, []
     for epoch in range(settings.epochs):
         pair_batches = _batches(rng.permutation(pair_order), settings.batch_size)
         for batch in _batches(rng.permutation(train), settings.batch_size):
-            used = torch.unique(torch.cat([torch.as_tensor(windows[i]) for i in batch]))
-            pull = (table.weight[used] - anchor[used]).pow(2).sum(1).mean()
-            loss = (1 - cosine(batch)).mean() + settings.anchor * pull
+            loss = (1 - agreement(batch)).mean()
+            loss = loss + settings.anchor * student.pull([windows[i] for i in batch])
             paired = next(pair_batches, None) if settings.contrastive else None
             if paired is not None and len(paired) > 1:
-                loss = loss + settings.contrastive * contrast(paired)
+                chosen = [pairs[i] for i in paired]
+                loss = loss + settings.contrastive * student.contrast(chosen, settings.temperature)
             optimiser.zero_grad()
             loss.backward()
             optimiser.step()
         with torch.no_grad():
             score = (  # nothing held out: the last epoch is kept
-                float(torch.cat([cosine(b) for b in _batches(held_out, 512)]).mean())
+                float(torch.cat([agreement(b) for b in _batches(held_out, 512)]).mean())
                 if held_out
                 else float(epoch)
             )
@@ -129,8 +107,7 @@ def tune_static(
         if progress:
             print(f"static tuning epoch {epoch + 1}: held-out cosine to MiniLM {score:.4f}")
         if best is None or score > best[0]:
-            with torch.no_grad():
-                best = (score, epoch + 1, mapping(table.weight).numpy().copy())
+            best = (score, epoch + 1, student.vectors())
     _, best_epoch, vectors = best
     config = {
         **model.config,
@@ -152,6 +129,57 @@ def tune_static(
         },
     }
     return StaticModel(vectors.astype(np.float32), model.tokenizer, config)
+
+
+class _Student:
+    """The trainable word-piece table (started from the distilled vectors, rescaled) and the
+    linear map into the teacher's space."""
+
+    def __init__(self, vectors: np.ndarray, target_dim: int) -> None:
+        import torch
+
+        start = torch.from_numpy(vectors.copy())
+        start = start / float(start.norm(dim=1).mean())
+        self.table = torch.nn.EmbeddingBag.from_pretrained(start, freeze=False, mode="mean")
+        self.anchor = start.clone()
+        self.mapping = torch.nn.Linear(start.shape[1], target_dim, bias=False)
+
+    def parameters(self) -> list:
+        return [*self.table.parameters(), *self.mapping.parameters()]
+
+    def embed(self, seqs: list[list[int]]):
+        """Unit vectors of the mapped mean piece vector of each sequence."""
+        import torch
+
+        ids = torch.cat([torch.as_tensor(w or [0], dtype=torch.long) for w in seqs])
+        offsets = torch.as_tensor(np.cumsum([0] + [max(len(w), 1) for w in seqs[:-1]]))
+        return torch.nn.functional.normalize(self.mapping(self.table(ids, offsets)), dim=1)
+
+    def pull(self, seqs: list[list[int]]):
+        """Mean squared distance of the pieces in ``seqs`` from their starting vectors."""
+        import torch
+
+        used = torch.unique(torch.cat([torch.as_tensor(w, dtype=torch.long) for w in seqs]))
+        return (self.table.weight[used] - self.anchor[used]).pow(2).sum(1).mean()
+
+    def contrast(self, pairs: list, temperature: float):
+        """In-batch softmax loss of questions against their pages (a page scores by its best
+        window; the other pairs' pages are the negatives)."""
+        import torch
+
+        questions = self.embed([question for question, _ in pairs])
+        page_windows = [w for _, windows in pairs for w in windows]
+        owner = torch.as_tensor([j for j, (_, windows) in enumerate(pairs) for _ in windows])
+        sims = questions @ self.embed(page_windows).T  # question x window
+        scores = torch.stack([sims[:, owner == j].max(1).values for j in range(len(pairs))], 1)
+        return torch.nn.functional.cross_entropy(scores / temperature, torch.arange(len(pairs)))
+
+    def vectors(self) -> np.ndarray:
+        """The table with the map folded in: one vector per piece in the teacher's space."""
+        import torch
+
+        with torch.no_grad():
+            return self.mapping(self.table.weight).numpy().copy()
 
 
 def _batches(order, size: int):
