@@ -46,21 +46,22 @@ def measure(args: argparse.Namespace) -> dict:
     pages = [p.text for p in rng.sample(list(data.passages.values()), args.static_pages)]
     minilm = DenseEncoder(cache_dir=None)
     out: dict = {"threads": args.threads, "load": os.getloadavg()[0]}
-    rates = []
-    for _ in range(args.repeats):
-        start = time.perf_counter()
-        minilm.encode_chunk(pages[: args.pages])
-        rates.append(args.pages / (time.perf_counter() - start))
-    out["minilm"] = statistics.median(rates)
-    rates = []
-    for _ in range(args.repeats):
-        encoder = StaticEncoder(static_model)  # fresh: nothing memoised
-        start = time.perf_counter()
-        encoder.window_vectors(pages)
-        rates.append(len(pages) / (time.perf_counter() - start))
-    out["static"] = statistics.median(rates)
+    out["minilm"] = median_rate(lambda: minilm.encode_chunk(pages[: args.pages]), args)
+    # a fresh encoder each time: nothing memoised
+    static = lambda: StaticEncoder(static_model).window_vectors(pages)  # noqa: E731
+    out["static"] = median_rate(static, args, len(pages))
     out["load_after"] = os.getloadavg()[0]
     return out
+
+
+def median_rate(work, args: argparse.Namespace, pages: int | None = None) -> float:
+    """Median pages per second of ``work`` over ``args.repeats`` runs."""
+    rates = []
+    for _ in range(args.repeats):
+        start = time.perf_counter()
+        work()
+        rates.append((pages or args.pages) / (time.perf_counter() - start))
+    return statistics.median(rates)
 
 
 def main() -> None:
