@@ -70,6 +70,7 @@ def build_banks(
     dense_pooling: str = "max",
     dense_window: int = 254,
     stemmer: str | None = None,
+    index=None,
     progress: bool = True,
 ) -> BankSet:
     """Candidate banks of every question, scored by ``rankers``.
@@ -81,6 +82,8 @@ def build_banks(
         mode: ``retrieved`` or ``injected`` (gold replaces the lowest candidates).
         run: Your ranker's scores: a TREC run file, ``{qid: {pid: score}}`` or a callable
             ``(query, pids) -> scores``; needed for ranker or first stage ``run``.
+        index: A BM25 index of the corpus already built, e.g. :func:`index_corpus`'s sharded
+            one for a corpus larger than memory (its pages: ``index.page_store()``).
 
     Returns:
         The bank set; ``notes`` says how many candidates your run did not score.
@@ -93,9 +96,14 @@ def build_banks(
         dense_policy=WindowPolicy(pooling=dense_pooling, window_tokens=dense_window),
         first_stage=first_stage,
     )
+    if index is not None and getattr(index, "config", spec.bm25) != spec.bm25:
+        raise DataError(
+            f"the index was built with BM25 settings {index.config}, not {spec.bm25} (stemmer)"
+        )
     names = rankers_of(rankers)
     cache = None if cache_dir is None else Path(cache_dir)
-    return _build_banks(data, split, names, spec, cache, progress=progress, run=read_run(run, data))
+    run_scores = read_run(run, data)
+    return _build_banks(data, split, names, spec, cache, index, progress, run_scores)
 
 
 def load_encoder(
@@ -125,5 +133,36 @@ def load_encoder(
         None if cache_dir is None else Path(cache_dir),
         None if data is None else data.passages,
         None if data is None else data.corpus_fingerprint(),
+        progress,
+    )
+
+
+def index_corpus(
+    corpus: str | Path | list[str | Path],
+    out: str | Path,
+    *,
+    shard_mb: float = 64,
+    stemmer: str | None = None,
+    progress: bool = True,
+):
+    """Index ``corpus.jsonl`` files too large for memory into shards on disk under ``out`` (on
+    the current engine's workers, each reading its shard from storage) and open the index: a
+    :class:`~fincrowd_ltr.retrieval.sharded.ShardedBM25` whose scores equal one BM25 index over
+    every page. ``index.page_store()`` maps page ids to pages, texts read from the files.
+
+    Example:
+        >>> index = index_corpus("corpus.jsonl", "runs/index")  # doctest: +SKIP
+        >>> ids, scores = index.search("FY2019 capital expenditure", 100)  # doctest: +SKIP
+    """
+    from fincrowd_ltr.retrieval.sharded import build_sharded_index
+
+    paths = [corpus] if isinstance(corpus, (str, Path)) else list(corpus)
+    if shard_mb <= 0:
+        raise DataError("shard size must be positive (--shard-mb)")
+    return build_sharded_index(
+        [Path(p) for p in paths],
+        Path(out),
+        BM25Config(stemmer=stemmer),
+        int(shard_mb * 2**20),
         progress,
     )

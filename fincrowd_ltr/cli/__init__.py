@@ -52,12 +52,22 @@ def _data(p: argparse.ArgumentParser) -> None:
         default=DEFAULT_CACHE,
         help="index, embedding, bank and feature cache",
     )
+    _engine_options(p)
+    p.add_argument(
+        "--allow-unknown-qrels",
+        action="store_true",
+        help="BEIR qrels naming passages outside the corpus: count them (the question is then "
+        "not covered) instead of failing",
+    )
+
+
+def _engine_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--engine",
         choices=("local", "dask"),
         default="local",
-        help="where embedding, first-stage retrieval, bank features and field extraction run: "
-        "this process, or a Dask cluster (needs the [distributed] extra)",
+        help="where embedding, first-stage retrieval, bank features, field extraction and index "
+        "shards run: this process, or a Dask cluster (needs the [distributed] extra)",
     )
     p.add_argument(
         "--engine-address",
@@ -75,12 +85,6 @@ def _data(p: argparse.ArgumentParser) -> None:
         choices=("auto", "cpu", "cuda"),
         default="auto",
         help="where the encoders run: auto uses a CUDA GPU when PyTorch sees one",
-    )
-    p.add_argument(
-        "--allow-unknown-qrels",
-        action="store_true",
-        help="BEIR qrels naming passages outside the corpus: count them (the question is then "
-        "not covered) instead of failing",
     )
 
 
@@ -274,6 +278,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--out", type=Path, required=True, help="the BEIR folder to write (corpus, queries, qrels)"
     )
+
+    p = command(
+        "index",
+        c.index,
+        "index corpus.jsonl files larger than memory into BM25 shards on disk",
+    )
+    _engine_options(p)
+    p.add_argument("--corpus", type=Path, nargs="+", required=True, help="corpus.jsonl file(s)")
+    p.add_argument("--out", type=Path, required=True, help="the index folder to write")
+    p.add_argument("--shard-mb", type=float, default=64, help="corpus bytes per shard (MB)")
+    p.add_argument("--query", default=None, help="print this question's top 10 from the index")
 
     p = command("calibrate", c.calibrate, "calibrate a checkpoint's gate for a domain")
     _data(p)

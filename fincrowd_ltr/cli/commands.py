@@ -192,6 +192,25 @@ def synthesize(args: argparse.Namespace) -> None:
     print(json.dumps({"report": str(out / "report.json")}))
 
 
+def index(args: argparse.Namespace) -> None:
+    import json
+    import time
+
+    from fincrowd_ltr.api.corpus import index_corpus
+
+    start = time.perf_counter()
+    built = index_corpus(args.corpus, args.out, shard_mb=args.shard_mb)
+    seconds = time.perf_counter() - start
+    print(
+        f"{len(built):,} pages in {len(built.names)} shards, {len(built.vocabulary):,} terms, "
+        f"indexed in {seconds:.0f} s under {args.out}"
+    )
+    if args.query:
+        for pid, score in zip(*built.search(args.query, 10), strict=True):
+            print(f"  {score:8.3f}  {pid}")
+    print(json.dumps({"index": str(args.out), "pages": len(built), "seconds": round(seconds, 1)}))
+
+
 def fit_residual(args: argparse.Namespace) -> None:
     from fincrowd_ltr import settings
     from fincrowd_ltr.api import fit_correction

@@ -44,6 +44,19 @@ def read_qrels(path: Path, lines: dict | None = None) -> dict[str, dict[str, int
     return qrels
 
 
+def passage_of(row: dict, path: Path, lineno: int) -> Passage:
+    """The passage of one ``corpus.jsonl`` record (``_id``, ``text``, optional ``title`` and
+    ``metadata``); errors name the file and line."""
+    require_fields(path, lineno, row, ("_id", "text"))
+    meta = normalise_metadata(row.get("metadata") or {}, f"{path}:{lineno}: field 'metadata'")
+    title = str(row.get("title") or "").strip()
+    text = f"{title}\n{row['text']}" if title else str(row["text"])
+    kwargs = {k: meta.get(k) for k in METADATA_FIELDS}
+    if kwargs["document"] is None and title:
+        kwargs["document"] = title
+    return Passage(pid=str(row["_id"]), text=text, **kwargs)
+
+
 def load_beir(root: Path, name: str | None = None, allow_unknown_qrels: bool = False) -> Dataset:
     """Load a BEIR-style folder. Qrels may be absent (queries then count as uncovered).
 
@@ -56,19 +69,10 @@ def load_beir(root: Path, name: str | None = None, allow_unknown_qrels: bool = F
     corpus_path = root / "corpus.jsonl"
     passages: dict[str, Passage] = {}
     for lineno, row in read_jsonl(corpus_path):
-        require_fields(corpus_path, lineno, row, ("_id", "text"))
-        pid = str(row["_id"])
-        if pid in passages:
-            raise DataError(f"{corpus_path}:{lineno}: duplicate passage id {pid!r}")
-        meta = normalise_metadata(
-            row.get("metadata") or {}, f"{corpus_path}:{lineno}: field 'metadata'"
-        )
-        title = str(row.get("title") or "").strip()
-        text = f"{title}\n{row['text']}" if title else str(row["text"])
-        kwargs = {k: meta.get(k) for k in METADATA_FIELDS}
-        if kwargs["document"] is None and title:
-            kwargs["document"] = title
-        passages[pid] = Passage(pid=pid, text=text, **kwargs)
+        passage = passage_of(row, corpus_path, lineno)
+        if passage.pid in passages:
+            raise DataError(f"{corpus_path}:{lineno}: duplicate passage id {passage.pid!r}")
+        passages[passage.pid] = passage
 
     queries_path = root / "queries.jsonl"
     queries: dict[str, Query] = {}

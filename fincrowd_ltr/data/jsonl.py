@@ -32,17 +32,23 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
     require_file(path)
     with _open_text(path) as fh:
         for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise DataError(f"{path}:{lineno}: malformed JSON ({err.msg})") from None
-            if not isinstance(record, dict):
-                raise DataError(
-                    f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}"
-                )
-            yield lineno, record
+            record = parse_line(line, path, lineno)
+            if record is not None:
+                yield lineno, record
+
+
+def parse_line(line: str | bytes, path: Path, lineno: int) -> dict | None:
+    """One JSON Lines record (``None`` for a blank line); errors name the file and line."""
+    if not line.strip():
+        return None
+    try:
+        record = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        msg = getattr(err, "msg", None) or str(err)
+        raise DataError(f"{path}:{lineno}: malformed JSON ({msg})") from None
+    if not isinstance(record, dict):
+        raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
+    return record
 
 
 def read_json(path: Path):

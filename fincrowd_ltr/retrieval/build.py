@@ -147,8 +147,10 @@ def build_banks(
             elif stage_name == "bm25":
                 stage = index
             else:
-                extractor = FieldExtractor.from_passages(dataset.passages.values())
-                stage = FirstStage(stage_name, index, dataset.passages, extractor)
+                # metadata only: a page store's text-less headers spare reading every page
+                pages = getattr(dataset.passages, "headers", dataset.passages)
+                extractor = FieldExtractor.from_passages(pages.values())
+                stage = FirstStage(stage_name, index, pages, extractor)
         if bankset is None:
             bankset = retrieve_candidates(dataset, stage, spec.size, spec.mode)
             bankset.split = split

@@ -1,0 +1,113 @@
+"""Pages on disk: a corpus too large to hold, read by id from its own ``corpus.jsonl`` files.
+
+A sharded index (:mod:`fincrowd_ltr.retrieval.sharded`) writes, per shard, the pages' ids and
+metadata and each page's byte offset in the corpus file it came from (:func:`write_pages`).
+:class:`PageStore` is a read-only mapping over those shards: its metadata is in memory (what
+first stages need: company, period, filing type), a page's text is read from the corpus file
+when asked for (what banks, scorers and features need). The corpus files must stay where they
+were indexed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import numpy as np
+
+from fincrowd_ltr.data.beir import passage_of
+from fincrowd_ltr.data.jsonl import parse_line, require_file
+from fincrowd_ltr.data.metadata import METADATA_FIELDS
+from fincrowd_ltr.data.schema import DataError, Passage
+
+PAGES_FILE, OFFSETS_FILE = "pages.json", "offsets.npy"
+CACHED_PAGES = 50_000  # pages whose text is kept after reading (a run's bank candidates)
+
+
+def write_pages(folder: Path, source: str, passages: list[Passage], offsets: list[int]) -> None:
+    """Record one shard's page ids, metadata and byte offsets in ``source``."""
+    meta = {k: [getattr(p, k) for p in passages] for k in METADATA_FIELDS}
+    (folder / PAGES_FILE).write_text(
+        json.dumps({"path": source, "pids": [p.pid for p in passages], **meta})
+    )
+    np.save(folder / OFFSETS_FILE, np.array(offsets, dtype=np.int64))
+
+
+class PageStore(Mapping[str, Passage]):
+    """Every page of the shards under ``folder`` by id; texts read from the corpus on demand.
+
+    Args:
+        folder: A sharded index's folder (one sub-folder per shard).
+        shards: The shard sub-folders in corpus order.
+    """
+
+    def __init__(self, folder: Path, shards: list[str]) -> None:
+        self.folder = Path(folder)
+        self.headers: dict[str, Passage] = {}  # text-less pages: the metadata, in corpus order
+        self._where: dict[str, tuple[int, int]] = {}
+        self._sources: list[Path] = []
+        self._offsets: list[np.ndarray] = []
+        for s, name in enumerate(shards):
+            info = json.loads(require_file(self.folder / name / PAGES_FILE).read_text())
+            self._sources.append(Path(info["path"]))
+            self._offsets.append(np.load(self.folder / name / OFFSETS_FILE, mmap_mode="r"))
+            for i, pid in enumerate(info["pids"]):
+                if pid in self.headers:
+                    raise DataError(f"{info['path']}: duplicate passage id {pid!r}")
+                meta = {k: info[k][i] for k in METADATA_FIELDS}
+                self.headers[pid] = Passage(pid=pid, text="", **meta)
+                self._where[pid] = (s, i)
+        self._cache: OrderedDict[str, Passage] = OrderedDict()
+
+    def __getstate__(self) -> dict:
+        raise TypeError("a PageStore is not sent to workers; send its folder")
+
+    def __len__(self) -> int:
+        return len(self.headers)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.headers)
+
+    def __contains__(self, pid: object) -> bool:
+        return pid in self.headers
+
+    def values(self) -> Iterator[Passage]:  # type: ignore[override]
+        """Every page with its text, in corpus order (each file read once, front to back)."""
+        for shard, source in enumerate(self._sources):
+            with open(source, "rb") as fh:
+                for offset in self._offsets[shard]:
+                    fh.seek(int(offset))
+                    yield passage_of(parse_line(fh.readline(), source, 0) or {}, source, 0)
+
+    def items(self) -> Iterator[tuple[str, Passage]]:  # type: ignore[override]
+        """``(pid, page)`` pairs with texts, in corpus order."""
+        for passage in self.values():
+            yield passage.pid, passage
+
+    def __getitem__(self, pid: str) -> Passage:
+        held = self._cache.get(pid)
+        if held is not None:
+            self._cache.move_to_end(pid)
+            return held
+        if pid not in self._where:
+            raise KeyError(pid)
+        shard, row = self._where[pid]
+        path, offset = self._sources[shard], int(self._offsets[shard][row])
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            raw = fh.readline()
+        try:
+            passage = passage_of(parse_line(raw, path, 0) or {}, path, 0)
+        except DataError:
+            passage = None
+        if passage is None or passage.pid != pid:
+            raise DataError(
+                f"{path}: page {pid!r} is no longer at byte {offset}: the corpus file changed "
+                "since it was indexed; index it again"
+            )
+        self._cache[pid] = passage
+        if len(self._cache) > CACHED_PAGES:
+            self._cache.popitem(last=False)
+        return passage

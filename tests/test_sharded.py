@@ -1,0 +1,203 @@
+"""The sharded BM25 index and the page store: shard/merge scores equal one bm25s index over the
+same pages (global IDF and mean length), workers open shards from storage, bad files are named."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fincrowd_ltr.data.schema import DataError, Passage
+from fincrowd_ltr.retrieval.bm25 import BM25Index
+from fincrowd_ltr.retrieval.sharded import ShardedBM25, build_sharded_index, plan_shards
+
+QUERIES = [
+    "What was the FY2019 capital expenditure of Acme?",
+    "operating income of the cloud segment in 2020",
+    "net revenue",
+    "zzzz unknownword",  # nothing in the vocabulary: every score 0
+    "revenue revenue margin",  # a repeated term counts twice, as in bm25s
+]
+
+
+def _write_corpus(pages: list[Passage], path: Path) -> Path:
+    with open(path, "w", encoding="utf-8") as fh:
+        for p in pages:
+            meta = {"company": p.company, "period": p.period, "doc_type": p.doc_type}
+            fh.write(json.dumps({"_id": p.pid, "text": p.text, "metadata": meta}) + "\n")
+            fh.write("\n")  # blank lines are skipped
+    return path
+
+
+@pytest.fixture(scope="module")
+def made_up_pages() -> list[Passage]:
+    """Made-up filing pages (no dataset text): repeated texts make ties, one page is empty."""
+    rng = np.random.default_rng(0)
+    words = (
+        *("revenue", "net", "income", "operating", "margin", "cloud", "segment", "capital"),
+        *("expenditure", "cash", "flow", "dividends", "2018", "2019", "2020", "fiscal", "year"),
+        *("quarter", "total", "assets", "liabilities", "the", "of", "and"),
+    )
+    pages = []
+    for i in range(240):
+        text = " ".join(rng.choice(words, size=int(rng.integers(5, 60))))
+        if i % 40 == 7:
+            text = pages[i - 1].text  # a tie
+        if i == 13:
+            text = ""
+        company = ("Acme", "Globex", "Initech")[i % 3]
+        pages.append(Passage(f"p{i}", text, company=company, period=str(2018 + i % 3)))
+    return pages
+
+
+@pytest.fixture(scope="module")
+def sharded(made_up_pages, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("sharded")
+    corpus = _write_corpus(made_up_pages, folder / "corpus.jsonl")
+    return build_sharded_index([corpus], folder / "index", shard_bytes=2_000, progress=False)
+
+
+def test_shard_and_merge_scores_equal_one_index_over_all_pages(made_up_pages, sharded):
+    single = BM25Index.build({p.pid: p for p in made_up_pages}, progress=False)
+    assert len(sharded.names) > 5  # really sharded
+    assert sharded.pids == single.pids
+    for query in QUERIES:
+        assert np.array_equal(sharded.scores(query), single.scores(query)), query
+        for k in (1, 10, 500):
+            ids, scores = sharded.search(query, k)
+            want_ids, want_scores = single.search(query, k)
+            assert ids == want_ids and np.array_equal(scores, want_scores), (query, k)
+        some = ["p5", "p100", "p13"]
+        assert np.array_equal(sharded.score_ids(query, some), single.score_ids(query, some))
+    with pytest.raises(DataError, match="'nope' is not in the index"):
+        sharded.score_ids("revenue", ["nope"])
+
+
+def test_the_index_pickles_as_its_folder_and_reopens_from_storage(sharded):
+    blob = pickle.dumps(sharded)
+    assert len(blob) < 1_000  # no postings, ids or vocabulary in a task graph
+    again = pickle.loads(blob)
+    assert np.array_equal(again.scores(QUERIES[0]), sharded.scores(QUERIES[0]))
+
+
+def test_page_store_reads_texts_from_the_corpus_and_notices_a_changed_file(made_up_pages, tmp_path):
+    corpus = _write_corpus(made_up_pages[:30], tmp_path / "corpus.jsonl")
+    index = build_sharded_index([corpus], tmp_path / "index", progress=False)
+    store = index.page_store()
+    assert len(store) == 30 and list(store) == [p.pid for p in made_up_pages[:30]]
+    assert store["p4"].text == made_up_pages[4].text and store["p4"].company == "Globex"
+    assert store.headers["p4"].text == "" and store.headers["p4"].period == "2019"
+    with pytest.raises(KeyError):
+        store["p999"]
+    corpus.write_text("\n" + corpus.read_text())  # every page one byte later
+    fresh = index.page_store()
+    with pytest.raises(DataError, match="corpus.jsonl: page 'p4' is no longer at byte"):
+        fresh["p4"]
+
+
+def test_bad_corpus_files_are_refused_naming_file_and_line(tmp_path):
+    bad = tmp_path / "corpus.jsonl"
+    bad.write_text('{"_id": "a", "text": "x"}\n{"_id": "b", "text": \n')
+    with pytest.raises(DataError, match=r"corpus.jsonl:2: malformed JSON"):
+        build_sharded_index([bad], tmp_path / "index", progress=False)
+    bad.write_text('{"_id": "a", "text": "x"}\n{"_id": "b"}\n')
+    with pytest.raises(DataError, match=r"corpus.jsonl:2: .*'text'"):
+        build_sharded_index([bad], tmp_path / "index", progress=False)
+    (tmp_path / "corpus.jsonl.gz").write_bytes(b"")
+    with pytest.raises(DataError, match="gunzip"):
+        plan_shards([tmp_path / "corpus.jsonl.gz"])
+    with pytest.raises(DataError, match="sharded index"):
+        ShardedBM25(tmp_path / "nothing")
+
+
+def test_shards_cut_at_line_ends_and_count_lines(made_up_pages, tmp_path):
+    corpus = _write_corpus(made_up_pages, tmp_path / "corpus.jsonl")
+    tasks = plan_shards([corpus], shard_bytes=3_000)
+    data = corpus.read_bytes()
+    assert tasks[0].start == 0 and tasks[-1].stop == len(data)
+    for before, after in zip(tasks, tasks[1:], strict=False):
+        assert before.stop == after.start and data[after.start - 1 : after.start] == b"\n"
+        assert after.line == data[: after.start].count(b"\n") + 1
+
+
+def test_dask_workers_build_the_same_index_reading_shards_from_storage(made_up_pages, tmp_path):
+    pytest.importorskip("dask.distributed")
+    from fincrowd_ltr.data.schema import Dataset, Query
+    from fincrowd_ltr.engine import make_engine, using
+    from fincrowd_ltr.fields import FieldExtractor
+    from fincrowd_ltr.retrieval.banks import retrieve_candidates
+    from fincrowd_ltr.retrieval.first_stage import FirstStage
+
+    corpus = _write_corpus(made_up_pages, tmp_path / "corpus.jsonl")
+    local = build_sharded_index([corpus], tmp_path / "local", shard_bytes=2_000, progress=False)
+    queries = {f"q{i}": Query(f"q{i}", text, "made-up") for i, text in enumerate(QUERIES * 20)}
+    store = local.page_store()
+    extractor = FieldExtractor.from_passages(store.headers.values())
+    data = Dataset("made-up", queries, store, {})
+    stage = FirstStage("bm25+entity", local, store.headers, extractor)
+    want = retrieve_candidates(data, stage, 20)
+    engine = make_engine("dask", workers=2, device="cpu")
+    try:
+        with using(engine):
+            index = build_sharded_index(
+                [corpus], tmp_path / "dask", shard_bytes=2_000, progress=False
+            )
+            got = retrieve_candidates(
+                data, FirstStage("bm25+entity", index, store.headers, extractor), 20
+            )
+    finally:
+        engine.close()
+    for query in QUERIES:
+        assert np.array_equal(index.scores(query), local.scores(query))
+    for qid, bank in want.banks.items():
+        assert got.banks[qid].pids == bank.pids
+        assert np.array_equal(got.banks[qid].first_stage, bank.first_stage)
+
+
+def test_index_command_builds_an_index_and_refuses_a_bad_file(made_up_pages, tmp_path, capsys):
+    from fincrowd_ltr.cli import main
+
+    corpus = _write_corpus(made_up_pages, tmp_path / "corpus.jsonl")
+    out = tmp_path / "index"
+    assert main(["index", "--corpus", str(corpus), "--out", str(out), "--query", "revenue"]) == 0
+    printed = capsys.readouterr().out
+    assert "240 pages" in printed and json.loads(printed.strip().splitlines()[-1])["pages"] == 240
+    assert ShardedBM25(out).search("revenue", 1)[0][0] in printed
+    (tmp_path / "bad.jsonl").write_text("not json\n")
+    assert main(["index", "--corpus", str(tmp_path / "bad.jsonl"), "--out", str(out)]) == 2
+    assert "bad.jsonl:1: malformed JSON" in capsys.readouterr().err
+
+
+def test_banks_over_the_page_store_and_sharded_index_equal_the_in_memory_ones(
+    made_up_pages, sharded
+):
+    import fincrowd_ltr as fc
+    from fincrowd_ltr.data.schema import Dataset, Query
+
+    queries = {f"q{i}": Query(f"q{i}", text, "made-up") for i, text in enumerate(QUERIES)}
+    qrels = {"q0": {"p3": 1}, "q1": {"p8": 1}}
+    memory = Dataset("made-up", queries, {p.pid: p for p in made_up_pages}, qrels)
+    on_disk = Dataset("made-up", queries, sharded.page_store(), qrels)
+    assert [p.text for p in on_disk.passages.values()] == [p.text for p in made_up_pages]
+    assert on_disk.corpus_fingerprint() == memory.corpus_fingerprint()
+    for stage in ("bm25", "bm25+entity"):
+        want = fc.build_banks(memory, "bm25", first_stage=stage, cache_dir=None, progress=False)
+        got = fc.build_banks(
+            on_disk, "bm25", first_stage=stage, cache_dir=None, index=sharded, progress=False
+        )
+        for qid, bank in want.banks.items():
+            assert got.banks[qid].pids == bank.pids
+            assert np.array_equal(got.banks[qid].scores["bm25"], bank.scores["bm25"])
+    with pytest.raises(DataError, match="other|stemmer"):
+        fc.build_banks(
+            on_disk,
+            "bm25",
+            first_stage="bm25",
+            cache_dir=None,
+            index=sharded,
+            stemmer="english",
+            progress=False,
+        )
