@@ -22,6 +22,7 @@ from fincrowd_ltr.fields.extractor import FIELD_NAMES, FieldExtractor, Financial
 
 SAMPLE_SEED = 13
 FRESH_SEED = 16  # the second audit sample (issue 16), disjoint from the first
+BLIND_SEED = 25  # the third (issue 25): two blind labellers, disjoint from both
 
 
 def sample_records(datasets: dict[str, Dataset]) -> list[str]:
@@ -37,11 +38,14 @@ def sample_records(datasets: dict[str, Dataset]) -> list[str]:
     return records
 
 
-def sample_fresh_records(datasets: dict[str, Dataset], taken: set[str]) -> list[str]:
-    """The fresh audit sample (labelled before extractor 1.2 changed anything): 12 FinanceBench
-    pages of 300-1,500 characters, 30 TAT-QA questions and 30 FinQA questions, none in
-    ``taken`` (the first sample), drawn with ``FRESH_SEED``."""
-    rng = random.Random(FRESH_SEED)
+def sample_fresh_records(
+    datasets: dict[str, Dataset], taken: set[str], seed: int = FRESH_SEED
+) -> list[str]:
+    """A fresh audit sample: 12 FinanceBench pages of 300-1,500 characters, 30 TAT-QA questions
+    and 30 FinQA questions, none in ``taken`` (the earlier samples), drawn with ``seed``
+    (``FRESH_SEED``: the sample labelled before extractor 1.2 changed anything;
+    ``BLIND_SEED``: the blind sample of issue 25)."""
+    rng = random.Random(seed)
     fb, tq, fq = datasets["financebench"], datasets["tatqa"], datasets["finqa"]
     pages = sorted(
         f"financebench/passage/{p}"
@@ -49,7 +53,7 @@ def sample_fresh_records(datasets: dict[str, Dataset], taken: set[str]) -> list[
         if 300 <= len(v.text) <= 1500 and f"financebench/passage/{p}" not in taken
     )
     tatqa = sorted(f"tatqa/query/{q}" for q in tq.queries if f"tatqa/query/{q}" not in taken)
-    finqa = sorted(f"finqa/query/{q}" for q in fq.queries)
+    finqa = sorted(f"finqa/query/{q}" for q in fq.queries if f"finqa/query/{q}" not in taken)
     return rng.sample(pages, 12) + rng.sample(tatqa, 30) + rng.sample(finqa, 30)
 
 
