@@ -246,7 +246,7 @@ class FitSettings:
             synthetic = SyntheticSettings(n=synthetic, seed=shortcuts.get("seed", 0))
         unknown = sorted(set(shortcuts) - set(owner))
         if unknown:
-            raise TypeError(f"fit_correction got unknown setting(s) {unknown}")
+            raise TypeError(f"unknown setting(s) {unknown}: a field of FitSettings' groups")
         changes: dict[str, dict] = {}
         for key, value in shortcuts.items():
             if key == "extra_training":

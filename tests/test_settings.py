@@ -38,6 +38,26 @@ def test_the_command_line_defaults_are_the_settings_defaults():
     cal = build_parser().parse_args(["calibrate", "--checkpoint", "x", "--domain", "d"])
     assert cal.regression_cap == CalibrationSettings().regression_cap
     assert cal.min_calibration == CalibrationSettings().min_calibration
+    assert cal.folds == TrainingSettings().folds and cal.seed == TrainingSettings().seed
+    assert cal.bank_size == defaults.DEFAULT_BANK_SIZE and cal.gate_method == "ltt"
+
+
+def test_calibrate_domain_takes_settings_shortcuts_and_its_old_keywords(tmp_path):
+    import inspect
+
+    from fincrowd_ltr.api import calibrate_domain
+    from fincrowd_ltr.data.schema import DataError
+
+    named = [p for p in inspect.signature(calibrate_domain).parameters.values()
+             if p.kind is not inspect.Parameter.VAR_KEYWORD]  # fmt: skip
+    assert len(named) <= 10
+    with pytest.raises(TypeError, match="regresion_cap"):
+        calibrate_domain(tmp_path, "d", "financebench", regresion_cap=0.02)
+    # 0.2.0's size= and method= still mean bank_size and gate_method (then: no checkpoint here)
+    with pytest.raises(DataError, match="no residual checkpoint"):
+        calibrate_domain(tmp_path, "d", "financebench", size=50, method="crc", folds=3)
+    with pytest.raises(DataError, match="no residual checkpoint"):
+        calibrate_domain(tmp_path, "d", "financebench", FitSettings().replace(delta=0.2))
 
 
 def test_command_line_values_reach_the_settings():

@@ -8,14 +8,16 @@ import numpy as np
 
 from fincrowd_ltr.api.corpus import DEFAULT_CACHE, build_banks, load_dataset, rankers_of, read_run
 from fincrowd_ltr.data.schema import DataError, Dataset
-from fincrowd_ltr.defaults import DEFAULT_BANK_SIZE, DEFAULT_DELTA, DEFAULT_REGRESSION_CAP
+from fincrowd_ltr.defaults import DEFAULT_BANK_SIZE
 from fincrowd_ltr.diagnostics.crowding import crowded_labels, repair_counts
 from fincrowd_ltr.evaluation.report import evaluate_bankset
 from fincrowd_ltr.evaluation.results import system_result
 from fincrowd_ltr.model.correction import GatedCorrection
 from fincrowd_ltr.retrieval.banks import BankSet
+from fincrowd_ltr.settings import FitSettings
 
 CROSS_ENCODER = "cross-encoder"
+_RENAMED = {"size": "bank_size", "method": "gate_method"}  # calibrate_domain's 0.2.0 keywords
 
 
 def evaluate(
@@ -161,32 +163,35 @@ def calibrate_domain(
     checkpoint: str | Path | GatedCorrection,
     domain: str,
     dataset: str | Dataset,
+    settings: FitSettings | None = None,
     *,
     qids: list[str] | None = None,
     fold: int | None = None,
-    folds: int = 5,
-    seed: int = 0,
-    regression_cap: float = DEFAULT_REGRESSION_CAP,
-    min_calibration: int = 10,
     first_stage: str | None = None,
-    size: int = DEFAULT_BANK_SIZE,
-    split: str = "all",
-    data_root: str | Path | None = None,
-    cache_dir: str | Path | None = DEFAULT_CACHE,
     run=None,
     save: bool = True,
     replace: bool = False,
-    delta: float = DEFAULT_DELTA,
-    method: str = "ltt",
+    **shortcuts,
 ):
     """Fit ``domain``'s gate calibration on labelled questions the correction never saw (all of
-    ``dataset``, group fold ``fold`` or ``qids``) and, for a checkpoint folder, store it there
-    (an existing domain only with ``replace``). The regression cap among orderable questions is
-    kept by ``method`` with ``delta`` (``"ltt"``: with probability >= 1 - delta over the draw of
-    the calibration questions; :mod:`fincrowd_ltr.model.calibration`). Returns ``(model,
-    calibration)``."""
+    ``dataset``, group fold ``fold`` of the fold plan ``folds`` / ``seed`` make, or ``qids``)
+    and, for a checkpoint folder, store it there (an existing domain only with ``replace``).
+
+    ``settings`` (:class:`~fincrowd_ltr.settings.FitSettings`, or its fields as keyword
+    shortcuts: ``regression_cap``, ``delta``, ``gate_method``, ``min_calibration``, ``folds``,
+    ``seed``, ``bank_size``, ``split``, ``data_root``, ``cache_dir``) say where the data is, how
+    the banks are made and how the cap is kept: among orderable questions, by ``gate_method``
+    (``"ltt"``: with probability >= 1 - delta over the draw of the calibration questions;
+    :mod:`fincrowd_ltr.model.calibration`). The banks use ``first_stage``, by default the one
+    the correction was trained on. Returns ``(model, calibration)``."""
     from fincrowd_ltr.data.splits import FoldPlan
 
+    for old, new in _RENAMED.items():  # the keywords of 0.2.0
+        if old in shortcuts:
+            shortcuts[new] = shortcuts.pop(old)
+    s = (settings or FitSettings()).replace(**shortcuts)
+    data_root, split, cache_dir = s.data.data_root, s.data.split, s.data.cache_dir
+    folds, seed = s.training.folds, s.training.seed
     model = (
         checkpoint
         if isinstance(checkpoint, GatedCorrection)
@@ -209,7 +214,7 @@ def calibrate_domain(
         data,
         [model.base_ranker],
         first_stage=stage,
-        size=size,
+        size=s.banks.bank_size,
         split=split,
         cache_dir=cache_dir,
         run=read_run(run, data),
@@ -218,8 +223,15 @@ def calibrate_domain(
     examples = model.examples(data, banks, model.base_ranker, qids)
     from fincrowd_ltr.training.calibration import fit_calibration
 
+    c = s.calibration
     calibration = fit_calibration(
-        model, data, examples, regression_cap, min_calibration, delta=delta, method=method
+        model,
+        data,
+        examples,
+        c.regression_cap,
+        c.min_calibration,
+        delta=c.delta,
+        method=c.gate_method,
     )
     model = model.with_domain(domain, calibration)
     if save and not isinstance(checkpoint, GatedCorrection):

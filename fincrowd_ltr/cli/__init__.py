@@ -300,9 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="calibrate on this group fold only (default: every question)",
     )
-    p.add_argument("--folds", type=int, default=5)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--bank-size", type=int, default=DEFAULT_BANK_SIZE)
+    settings.add_arguments(p, settings.TrainingSettings, ("folds", "seed"))
+    settings.add_arguments(p, settings.BankSettings, ("bank_size",))
     p.add_argument(
         "--replace", action="store_true", help="overwrite the domain's existing calibration"
     )
