@@ -91,3 +91,21 @@ def test_the_old_reranker_name_still_works_with_a_warning():
 
     with pytest.warns(DeprecationWarning, match="GatedCorrection"):
         assert reranker.FinCrowdReranker is GatedCorrection
+
+
+def test_build_banks_takes_a_bank_spec_data_settings_or_their_fields(tmp_path):
+    import inspect
+
+    from fincrowd_ltr.api import corpus
+    from fincrowd_ltr.retrieval.build import BankSpec
+
+    named = [p for p in inspect.signature(corpus.build_banks).parameters.values()
+             if p.kind is not inspect.Parameter.VAR_KEYWORD]  # fmt: skip
+    assert len(named) <= 10
+    spec = corpus.bank_spec(size=20, stemmer="english", dense_pooling="mean", first_stage="bm25")
+    assert spec.size == 20 and spec.bm25.stemmer == "english" and spec.first_stage == "bm25"
+    assert spec.dense_policy.pooling == "mean" and spec.dense_policy.window_tokens == 254
+    assert corpus.bank_spec().first_stage == "auto"  # the API's default first stage
+    assert corpus.bank_spec(BankSpec(size=7), mode="injected") == BankSpec(size=7, mode="injected")
+    with pytest.raises(TypeError, match="bank_sise"):
+        corpus.bank_spec(bank_sise=3)

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from fincrowd_ltr.data.beir import read_trec_run
 from fincrowd_ltr.data.registry import load_dataset as _load_dataset
 from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.defaults import DEFAULT_CACHE  # noqa: E402
-from fincrowd_ltr.retrieval.banks import DEFAULT_BANK_SIZE, BankSet
+from fincrowd_ltr.retrieval.banks import BankSet
 from fincrowd_ltr.retrieval.bm25 import BM25Config
 from fincrowd_ltr.retrieval.build import BankSpec
 from fincrowd_ltr.retrieval.build import build_banks as _build_banks
 from fincrowd_ltr.retrieval.rankers import ALL_RANKERS, RANKERS, RunScores
 from fincrowd_ltr.retrieval.windows import WindowPolicy
+from fincrowd_ltr.settings import DataSettings
 
 RUN = "run"
 
@@ -56,30 +58,52 @@ def read_run(run: RunScores | str | Path | None, dataset: Dataset) -> RunScores 
     return read_trec_run(Path(run), dataset)
 
 
+def bank_spec(spec: BankSpec | None = None, **shortcuts) -> BankSpec:
+    """``spec`` (default: the ``auto`` first stage, the package's sizes and windows) with any of
+    ``first_stage``, ``mode``, ``size``, ``stemmer``, ``dense_pooling``, ``dense_window``
+    changed; an unknown name is a ``TypeError``."""
+    spec = spec or BankSpec(first_stage="auto")
+    unknown = sorted(set(shortcuts) - set(_SPEC_SHORTCUTS))
+    if unknown:
+        raise TypeError(f"unknown bank setting(s) {unknown}; choose from {_SPEC_SHORTCUTS}")
+    plain = {k: shortcuts[k] for k in ("first_stage", "mode", "size") if k in shortcuts}
+    if "stemmer" in shortcuts:
+        plain["bm25"] = dataclasses.replace(spec.bm25, stemmer=shortcuts["stemmer"])
+    window = {
+        "pooling": shortcuts.get("dense_pooling"),
+        "window_tokens": shortcuts.get("dense_window"),
+    }
+    window = {k: v for k, v in window.items() if v is not None}
+    if window:
+        plain["dense_policy"] = dataclasses.replace(spec.dense_policy, **window)
+    return dataclasses.replace(spec, **plain)
+
+
+_SPEC_SHORTCUTS = ("first_stage", "mode", "size", "stemmer", "dense_pooling", "dense_window")
+
+
 def build_banks(
     dataset: str | Dataset,
     rankers: str | list[str] = "bm25",
+    spec: BankSpec | None = None,
     *,
-    first_stage: str = "auto",
-    mode: str = "retrieved",
-    size: int = DEFAULT_BANK_SIZE,
-    split: str = "all",
-    data_root: str | Path | None = None,
-    cache_dir: str | Path | None = DEFAULT_CACHE,
+    data: DataSettings | None = None,
     run: RunScores | str | Path | None = None,
-    dense_pooling: str = "max",
-    dense_window: int = 254,
-    stemmer: str | None = None,
     index=None,
     progress: bool = True,
+    **shortcuts,
 ) -> BankSet:
     """Candidate banks of every question, scored by ``rankers``.
 
     Args:
         dataset: A dataset name or an in-memory ``Dataset``.
         rankers: ``bm25``, ``dense``, ``splade``, ``hybrid`` and/or ``run`` (your ranker).
-        first_stage: ``auto``, ``bm25[+steps]`` or ``run`` (your run's own top ``size``).
-        mode: ``retrieved`` or ``injected`` (gold replaces the lowest candidates).
+        spec: How banks are made (:class:`~fincrowd_ltr.retrieval.build.BankSpec`), or its
+            fields as shortcuts: ``first_stage`` (``auto``, ``bm25[+steps]`` or ``run``: your
+            run's own top ``size``), ``mode`` (``retrieved`` or ``injected``: gold replaces the
+            lowest candidates), ``size``, ``stemmer``, ``dense_pooling``, ``dense_window``.
+        data: Where the data and caches are (:class:`~fincrowd_ltr.settings.DataSettings`), or
+            its fields as shortcuts: ``split``, ``data_root``, ``cache_dir``.
         run: Your ranker's scores: a TREC run file, ``{qid: {pid: score}}`` or a callable
             ``(query, pids) -> scores``; needed for ranker or first stage ``run``.
         index: A BM25 index of the corpus already built, e.g. :func:`index_corpus`'s sharded
@@ -88,22 +112,18 @@ def build_banks(
     Returns:
         The bank set; ``notes`` says how many candidates your run did not score.
     """
-    data = load_dataset(dataset, data_root, split)
-    spec = BankSpec(
-        size=size,
-        mode=mode,
-        bm25=BM25Config(stemmer=stemmer),
-        dense_policy=WindowPolicy(pooling=dense_pooling, window_tokens=dense_window),
-        first_stage=first_stage,
-    )
+    where = {k: shortcuts.pop(k) for k in ("split", "data_root", "cache_dir") if k in shortcuts}
+    data = dataclasses.replace(data or DataSettings(), **where)
+    spec = bank_spec(spec, **shortcuts)
+    corpus = load_dataset(dataset, data.data_root, data.split)
     if index is not None and getattr(index, "config", spec.bm25) != spec.bm25:
         raise DataError(
             f"the index was built with BM25 settings {index.config}, not {spec.bm25} (stemmer)"
         )
     names = rankers_of(rankers)
-    cache = None if cache_dir is None else Path(cache_dir)
-    run_scores = read_run(run, data)
-    return _build_banks(data, split, names, spec, cache, index, progress, run_scores)
+    cache = None if data.cache_dir is None else Path(data.cache_dir)
+    run_scores = read_run(run, corpus)
+    return _build_banks(corpus, data.split, names, spec, cache, index, progress, run_scores)
 
 
 def load_encoder(
