@@ -79,6 +79,13 @@ def bank_spec(spec: BankSpec | None = None, **shortcuts) -> BankSpec:
     return dataclasses.replace(spec, **plain)
 
 
+def data_settings(data: DataSettings | None, shortcuts: dict) -> DataSettings:
+    """``data`` (default: the package's) with ``split``, ``data_root`` and ``cache_dir`` taken
+    out of ``shortcuts``."""
+    where = {k: shortcuts.pop(k) for k in ("split", "data_root", "cache_dir") if k in shortcuts}
+    return dataclasses.replace(data or DataSettings(), **where)
+
+
 _SPEC_SHORTCUTS = ("first_stage", "mode", "size", "stemmer", "dense_pooling", "dense_window")
 
 
@@ -112,8 +119,7 @@ def build_banks(
     Returns:
         The bank set; ``notes`` says how many candidates your run did not score.
     """
-    where = {k: shortcuts.pop(k) for k in ("split", "data_root", "cache_dir") if k in shortcuts}
-    data = dataclasses.replace(data or DataSettings(), **where)
+    data = data_settings(data, shortcuts)
     spec = bank_spec(spec, **shortcuts)
     corpus = load_dataset(dataset, data.data_root, data.split)
     if index is not None and getattr(index, "config", spec.bm25) != spec.bm25:

@@ -6,15 +6,22 @@ from pathlib import Path
 
 import numpy as np
 
-from fincrowd_ltr.api.corpus import DEFAULT_CACHE, build_banks, load_dataset, rankers_of, read_run
+from fincrowd_ltr.api.corpus import (
+    bank_spec,
+    build_banks,
+    data_settings,
+    load_dataset,
+    rankers_of,
+    read_run,
+)
 from fincrowd_ltr.data.schema import DataError, Dataset
-from fincrowd_ltr.defaults import DEFAULT_BANK_SIZE
 from fincrowd_ltr.diagnostics.crowding import crowded_labels, repair_counts
 from fincrowd_ltr.evaluation.report import evaluate_bankset
 from fincrowd_ltr.evaluation.results import system_result
 from fincrowd_ltr.model.correction import GatedCorrection
 from fincrowd_ltr.retrieval.banks import BankSet
-from fincrowd_ltr.settings import FitSettings
+from fincrowd_ltr.retrieval.build import BankSpec
+from fincrowd_ltr.settings import DataSettings, FitSettings
 
 CROSS_ENCODER = "cross-encoder"
 _RENAMED = {"size": "bank_size", "method": "gate_method"}  # calibrate_domain's 0.2.0 keywords
@@ -23,21 +30,18 @@ _RENAMED = {"size": "bank_size", "method": "gate_method"}  # calibrate_domain's 
 def evaluate(
     dataset: str | Dataset,
     rankers: str | list[str] = "bm25,dense",
+    spec: BankSpec | None = None,
     *,
+    data: DataSettings | None = None,
     checkpoint: str | Path | GatedCorrection | None = None,
     domain: str | None = None,
     fallback: str = "error",
     banks: BankSet | None = None,
-    first_stage: str = "auto",
-    mode: str = "retrieved",
-    size: int = DEFAULT_BANK_SIZE,
-    split: str = "all",
-    data_root: str | Path | None = None,
-    cache_dir: str | Path | None = DEFAULT_CACHE,
     run=None,
     cross_encoder: str | Path | None = None,
     cascades: list | None = None,
     progress: bool = True,
+    **shortcuts,
 ) -> dict:
     """The evaluation report (the JSON contract of ``fincrowd evaluate --out``).
 
@@ -46,40 +50,34 @@ def evaluate(
     :class:`GatedCorrection`), ``residual:<r>`` (always on) and, with ``domain``, ``gated:<r>``
     are added for the ranker it was fitted for, on the questions it never trained or calibrated
     on (left out by content; the report says how many). ``cascades`` (``CascadeSettings``) add
-    fixed-setting cascades over the same banks (``cascade:<ranker>...`` rows).
+    fixed-setting cascades over the same banks (``cascade:<ranker>...`` rows). The banks are
+    made as ``spec`` and ``data`` say (or their fields as shortcuts: ``first_stage``, ``mode``,
+    ``size``, ``split``, ``data_root``, ``cache_dir``, ...: :func:`build_banks`).
     """
-    data = load_dataset(dataset, data_root, split)
+    settings = data_settings(data, shortcuts)
+    spec = bank_spec(spec, **shortcuts)
+    corpus = load_dataset(dataset, settings.data_root, settings.split)
     names = rankers_of(rankers)
-    run = read_run(run, data)
+    run = read_run(run, corpus)
     if run is not None and "run" not in names:
         names.append("run")  # a run given is always reported (base:run)
     built = [r for r in names if r != CROSS_ENCODER] or ["bm25"]
     if banks is None:
-        banks = build_banks(
-            data,
-            built,
-            first_stage=first_stage,
-            mode=mode,
-            size=size,
-            split=split,
-            cache_dir=cache_dir,
-            run=run,
-            progress=progress,
-        )
+        banks = build_banks(corpus, built, spec, data=settings, run=run, progress=progress)
     if CROSS_ENCODER in names:
         from fincrowd_ltr.crossencoder import CrossEncoder, CrossEncoderRanker
         from fincrowd_ltr.retrieval.banks import score_banks
 
         model = CrossEncoder.load(Path(cross_encoder or "checkpoints/cross-encoder"))
-        score_banks(banks, data, [CrossEncoderRanker(model, data.passages)])
-    report = evaluate_bankset(data, banks, [r for r in names if r in banks.rankers])
-    report["notes"] = list(data.notes) + list(banks.notes)
+        score_banks(banks, corpus, [CrossEncoderRanker(model, corpus.passages)])
+    report = evaluate_bankset(corpus, banks, [r for r in names if r in banks.rankers])
+    report["notes"] = list(corpus.notes) + list(banks.notes)
     if cascades:
         from fincrowd_ltr.evaluation.cascade import add_cascade_systems
 
-        add_cascade_systems(report, data, banks, cascades)
+        add_cascade_systems(report, corpus, banks, cascades)
     if checkpoint is not None:
-        add_correction_rows(report, data, banks, checkpoint, domain, fallback, first_stage)
+        add_correction_rows(report, corpus, banks, checkpoint, domain, fallback, spec.first_stage)
     return report
 
 
