@@ -4,11 +4,12 @@ calibrated on fold ``f + 1``'s own top-``k`` banks)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 
-from fincrowd_ltr.api.corpus import DEFAULT_CACHE, build_banks, load_dataset, rankers_of
+from fincrowd_ltr.api.corpus import build_banks, load_dataset, rankers_of
 from fincrowd_ltr.data.beir import read_trec_run
 from fincrowd_ltr.data.schema import Dataset
 from fincrowd_ltr.data.splits import FoldPlan
@@ -22,11 +23,10 @@ from fincrowd_ltr.evaluation.cascade import (
 from fincrowd_ltr.evaluation.results import compare
 from fincrowd_ltr.features.examples import make_examples
 from fincrowd_ltr.fields import FieldExtractor
-from fincrowd_ltr.model.calibration import DEFAULT_REGRESSION_CAP, MIN_CALIBRATION_QUERIES
 from fincrowd_ltr.retrieval.banks import BankSet
 from fincrowd_ltr.retrieval.build import BankSpec
 from fincrowd_ltr.retrieval.cascade import CascadeSettings, settings_grid
-from fincrowd_ltr.settings import CalibrationSettings
+from fincrowd_ltr.settings import CalibrationSettings, FitSettings
 
 DOMAIN = "cascade"
 
@@ -146,28 +146,29 @@ def gated_cascade(
 def cascade(
     dataset: str | Dataset,
     stage2: str | list[str] = "dense,hybrid",
+    settings: FitSettings | None = None,
     *,
     n: int = 200,
     k: int = 20,
     gated: bool = False,
     correction_ranker: str = "dense",
     scores: dict[str, str | Path] | None = None,
-    first_stage: str = "auto",
-    folds: int = 5,
-    seed: int = 0,
-    regression_cap: float = DEFAULT_REGRESSION_CAP,
-    min_calibration: int = MIN_CALIBRATION_QUERIES,
-    split: str = "all",
-    data_root: str | Path | None = None,
-    cache_dir: str | Path | None = DEFAULT_CACHE,
-    calibration: CalibrationSettings | None = None,
+    **shortcuts,
 ) -> dict:
     """The cascade report: first stage, each stage-2 ranker, the settings chosen on training
     folds, and with ``gated`` the correction on the top ``k``. ``scores`` adds runs
-    (``{name: TREC file}``) as fixed stage-2 rankers. ``calibration`` (a
-    :class:`~fincrowd_ltr.settings.CalibrationSettings`) overrides ``regression_cap`` and
-    ``min_calibration`` and adds the gate's ``delta`` and method."""
-    data = load_dataset(dataset, data_root, split)
+    (``{name: TREC file}``) as fixed stage-2 rankers. ``settings``
+    (:class:`~fincrowd_ltr.settings.FitSettings`) or its fields as shortcuts say where the data
+    is (``split``, ``data_root``, ``cache_dir``), the first stage (``first_stage``), the fold plan
+    (``folds``, ``seed``) and the gate's limits (``regression_cap``, ``min_calibration``,
+    ``delta``, ``gate_method``; or a whole ``calibration=CalibrationSettings(...)``)."""
+    calibration = shortcuts.pop("calibration", None)
+    s = (settings or FitSettings()).replace(**shortcuts)
+    if calibration is not None:
+        s = dataclasses.replace(s, calibration=calibration)
+    first_stage, folds, seed = s.banks.first_stage, s.training.folds, s.training.seed
+    split, cache_dir = s.data.split, s.data.cache_dir
+    data = load_dataset(dataset, s.data.data_root, split)
     stage2 = rankers_of(stage2)
     bankset = build_banks(
         data, stage2, first_stage=first_stage, size=n, split=split, cache_dir=cache_dir
@@ -186,10 +187,7 @@ def cascade(
         corrections = fold_corrections(
             data, correction_ranker, plan, first_stage=first_stage, cache_dir=cache_dir, seed=seed
         )
-        limits = {
-            "calibration": calibration
-            or CalibrationSettings(regression_cap=regression_cap, min_calibration=min_calibration)
-        }
+        limits = {"calibration": s.calibration}
         report["gated"] = {
             "selected": gated_cascade(data, plan, corrections, bankset, chosen, extra, **limits)
         }
