@@ -224,6 +224,31 @@ class CalibrationSettings:
 
 
 @dataclass(frozen=True)
+class CrossEncoderSettings:
+    """How the LoRA cross-encoder is trained: its banks, its hard negatives and its steps."""
+
+    depth: int = field(default=200, metadata=_opt("bank candidates scored per question"))
+    negatives_from: str = field(default="dense", metadata=_opt("ranker ordering hard negatives"))
+    first_stage: str = field(default="auto", metadata=_opt("candidate retrieval", cli=False))
+    max_length: int = field(default=128, metadata=_opt("word pieces per pair"))
+    epochs: int = field(default=2, metadata=_opt("passes over the training groups"))
+    batch_size: int = field(default=4, metadata=_opt("groups (1 + 7 negatives) per step"))
+    lr: float = field(default=1e-3, metadata=_opt("learning rate of the LoRA weights and head"))
+    max_groups: int = field(default=120, metadata=_opt("cap on training groups (CPU time)"))
+    folds: int = field(default=5, metadata=_opt("group folds of the out-of-fold scores"))
+    seed: int = field(default=0, metadata=_opt("seed of the fold plan and the training"))
+
+    def steps(self) -> dict:
+        """The training loop's keywords."""
+        return {
+            "max_epochs": self.epochs,
+            "batch_size": self.batch_size,
+            "lr": self.lr,
+            "max_groups": self.max_groups,
+        }
+
+
+@dataclass(frozen=True)
 class FitSettings:
     """Everything ``fit_correction`` can be told, grouped."""
 

@@ -109,3 +109,23 @@ def test_build_banks_takes_a_bank_spec_data_settings_or_their_fields(tmp_path):
     assert corpus.bank_spec(BankSpec(size=7), mode="injected") == BankSpec(size=7, mode="injected")
     with pytest.raises(TypeError, match="bank_sise"):
         corpus.bank_spec(bank_sise=3)
+
+
+def test_cross_encoder_settings_are_the_commands_defaults_and_shortcuts():
+    import inspect
+
+    from fincrowd_ltr.api import train_cross_encoder
+    from fincrowd_ltr.settings import CrossEncoderSettings
+
+    args = build_parser().parse_args(["train-cross-encoder", "--epochs", "3", "--lr", "0.01"])
+    fields = {f.name: getattr(args, f.name) for f in dataclasses.fields(CrossEncoderSettings)
+              if f.name != "first_stage"}  # fmt: skip
+    assert CrossEncoderSettings(**fields) == CrossEncoderSettings(epochs=3, lr=0.01)
+    assert CrossEncoderSettings().steps() == {
+        "max_epochs": 2, "batch_size": 4, "lr": 1e-3, "max_groups": 120
+    }  # fmt: skip
+    named = [p for p in inspect.signature(train_cross_encoder).parameters.values()
+             if p.kind is not inspect.Parameter.VAR_KEYWORD]  # fmt: skip
+    assert len(named) <= 10
+    with pytest.raises(TypeError, match="epoch"):
+        train_cross_encoder("financebench", epoch=3)

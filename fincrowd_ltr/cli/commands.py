@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -457,23 +458,11 @@ def cascade(args: argparse.Namespace) -> dict:
 
 def train_cross_encoder(args: argparse.Namespace) -> None:
     from fincrowd_ltr.api import train_cross_encoder as run
+    from fincrowd_ltr.settings import CrossEncoderSettings
 
-    report = run(
-        _dataset(args),
-        run_out=args.run_out,
-        out=args.out,
-        depth=args.depth,
-        negatives_from=args.negatives_from,
-        max_length=args.max_length,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        lr=args.lr,
-        max_groups=args.max_groups,
-        folds=args.folds,
-        seed=args.seed,
-        first_stage=args.first_stage,
-        **_common(args),
-    )
+    fields = [f.name for f in dataclasses.fields(CrossEncoderSettings)]
+    chosen = CrossEncoderSettings(**{f: getattr(args, f) for f in fields})
+    report = run(_dataset(args), chosen, run_out=args.run_out, out=args.out, **_common(args))
     if args.run_out:
         print(f"out-of-fold scores written to {args.run_out}")
     if args.out:
