@@ -194,3 +194,24 @@ def test_packing_report_counts_answer_support_per_question():
     assert packed["answer_figures_in_context"]["mean"] == 1.0
     assert packed["answer_figures_in_context"]["n"] == 1
     assert packed["n_without_answer_figures"] == 1
+
+
+def test_pack_command_packs_a_users_corpus_into_the_budget(tmp_path, capsys):
+    import json
+
+    from fincrowd_ltr.cli import main
+    from tests.test_training import write_corpus
+
+    write_corpus(tmp_path / "c")
+    out = tmp_path / "packed"
+    args = ["pack", "--dataset=beir", f"--data-root={tmp_path / 'c'}", "--ranker=bm25",
+            "--first-stage=bm25", "--bank-size=8", "--budget=600", "--depth=8",
+            f"--cache-dir={tmp_path / 'cache'}", f"--out={out}"]  # fmt: skip
+    assert main(args) == 0
+    report = json.loads((out / "report.json").read_text())
+    assert report["budget"] == 600 and set(report["systems"]) == {"base:bm25"}
+    rows = [json.loads(line) for line in (out / "contexts.jsonl").read_text().splitlines()]
+    assert rows and all(row["tokens"] <= 600 and row["system"] == "base:bm25" for row in rows)
+    assert (out / "summary.md").read_text().strip()
+    assert main([*args[:-1], f"--out={tmp_path / 'again'}", "--orders=missing.json"]) == 2
+    assert "missing.json" in capsys.readouterr().err

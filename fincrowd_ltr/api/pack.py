@@ -5,10 +5,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fincrowd_ltr.api.corpus import DEFAULT_CACHE, build_banks, load_dataset, rankers_of, read_run
+from fincrowd_ltr.api.corpus import (
+    bank_spec,
+    build_banks,
+    data_settings,
+    load_dataset,
+    rankers_of,
+    read_run,
+)
 from fincrowd_ltr.data.jsonl import require_file
 from fincrowd_ltr.data.schema import DataError, Dataset
-from fincrowd_ltr.defaults import DEFAULT_BANK_SIZE
 from fincrowd_ltr.evaluation.packing import (
     INERT_NOTE,
     NOT_MEASURED,
@@ -17,6 +23,8 @@ from fincrowd_ltr.evaluation.packing import (
 )
 from fincrowd_ltr.evaluation.results import write_report
 from fincrowd_ltr.fields import FieldExtractor
+from fincrowd_ltr.retrieval.build import BankSpec
+from fincrowd_ltr.settings import DataSettings
 
 
 def pack(
@@ -28,45 +36,28 @@ def pack(
     budget: int = 32_000,
     depth: int = 30,
     tokenizer: str | Path | None = None,
-    first_stage: str = "auto",
-    size: int = DEFAULT_BANK_SIZE,
     run=None,
-    split: str = "all",
-    data_root: str | Path | None = None,
-    cache_dir: str | Path | None = DEFAULT_CACHE,
+    spec: BankSpec | None = None,
+    data: DataSettings | None = None,
+    **shortcuts,
 ) -> dict:
     """Pack every ranking (``orders``: a ``fit-residual`` report's held-out base/always-on/gated
-    orders; otherwise ``ranker``'s bank order) under each pruning policy; writes
-    ``report.json``, ``summary.md`` and ``contexts.jsonl`` to ``out_dir``."""
-    from fincrowd_ltr.api.fit import held_out_rankings
-    from fincrowd_ltr.packing import POLICIES, Packer, TokenCounter, assemble, format_summary
+    orders; otherwise ``ranker``'s bank order, the banks made as ``spec`` says or its shortcuts
+    ``first_stage`` and ``size``) under each pruning policy; writes ``report.json``,
+    ``summary.md`` and ``contexts.jsonl`` to ``out_dir``. ``data`` (or ``split``,
+    ``data_root``, ``cache_dir``) says where the data and caches are."""
+    from fincrowd_ltr.packing import POLICIES, Packer, TokenCounter, format_summary
 
-    data = load_dataset(dataset, data_root, split)
-    if orders is not None:
-        if not isinstance(orders, dict):
-            require_file(Path(orders), "cross-validation report")
-            orders = json.loads(Path(orders).read_text())
-        systems = held_out_rankings(orders)
-        unknown = sorted({q for r in systems.values() for q in r} - set(data.queries))
-        if unknown:
-            raise DataError(f"orders: unknown query id {unknown[0]!r} for {data.name}")
-    else:
-        name = rankers_of(ranker)[0]
-        banks = build_banks(
-            data,
-            [name],
-            first_stage=first_stage,
-            size=size,
-            split=split,
-            cache_dir=cache_dir,
-            run=read_run(run, data),
-        )
-        systems = {f"base:{name}": {q: b.ranking(name) for q, b in banks.banks.items()}}
+    where = data_settings(data, shortcuts)
+    spec = bank_spec(spec, **shortcuts)
+    split = where.split
+    corpus = load_dataset(dataset, where.data_root, split)
+    systems = _rankings(corpus, orders, ranker, spec, where, run)
     counter = TokenCounter(path=Path(tokenizer) if tokenizer else None)
     packer = Packer(counter, budget)
-    extractor = FieldExtractor.from_passages(data.passages.values())
+    extractor = FieldExtractor.from_passages(corpus.passages.values())
     report: dict = {
-        "dataset": data.name,
+        "dataset": corpus.name,
         "split": split,
         "budget": budget,
         "tokenizer": counter.name,
@@ -78,16 +69,45 @@ def pack(
     }
     for name, rankings in systems.items():
         report["systems"][name] = {
-            policy.name: evaluate_packing(data, rankings, policy, packer, extractor, depth)
+            policy.name: evaluate_packing(corpus, rankings, policy, packer, extractor, depth)
             for policy in POLICIES
         }
-        report["rank_halves"][name] = split_and_fuse_check(data, rankings, packer)
+        report["rank_halves"][name] = split_and_fuse_check(corpus, rankings, packer)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_report(out / "report.json", report)
     (out / "summary.md").write_text(format_summary(report))
+    report["contexts_system"] = _write_contexts(
+        out / "contexts.jsonl", corpus, systems, packer, depth
+    )
+    return report
+
+
+def _rankings(data: Dataset, orders, ranker: str, spec: BankSpec, where: DataSettings, run) -> dict:
+    """``{system: {qid: ranking}}``: a cross-validation report's held-out orders, or the bank
+    order of ``ranker``."""
+    from fincrowd_ltr.api.fit import held_out_rankings
+
+    if orders is not None:
+        if not isinstance(orders, dict):
+            require_file(Path(orders), "cross-validation report")
+            orders = json.loads(Path(orders).read_text())
+        systems = held_out_rankings(orders)
+        unknown = sorted({q for r in systems.values() for q in r} - set(data.queries))
+        if unknown:
+            raise DataError(f"orders: unknown query id {unknown[0]!r} for {data.name}")
+        return systems
+    name = rankers_of(ranker)[0]
+    banks = build_banks(data, [name], spec, data=where, run=read_run(run, data))
+    return {f"base:{name}": {q: b.ranking(name) for q, b in banks.banks.items()}}
+
+
+def _write_contexts(path: Path, data: Dataset, systems: dict, packer, depth: int) -> str:
+    """The last system's packed budget contexts, one JSON line per question; returns its name."""
+    from fincrowd_ltr.packing import assemble
+
     name, rankings = list(systems.items())[-1]
-    with open(out / "contexts.jsonl", "w", encoding="utf-8") as fh:
+    with open(path, "w", encoding="utf-8") as fh:
         for qid, ranking in rankings.items():
             ranked = [data.passages[p] for p in ranking[:depth]]
             packing = assemble(packer.pack(data.queries[qid].text, ranked), "score")
@@ -102,5 +122,4 @@ def pack(
                 "dropped": packing.dropped,
             }
             fh.write(json.dumps(row) + "\n")
-    report["contexts_system"] = name
-    return report
+    return name
