@@ -11,7 +11,7 @@ table keeps pieces the sample rarely shows where distillation put them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -113,19 +113,12 @@ def tune_static(
         **model.config,
         "dim": int(vectors.shape[1]),
         "tuned": {
+            **asdict(settings),
             "windows": len(train),
             "held_out": len(held_out),
             "held_out_cosine": history,
             "epoch": best_epoch,
-            "epochs": settings.epochs,
-            "batch_size": settings.batch_size,
-            "validation": settings.validation,
-            "contrastive": settings.contrastive,
-            "temperature": settings.temperature,
             "pairs": len(pairs or []) if settings.contrastive else 0,
-            "lr": settings.lr,
-            "anchor": settings.anchor,
-            "seed": settings.seed,
         },
     }
     return StaticModel(vectors.astype(np.float32), model.tokenizer, config)
