@@ -179,6 +179,17 @@ def _summarise(
     return out
 
 
+def _balance_before(before: list[tuple[np.ndarray, np.ndarray]]) -> dict[str, float]:
+    """Standardised mean differences of the covariates, incompatible against compatible
+    distractors, over every eligible query before matching."""
+    if not before:
+        return {}
+    treated = np.concatenate([t for t, _ in before])
+    control = np.concatenate([c for _, c in before])
+    smd = standardised_mean_differences(treated, control)
+    return dict(zip(COVARIATES, smd, strict=True))
+
+
 def run_stress(
     dataset: Dataset,
     banks: dict[str, CandidateBank],
@@ -235,20 +246,7 @@ def run_stress(
         "cem_bins": config.bins,
         "n_eligible": eligible,
         "covariates": list(COVARIATES),
-        "balance_before_matching": (
-            dict(
-                zip(
-                    COVARIATES,
-                    standardised_mean_differences(
-                        np.concatenate([t for t, _ in before]),
-                        np.concatenate([c for _, c in before]),
-                    ),
-                    strict=True,
-                )
-            )
-            if before
-            else {}
-        ),
+        "balance_before_matching": _balance_before(before),
         "variants": {},
     }
     for name in variants:
