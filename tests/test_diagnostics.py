@@ -219,6 +219,10 @@ def test_diagnose_on_a_beir_corpus_with_a_trec_run(tmp_path):
     assert report["failures"]["crowded_by_primary_field"] == {"period": 4}
     for name in ("summary.md", "recall_vs_pool.png", "typed_deltas.png", "failures.png"):
         assert (out / name).stat().st_size > 0
+    summary = (out / "summary.md").read_text()
+    for heading in ("## Matched-pool stress test", "## Covariate balance", "## Crowded failures",
+                    "## Top-k composition", "Near duplicates"):  # fmt: skip
+        assert summary.count(heading) == 1, heading
     assert report["first_stage"] == "bm25"  # 'auto' on a BEIR corpus
     # pools drawn by the filing-aware first stage: the asked company's pages of every period
     filing = tmp_path / "diag-filing"

@@ -165,8 +165,13 @@ def summary_markdown(report: dict) -> str:
                 + " | ".join(_fmt(row["balance_smd"][c]) for c in covs)
                 + " |"
             )
+    return "\n".join(lines + _retrieval_lines(report))
+
+
+def _retrieval_lines(report: dict) -> list[str]:
+    """The report's crowded failures, top-k composition and near-duplicate lines."""
     f = report["failures"]
-    lines += [
+    lines = [
         "",
         "## Crowded failures in ordinary retrieval (retrieved banks, top-100)",
         "",
@@ -206,4 +211,4 @@ def summary_markdown(report: dict) -> str:
         "Figures: `recall_vs_pool.png`, `typed_deltas.png`, `failures.png`, `off_target.png`.",
         "",
     ]
-    return "\n".join(lines)
+    return lines
