@@ -203,40 +203,7 @@ def create_app(model: GatedCorrection, limits: Limits | None = None) -> FastAPI:
             "pid": os.getpid(),
         }
 
-    def run(body: bytes) -> JSONResponse:
-        try:
-            request = parse_request(body, limits)
-            candidates = [
-                {
-                    "id": c.id,
-                    "text": c.text,
-                    "metadata": c.metadata.model_dump(exclude_none=True) if c.metadata else {},
-                }
-                for c in request.candidates
-            ]
-            with lock:
-                result = model.rerank(
-                    request.query,
-                    candidates,
-                    [c.base_score for c in request.candidates],
-                    domain=request.domain,
-                    fallback=request.fallback,
-                )
-        except RequestError as err:
-            return JSONResponse({"error": err.message, "field": err.field}, err.status)
-        except DataError as err:  # raised with the field at fault (or none)
-            return JSONResponse({"error": str(err), "field": _request_field(err.field)}, 422)
-        if not all(math.isfinite(s) for s in result.scores):  # never expected: finite by design
-            return JSONResponse({"error": "non-finite scores", "field": None}, 500)
-        return JSONResponse(
-            {
-                "ranking": result.ranking,
-                "scores": result.scores,
-                "gate": result.gate,
-                "explanation": result.explanation,
-                "warnings": result.warnings,
-            }
-        )
+    run = _request_runner(model, limits, lock)
 
     @app.post(
         "/rerank",
@@ -272,6 +239,13 @@ def create_app(model: GatedCorrection, limits: Limits | None = None) -> FastAPI:
         body = await request.body()
         return await run_in_threadpool(run, body)
 
+    _publish_request_schema(app)
+    return app
+
+
+def _publish_request_schema(app: FastAPI) -> None:
+    """Put the request model's JSON schema in the OpenAPI document (the route reads the raw
+    body itself, so FastAPI does not list it)."""
     schema = app.openapi()
     schema["components"]["schemas"]["RerankRequest"] = RerankRequest.model_json_schema(
         ref_template="#/components/schemas/{model}"
@@ -279,7 +253,47 @@ def create_app(model: GatedCorrection, limits: Limits | None = None) -> FastAPI:
     for name, sub in schema["components"]["schemas"]["RerankRequest"].pop("$defs", {}).items():
         schema["components"]["schemas"][name] = sub
     app.openapi_schema = schema
-    return app
+
+
+def _request_runner(model: GatedCorrection, limits: Limits, lock: threading.Lock):
+    """One request body in, the JSON response out (errors name the field at fault)."""
+
+    def run(body: bytes) -> JSONResponse:
+        try:
+            request = parse_request(body, limits)
+            candidates = [
+                {
+                    "id": c.id,
+                    "text": c.text,
+                    "metadata": c.metadata.model_dump(exclude_none=True) if c.metadata else {},
+                }
+                for c in request.candidates
+            ]
+            with lock:
+                result = model.rerank(
+                    request.query,
+                    candidates,
+                    [c.base_score for c in request.candidates],
+                    domain=request.domain,
+                    fallback=request.fallback,
+                )
+        except RequestError as err:
+            return JSONResponse({"error": err.message, "field": err.field}, err.status)
+        except DataError as err:  # raised with the field at fault (or none)
+            return JSONResponse({"error": str(err), "field": _request_field(err.field)}, 422)
+        if not all(math.isfinite(s) for s in result.scores):  # never expected: finite by design
+            return JSONResponse({"error": "non-finite scores", "field": None}, 500)
+        return JSONResponse(
+            {
+                "ranking": result.ranking,
+                "scores": result.scores,
+                "gate": result.gate,
+                "explanation": result.explanation,
+                "warnings": result.warnings,
+            }
+        )
+
+    return run
 
 
 ENV = "FINCROWD_SERVE"  # checkpoint|runtime|ranker|limits, for worker processes
