@@ -86,31 +86,66 @@ def load_financebench(root: Path, split: str = "all", progress: bool = True) -> 
     Returns:
         The dataset with page passages, page-level qrels, coverage and corpus-quirk notes.
     """
-    info_path = root / DOC_INFO_FILE
+    info = _document_information(root / DOC_INFO_FILE)
+    passages, filings = _pages(root / PAGES_FILE, info, progress)
+    queries, qrels, answers, missing = _questions(root, split, passages)
+    keys = text_keys(passages)
+    groups = duplicate_groups(passages, keys)
+    aliases = alias_documents(passages, keys)
+    not_in_info = sorted({p.document for p in passages.values()} - set(info))
+    notes = [
+        f"{len(passages)} pages from {filings} filings",
+        f"{sum(len(g) for g in groups)} pages in {len(groups)} groups of identical text "
+        "(relevance is also reported expanded to these duplicates)",
+        f"{len(not_in_info)} filings missing from document information (metadata parsed from "
+        f"their names): {', '.join(not_in_info)}",
+        "filings with identical pages under two names: "
+        + (", ".join(f"{a} = {b}" for a, b in aliases) or "none"),
+        f"{len(missing)} of {len(queries)} questions have gold pages outside the page corpus",
+    ]
+    dataset = Dataset(
+        name="financebench",
+        queries=queries,
+        passages=passages,
+        qrels=qrels,
+        missing_gold=missing,
+        gold_equivalents=gold_equivalents(qrels, groups),
+        notes=notes,
+        answer_figures=answers,
+    )
+    dataset.validate()
+    return dataset
+
+
+def _document_information(path: Path) -> dict[str, dict]:
+    """The document information rows by filing name (the first row of a name wins)."""
     info: dict[str, dict] = {}
-    for lineno, row in read_jsonl(info_path):
-        require_fields(info_path, lineno, row, ("doc_name", "company"))
+    for lineno, row in read_jsonl(path):
+        require_fields(path, lineno, row, ("doc_name", "company"))
         info.setdefault(row["doc_name"], row)
+    return info
+
+
+def _pages(path: Path, info: dict[str, dict], progress: bool) -> tuple[dict[str, Passage], int]:
+    """Every page of the corpus with its filing's metadata, and the number of filings."""
     prefix_company = {}
     for name, row in info.items():
         match = _DOC_NAME.match(name)
         if match:
             prefix_company.setdefault(match.group("prefix"), row["company"])
-
-    pages_path = root / PAGES_FILE
     passages: dict[str, Passage] = {}
     meta_cache: dict[str, dict] = {}
-    lines = read_jsonl(pages_path)
+    lines = read_jsonl(path)
     if progress:
         lines = tqdm(lines, desc="FinanceBench pages", unit=" pages", mininterval=2.0)
     for lineno, row in lines:
-        require_fields(pages_path, lineno, row, ("doc_name", "page_num", "text"))
+        require_fields(path, lineno, row, ("doc_name", "page_num", "text"))
         doc = row["doc_name"]
         if doc not in meta_cache:
             meta_cache[doc] = _doc_metadata(doc, info, prefix_company)
         pid = page_id(doc, int(row["page_num"]))
         if pid in passages:
-            raise DataError(f"{pages_path}:{lineno}: duplicate page id {pid!r}")
+            raise DataError(f"{path}:{lineno}: duplicate page id {pid!r}")
         passages[pid] = Passage(
             pid=pid,
             text=row["text"] or "",
@@ -118,7 +153,12 @@ def load_financebench(root: Path, split: str = "all", progress: bool = True) -> 
             position=int(row["page_num"]),
             **meta_cache[doc],
         )
+    return passages, len(meta_cache)
 
+
+def _questions(root: Path, split: str, passages: dict[str, Passage]) -> tuple:
+    """``(queries, qrels, answer figures, missing gold)`` of the split's question files; gold
+    pages outside the corpus are listed, never dropped silently."""
     queries: dict[str, Query] = {}
     qrels: dict[str, dict[str, int]] = {}
     answers: dict[str, list[str]] = {}
@@ -146,30 +186,4 @@ def load_financebench(root: Path, split: str = "all", progress: bool = True) -> 
             figure = figure_of(row.get("answer", ""))
             if figure:
                 answers[qid] = [figure]
-
-    keys = text_keys(passages)
-    groups = duplicate_groups(passages, keys)
-    aliases = alias_documents(passages, keys)
-    not_in_info = sorted({p.document for p in passages.values()} - set(info))
-    notes = [
-        f"{len(passages)} pages from {len(meta_cache)} filings",
-        f"{sum(len(g) for g in groups)} pages in {len(groups)} groups of identical text "
-        "(relevance is also reported expanded to these duplicates)",
-        f"{len(not_in_info)} filings missing from document information (metadata parsed from "
-        f"their names): {', '.join(not_in_info)}",
-        "filings with identical pages under two names: "
-        + (", ".join(f"{a} = {b}" for a, b in aliases) or "none"),
-        f"{len(missing)} of {len(queries)} questions have gold pages outside the page corpus",
-    ]
-    dataset = Dataset(
-        name="financebench",
-        queries=queries,
-        passages=passages,
-        qrels=qrels,
-        missing_gold=missing,
-        gold_equivalents=gold_equivalents(qrels, groups),
-        notes=notes,
-        answer_figures=answers,
-    )
-    dataset.validate()
-    return dataset
+    return queries, qrels, answers, missing
