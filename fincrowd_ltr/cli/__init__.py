@@ -173,23 +173,8 @@ class HelpFormatter(argparse.HelpFormatter):
         return f"{text} (default: {default})".strip()
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="fincrowd", description=__doc__, formatter_class=HelpFormatter
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-
-    def command(name: str, func, text: str, aliases=()) -> argparse.ArgumentParser:
-        p = sub.add_parser(
-            name,
-            help=text,
-            description=text,
-            formatter_class=HelpFormatter,
-            aliases=list(aliases),
-        )
-        p.set_defaults(func=func)
-        return p
-
+def _evaluate_command(command) -> None:
+    """``fincrowd evaluate``."""
     p = command(
         "evaluate", c.evaluate, "evaluate base rankers (and a correction) on candidate banks"
     )
@@ -226,6 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--cascade-k", type=int, default=20, help="candidates stage 2 keeps")
 
+
+def _fit_command(command) -> None:
+    """``fincrowd fit``."""
     p = command(
         "fit",
         c.fit_residual,
@@ -267,6 +255,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="train the package defaults only (no alpha / weight decay selection grid)",
     )
 
+
+def _synthesize_command(command) -> None:
+    """``fincrowd synthesize``."""
     p = command(
         "synthesize",
         c.synthesize,
@@ -279,6 +270,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", type=Path, required=True, help="the BEIR folder to write (corpus, queries, qrels)"
     )
 
+
+def _index_command(command) -> None:
+    """``fincrowd index``."""
     p = command(
         "index",
         c.index,
@@ -290,6 +284,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shard-mb", type=float, default=64, help="corpus bytes per shard (MB)")
     p.add_argument("--query", default=None, help="print this question's top 10 from the index")
 
+
+def _calibrate_command(command) -> None:
+    """``fincrowd calibrate``."""
     p = command("calibrate", c.calibrate, "calibrate a checkpoint's gate for a domain")
     _data(p)
     p.add_argument("--checkpoint", type=Path, required=True)
@@ -309,6 +306,9 @@ def build_parser() -> argparse.ArgumentParser:
     _run(p)
     _cap(p)
 
+
+def _diagnose_command(command) -> None:
+    """``fincrowd diagnose``."""
     p = command("diagnose", c.diagnose, "crowding diagnostics: matched pools, crowded failures")
     _data(p)
     p.add_argument(
@@ -335,6 +335,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--caliper", type=float, default=1.0, help="nearest-neighbour caliper (z units)")
     p.add_argument("--out", type=Path, default=None, help="output folder")
 
+
+def _export_command(command) -> None:
+    """``fincrowd export``."""
     p = command("export", c.export, "write a checkpoint as a checksummed serving directory")
     p.add_argument("--checkpoint", type=Path, default=None, help="a correction folder")
     p.add_argument(
@@ -352,6 +355,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="load a hand-made checkpoint folder without a manifest",
     )
 
+
+def _serve_command(command) -> None:
+    """``fincrowd serve``."""
     p = command("serve", c.serve, "serve a checkpoint over HTTP: /health, /rerank")
     p.add_argument("--checkpoint", type=Path, required=True)
     p.add_argument("--host", default="127.0.0.1")
@@ -374,11 +380,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-text-chars", type=int, default=20_000)
     p.add_argument("--max-query-chars", type=int, default=2_000)
 
+
+def _banks_command(command) -> None:
+    """``fincrowd banks``."""
     p = command("banks", c.banks, "build, score and save candidate banks")
     _data(p)
     _banks(p)
     p.add_argument("--out", type=Path, default=None, help="also write the banks here (JSONL)")
 
+
+def _first_stage_command(command) -> None:
+    """``fincrowd first-stage``."""
     p = command(
         "first-stage",
         c.first_stage,
@@ -392,6 +404,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stemmer", default=None)
     p.add_argument("--report", type=Path, default=None, help="write the JSON report here")
 
+
+def _cascade_command(command) -> None:
+    """``fincrowd cascade``."""
     p = command("cascade", c.cascade, "cross-validate the reranker cascade (and the gate)")
     _data(p)
     _stage(p)
@@ -408,6 +423,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--report", type=Path, default=None)
 
+
+def _train_cross_encoder_command(command) -> None:
+    """``fincrowd train-cross-encoder``."""
     p = command(
         "train-cross-encoder",
         c.train_cross_encoder,
@@ -420,6 +438,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=None, help="save the final adapter here")
     p.add_argument("--report", type=Path, default=None)
 
+
+def _pack_command(command) -> None:
+    """``fincrowd pack``."""
     p = command("pack", c.pack, "prune and pack rankings into a token budget")
     _data(p)
     _stage(p)
@@ -444,10 +465,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", type=Path, required=True, help="output folder")
 
+
+def _audit_command(command) -> None:
+    """``fincrowd audit``."""
     p = command("audit", c.audit, "field extractor precision/recall/F1 on the audit labels")
     p.add_argument("--labels", type=Path, default=Path("audit/labels.jsonl"))
     p.add_argument("--data-root", default=None)
 
+
+def _demo_command(command) -> None:
+    """``fincrowd demo``."""
     p = command(
         "demo", c.demo, "the main job: baselines, ablation, diagnostics, cascade, the correction"
     )
@@ -456,6 +483,43 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--config", type=Path, default=Path("configs/demo.yaml"), help="YAML listing the runs"
     )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fincrowd", description=__doc__, formatter_class=HelpFormatter
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def command(name: str, func, text: str, aliases=()) -> argparse.ArgumentParser:
+        p = sub.add_parser(
+            name,
+            help=text,
+            description=text,
+            formatter_class=HelpFormatter,
+            aliases=list(aliases),
+        )
+        p.set_defaults(func=func)
+        return p
+
+    for add in (
+        _evaluate_command,
+        _fit_command,
+        _synthesize_command,
+        _index_command,
+        _calibrate_command,
+        _diagnose_command,
+        _export_command,
+        _serve_command,
+        _banks_command,
+        _first_stage_command,
+        _cascade_command,
+        _train_cross_encoder_command,
+        _pack_command,
+        _audit_command,
+        _demo_command,
+    ):
+        add(command)
     for choice in sub.choices.values():
         for action in choice._actions:
             if action.help is None and action.option_strings:
