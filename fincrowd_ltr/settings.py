@@ -286,6 +286,13 @@ class FitSettings:
         )
 
 
+def require_used(shortcuts: dict, used: tuple[str, ...], where: str) -> None:
+    """Refuse settings ``where`` does not use (``TypeError`` naming them and the ones it does)."""
+    unused = sorted(set(shortcuts) - set(used))
+    if unused:
+        raise TypeError(f"{where} does not use setting(s) {unused}; it takes {', '.join(used)}")
+
+
 def add_arguments(
     parser: argparse.ArgumentParser, cls: type, only: tuple[str, ...] | None = None
 ) -> None:

@@ -129,3 +129,14 @@ def test_cross_encoder_settings_are_the_commands_defaults_and_shortcuts():
     assert len(named) <= 10
     with pytest.raises(TypeError, match="epoch"):
         train_cross_encoder("financebench", epoch=3)
+
+
+def test_workflows_refuse_settings_they_do_not_use(tmp_path):
+    from fincrowd_ltr.api import calibrate_domain, cascade
+
+    with pytest.raises(TypeError, match="calibrate_domain does not use setting.*train_mode"):
+        calibrate_domain(tmp_path, "d", "financebench", train_mode="retrieved")
+    with pytest.raises(TypeError, match="not both"):
+        calibrate_domain(tmp_path, "d", "financebench", size=50, bank_size=60)
+    with pytest.raises(TypeError, match="cascade does not use setting.*bank_size"):
+        cascade("financebench", "bm25", bank_size=50)

@@ -217,3 +217,18 @@ def test_top_k_breaks_ties_by_index_across_the_cut():
         merged = np.concatenate(parts)
         merged = merged[np.lexsort((merged, -scores[merged]))][:k]
         assert merged.tolist() == want
+
+
+def test_repeated_ids_empty_corpora_and_nan_scores_are_handled(made_up_pages, tmp_path):
+    from fincrowd_ltr.retrieval.bm25 import top_k
+
+    one = _write_corpus(made_up_pages[:5], tmp_path / "a.jsonl")
+    with pytest.raises(DataError, match="duplicate passage id 'p0'"):
+        build_sharded_index([one, one], tmp_path / "twice", progress=False)
+    (tmp_path / "blank.jsonl").write_text("\n\n")
+    with pytest.raises(DataError, match="no pages"):
+        build_sharded_index([tmp_path / "blank.jsonl"], tmp_path / "blank", progress=False)
+    with pytest.raises(DataError, match="positive"):
+        plan_shards([one], shard_bytes=0)
+    scores = np.array([1.0, 2.0, np.nan, 3.0, 4.0])
+    assert top_k(scores, 2).tolist() == [4, 3] and top_k(scores, 5).tolist() == [4, 3, 1, 0, 2]

@@ -26,7 +26,7 @@ from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.retrieval.banks import BankSet
 from fincrowd_ltr.retrieval.build import BankSpec
 from fincrowd_ltr.retrieval.cascade import CascadeSettings, settings_grid
-from fincrowd_ltr.settings import CalibrationSettings, FitSettings
+from fincrowd_ltr.settings import CalibrationSettings, FitSettings, require_used
 
 DOMAIN = "cascade"
 
@@ -143,6 +143,12 @@ def gated_cascade(
     }
 
 
+_CASCADE_USES = (
+    *("split", "data_root", "cache_dir", "first_stage", "folds", "seed"),
+    *("regression_cap", "min_calibration", "delta", "gate_method"),
+)
+
+
 def cascade(
     dataset: str | Dataset,
     stage2: str | list[str] = "dense,hybrid",
@@ -163,6 +169,7 @@ def cascade(
     (``folds``, ``seed``) and the gate's limits (``regression_cap``, ``min_calibration``,
     ``delta``, ``gate_method``; or a whole ``calibration=CalibrationSettings(...)``)."""
     calibration = shortcuts.pop("calibration", None)
+    require_used(shortcuts, _CASCADE_USES, "cascade")
     s = (settings or FitSettings()).replace(**shortcuts)
     if calibration is not None:
         s = dataclasses.replace(s, calibration=calibration)

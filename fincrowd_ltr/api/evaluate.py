@@ -21,10 +21,13 @@ from fincrowd_ltr.evaluation.results import system_result
 from fincrowd_ltr.model.correction import GatedCorrection
 from fincrowd_ltr.retrieval.banks import BankSet
 from fincrowd_ltr.retrieval.build import BankSpec
-from fincrowd_ltr.settings import DataSettings, FitSettings
+from fincrowd_ltr.settings import DataSettings, FitSettings, require_used
 
 CROSS_ENCODER = "cross-encoder"
 _RENAMED = {"size": "bank_size", "method": "gate_method"}  # calibrate_domain's 0.2.0 keywords
+_DATA = ("split", "data_root", "cache_dir")
+_LIMITS = ("regression_cap", "min_calibration", "delta", "gate_method")
+_CALIBRATE_USES = (*_DATA, "folds", "seed", "bank_size", *_LIMITS)
 
 
 def evaluate(
@@ -186,7 +189,10 @@ def calibrate_domain(
 
     for old, new in _RENAMED.items():  # the keywords of 0.2.0
         if old in shortcuts:
+            if new in shortcuts:
+                raise TypeError(f"give {new} or its old name {old}, not both")
             shortcuts[new] = shortcuts.pop(old)
+    require_used(shortcuts, _CALIBRATE_USES, "calibrate_domain")
     s = (settings or FitSettings()).replace(**shortcuts)
     data_root, split, cache_dir = s.data.data_root, s.data.split, s.data.cache_dir
     folds, seed = s.training.folds, s.training.seed

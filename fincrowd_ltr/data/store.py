@@ -75,11 +75,26 @@ class PageStore(Mapping[str, Passage]):
 
     def values(self) -> Iterator[Passage]:  # type: ignore[override]
         """Every page with its text, in corpus order (each file read once, front to back)."""
+        pids = iter(self.headers)
         for shard, source in enumerate(self._sources):
             with open(source, "rb") as fh:
                 for offset in self._offsets[shard]:
                     fh.seek(int(offset))
-                    yield passage_of(parse_line(fh.readline(), source, 0) or {}, source, 0)
+                    yield self._checked(fh.readline(), next(pids), source, int(offset))
+
+    @staticmethod
+    def _checked(raw: bytes, pid: str, path: Path, offset: int) -> Passage:
+        """The page record ``raw`` read at ``offset``, which must still be page ``pid``."""
+        try:
+            passage = passage_of(parse_line(raw, path, 0) or {}, path, 0)
+        except DataError:
+            passage = None
+        if passage is None or passage.pid != pid:
+            raise DataError(
+                f"{path}: page {pid!r} is no longer at byte {offset}: the corpus file changed "
+                "since it was indexed; index it again"
+            )
+        return passage
 
     def items(self) -> Iterator[tuple[str, Passage]]:  # type: ignore[override]
         """``(pid, page)`` pairs with texts, in corpus order."""
@@ -97,16 +112,7 @@ class PageStore(Mapping[str, Passage]):
         path, offset = self._sources[shard], int(self._offsets[shard][row])
         with open(path, "rb") as fh:
             fh.seek(offset)
-            raw = fh.readline()
-        try:
-            passage = passage_of(parse_line(raw, path, 0) or {}, path, 0)
-        except DataError:
-            passage = None
-        if passage is None or passage.pid != pid:
-            raise DataError(
-                f"{path}: page {pid!r} is no longer at byte {offset}: the corpus file changed "
-                "since it was indexed; index it again"
-            )
+            passage = self._checked(fh.readline(), pid, path, offset)
         self._cache[pid] = passage
         if len(self._cache) > CACHED_PAGES:
             self._cache.popitem(last=False)

@@ -118,6 +118,8 @@ def top_k(scores: np.ndarray, k: int) -> np.ndarray:
     k = min(k, len(scores))
     if k <= 0:
         return np.zeros(0, dtype=np.int64)
+    if np.isnan(scores).any():  # NaN ranks last, as -inf
+        scores = np.where(np.isnan(scores), -np.inf, scores)
     if k < len(scores):
         kth = np.partition(scores, len(scores) - k)[len(scores) - k]  # the k-th highest
         above = np.flatnonzero(scores > kth)

@@ -147,7 +147,8 @@ def build_banks(
             elif stage_name == "bm25":
                 stage = index
             else:
-                # metadata only: a page store's text-less headers spare reading every page
+                # metadata only: a page store's text-less headers spare reading every page (the
+                # first stage reads companies, periods and metrics, never harvested segment names)
                 pages = getattr(dataset.passages, "headers", dataset.passages)
                 extractor = FieldExtractor.from_passages(pages.values())
                 stage = FirstStage(stage_name, index, pages, extractor)

@@ -48,9 +48,11 @@ class ShardTask:
 
 def plan_shards(paths: list[Path], shard_bytes: int = SHARD_BYTES) -> list[ShardTask]:
     """Cut the corpus files into shards of about ``shard_bytes``, each ending at a line end."""
+    if shard_bytes <= 0:
+        raise DataError("shard size must be positive")
     tasks: list[ShardTask] = []
     for path in paths:
-        path = require_file(Path(path), "corpus file")
+        path = require_file(Path(path), "corpus file").resolve()
         if path.suffix == ".gz":
             raise DataError(f"{path}: a sharded index reads plain JSONL (seekable): gunzip it")
         size, start, line = path.stat().st_size, 0, 1
@@ -71,6 +73,8 @@ def _count_lines(fh, length: int) -> int:
     lines = 0
     while length > 0:
         block = fh.read(min(_BLOCK, length))
+        if not block:
+            raise DataError(f"{fh.name}: the file got shorter while it was being indexed")
         lines, length = lines + block.count(b"\n"), length - len(block)
     return lines
 
@@ -84,6 +88,11 @@ def _read_shard(task: ShardTask) -> tuple[list[Passage], list[int]]:
         position, lineno = task.start, task.line
         while position < task.stop:
             raw = fh.readline()
+            if not raw:
+                raise DataError(
+                    f"{path}: ends at byte {position}, before {task.stop}: the file changed "
+                    "while it was being indexed"
+                )
             row = parse_line(raw, path, lineno)
             if row is not None:
                 passages.append(passage_of(row, path, lineno))
@@ -153,6 +162,16 @@ def _index_task(task: ShardTask, shared: tuple[str, BM25Config]) -> dict:
 def _merge(folder: Path, names: list[str], built: list[dict], config: BM25Config) -> None:
     """One vocabulary over the shards, global document frequencies and each shard's map from
     global term ids to its own rows."""
+    seen: dict[str, str] = {}
+    for name in names:  # one id, one page (load_beir refuses a repeated id too)
+        pages = json.loads((folder / name / PAGES_FILE).read_text())
+        for pid in pages["pids"]:
+            if seen.setdefault(pid, name) != name:
+                raise DataError(f"{pages['path']}: duplicate passage id {pid!r} (an earlier shard)")
+        if len(set(pages["pids"])) != len(pages["pids"]):
+            raise DataError(f"{pages['path']}: a passage id appears twice in it")
+    if not seen:
+        raise DataError("no pages to index: the corpus files hold no records")
     vocabulary: dict[str, int] = {}
     df: list[int] = []
     local_ids = []
@@ -206,7 +225,7 @@ class ShardedBM25:
     """
 
     def __init__(self, folder: Path) -> None:
-        self.folder = Path(folder)
+        self.folder = Path(folder).resolve()  # workers may start elsewhere
         path = require_file(self.folder / "index.json", "sharded index")
         stats = json.loads(path.read_text())
         if stats.get("format") != FORMAT or stats.get("version") != VERSION:
