@@ -203,22 +203,6 @@ def test_banks_over_the_page_store_and_sharded_index_equal_the_in_memory_ones(
         )
 
 
-def test_top_k_breaks_ties_by_index_across_the_cut():
-    from fincrowd_ltr.retrieval.bm25 import top_k
-
-    rng = np.random.default_rng(0)
-    for _ in range(500):
-        scores = rng.integers(0, 4, int(rng.integers(1, 50))).astype(float)  # many ties
-        k = int(rng.integers(0, 60))
-        want = sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k]
-        assert top_k(scores, k).tolist() == want
-        half = len(scores) // 2  # two shards' top k merged: the same
-        parts = [top_k(scores[:half], k), top_k(scores[half:], k) + half]
-        merged = np.concatenate(parts)
-        merged = merged[np.lexsort((merged, -scores[merged]))][:k]
-        assert merged.tolist() == want
-
-
 def test_repeated_ids_empty_corpora_and_nan_scores_are_handled(made_up_pages, tmp_path):
     from fincrowd_ltr.retrieval.bm25 import top_k
 

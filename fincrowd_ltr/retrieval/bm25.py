@@ -112,20 +112,14 @@ class BM25Index:
 
 
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the ``k`` highest scores, best first; ties by index, also across the k-th
-    place (of pages tied there, the first ones in index order make the cut), so any split of
-    the scores into shards merges to the same top ``k``."""
+    """Indices of the ``k`` highest scores, best first, ties by index; NaN ranks last. Which of
+    the candidates tied at the k-th place make the cut is not defined (argpartition)."""
     k = min(k, len(scores))
     if k <= 0:
         return np.zeros(0, dtype=np.int64)
-    if np.isnan(scores).any():  # NaN ranks last, as -inf
+    if np.isnan(scores).any():
         scores = np.where(np.isnan(scores), -np.inf, scores)
-    if k < len(scores):
-        kth = np.partition(scores, len(scores) - k)[len(scores) - k]  # the k-th highest
-        above = np.flatnonzero(scores > kth)
-        top = np.concatenate([above, np.flatnonzero(scores == kth)[: k - len(above)]])
-    else:
-        top = np.arange(len(scores))
+    top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
     return top[np.lexsort((top, -scores[top]))]
 
 

@@ -42,7 +42,7 @@ from fincrowd_ltr.retrieval.rankers import (
 )
 from fincrowd_ltr.retrieval.windows import WindowPolicy
 
-CACHE_FORMAT = 3  # bump when what a bank file holds, or how it is made, changes
+CACHE_FORMAT = 2  # bump when what a bank file holds, or how it is made, changes
 
 
 @dataclass(frozen=True)
