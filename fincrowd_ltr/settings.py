@@ -166,6 +166,22 @@ class TrainingSettings:
 
 
 @dataclass(frozen=True)
+class FoldSettings:
+    """Which group fold one training run holds out (``python train.py fit``).
+
+    Attributes:
+        folds: Number of group folds (companies, contexts, groups).
+        test_fold: The held-out fold; the next one validates; -1 trains on every group
+            (validation: fold 0 of the same groups).
+        seed: Seed of the fold assignment.
+    """
+
+    folds: int = 5
+    test_fold: int = 0
+    seed: int = 0
+
+
+@dataclass(frozen=True)
 class CalibrationSettings:
     """The identity gate and how its domains are calibrated."""
 
@@ -284,6 +300,14 @@ class FitSettings:
             },
             synthetic=synthetic or SyntheticSettings(),
         )
+
+
+def as_settings(cls: type, value):
+    """``value`` as a ``cls`` settings object (a mapping of its fields is converted: configs and
+    stored hyperparameters hold mappings)."""
+    if value is None:
+        return cls()
+    return value if isinstance(value, cls) else cls(**dict(value))
 
 
 def require_used(shortcuts: dict, used: tuple[str, ...], where: str) -> None:

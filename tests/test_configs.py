@@ -29,5 +29,6 @@ def test_config_parses(path, tmp_path):
     dataset, ranker = path.stem.split("_", 1)
     assert cli.datamodule.hparams.dataset == dataset
     assert cli.datamodule.hparams.ranker == ranker in RANKERS
-    assert cli.datamodule.hparams.bank_mode == "injected"
-    assert cli.datamodule.hparams.val_bank_mode == "retrieved"
+    banks = cli.datamodule.banks
+    assert (banks.train_mode, banks.val_mode, banks.bank_size) == ("injected", "retrieved", 100)
+    assert cli.datamodule.folds.test_fold == 0

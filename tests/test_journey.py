@@ -61,11 +61,11 @@ def test_lightning_cli_writes_a_servable_model(tmp_path):
         [
             "fit",
             "--data.dataset=beir",
-            f"--data.data_root={tmp_path / 'corpus'}",
+            f"--data.source.data_root={tmp_path / 'corpus'}",
             "--data.ranker=bm25",
-            "--data.bank_size=6",
-            "--data.folds=3",
-            f"--data.cache_dir={tmp_path / 'c'}",
+            "--data.banks.bank_size=6",
+            "--data.folds.folds=3",
+            f"--data.source.cache_dir={tmp_path / 'c'}",
             "--trainer.max_epochs=3",
             "--trainer.logger=false",
             "--trainer.enable_progress_bar=false",
@@ -74,6 +74,7 @@ def test_lightning_cli_writes_a_servable_model(tmp_path):
     )
     model = GatedCorrection.from_pretrained(tmp_path / "run" / "model")
     assert model.base_ranker == "bm25" and model.summary.dataset == "beir"
+    assert (model.summary.folds, model.summary.bank_mode) == (3, "injected")
     assert model.summary.query_fingerprints  # the leakage checks have what they need
 
 

@@ -6,6 +6,7 @@ import json
 import lightning as L
 import torch
 
+from fincrowd_ltr.settings import BankSettings, DataSettings, FoldSettings
 from fincrowd_ltr.training.data import BankDataModule
 from fincrowd_ltr.training.module import ResidualModule, batch_ndcg
 
@@ -41,12 +42,10 @@ def train(root, cache, strategy="auto", devices=1, batch_size=4):
     L.seed_everything(0)
     dm = BankDataModule(
         dataset="beir",
-        data_root=str(root),
         ranker="bm25",
-        bank_size=6,
-        cache_dir=str(cache),
-        folds=3,
-        test_fold=0,
+        source=DataSettings(data_root=str(root), cache_dir=str(cache)),
+        banks=BankSettings(bank_size=6, train_mode="retrieved"),
+        folds=FoldSettings(folds=3, test_fold=0),
         batch_size=batch_size,
     )
     model = ResidualModule(lr=0.1)
@@ -128,13 +127,10 @@ def test_parallel_fits_equal_the_fits_of_one_process(tmp_path):
     write_corpus(tmp_path / "c")
     dm = BankDataModule(
         dataset="beir",
-        data_root=str(tmp_path / "c"),
         ranker="bm25",
-        bank_mode="injected",
-        bank_size=6,
-        cache_dir=str(tmp_path / "cache"),
-        folds=3,
-        test_fold=0,
+        source=DataSettings(data_root=str(tmp_path / "c"), cache_dir=str(tmp_path / "cache")),
+        banks=BankSettings(bank_size=6, train_mode="injected", val_mode="injected"),
+        folds=FoldSettings(folds=3, test_fold=0),
     )
     dm.setup()
     banks = dm.examples["train"] + dm.examples["val"]

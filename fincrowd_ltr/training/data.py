@@ -15,11 +15,12 @@ from torch.utils.data import DataLoader
 from fincrowd_ltr.data import load_dataset as _load_dataset
 from fincrowd_ltr.data.schema import Dataset
 from fincrowd_ltr.data.splits import fold_split
+from fincrowd_ltr.defaults import DEFAULT_CACHE
 from fincrowd_ltr.features import FEATURE_NAMES, BankFeaturizer
 from fincrowd_ltr.features.examples import BankExample, make_examples
 from fincrowd_ltr.fields import FieldExtractor
-from fincrowd_ltr.retrieval.banks import DEFAULT_BANK_SIZE
 from fincrowd_ltr.retrieval.build import BankSpec, build_banks
+from fincrowd_ltr.settings import BankSettings, DataSettings, FoldSettings, as_settings
 
 
 @functools.lru_cache(maxsize=4)
@@ -65,21 +66,14 @@ class BankDataModule(L.LightningDataModule):
 
     Args:
         dataset: Dataset name (``financebench``, ``tatqa``, ``beir:DIR``, ...).
-        data_root: Data folder (default ``$FINCROWD_DATA`` or ``../shared/data``).
-        split: Which questions to load (``all`` or a split name).
         ranker: The base ranker whose frozen scores the residual corrects.
-        bank_mode: ``retrieved`` or ``injected`` banks.
-        bank_size: Candidates per bank.
-        cache_dir: Index, embedding, bank and feature cache.
-        folds: Number of group folds; ``test_fold`` is held out, the next fold validates.
-        test_fold: The held-out fold; -1 trains on every group (validation: fold 0).
-        seed: Seed of the fold assignment.
+        source: Where the data and caches are (split, data root, cache folder).
+        banks: How banks are made: size, first stage, the training banks' mode (``train_mode``)
+            and the validation and test banks' (``val_mode``), e.g. train on gold-injected banks
+            but select and stop on retrieved ones, as deployed.
+        folds: The group folds and which one is held out (the next fold validates).
         batch_size: Banks per training step.
-        val_bank_mode: Bank mode of the validation and test banks (default: ``bank_mode``), e.g.
-            train on gold-injected banks but select and stop on retrieved ones, as deployed.
-        parts: Explicit ``{"train", "val", "test"}`` query ids (overrides the fold arguments).
-        first_stage: The first stage that retrieves the banks (see
-            :mod:`fincrowd_ltr.retrieval.first_stage`).
+        parts: Explicit ``{"train", "val", "test"}`` query ids (overrides ``folds``).
         examples: In-memory ``{"train", "val", "test"}`` examples; with them nothing is loaded
             (the other data arguments are ignored).
     """
@@ -87,23 +81,20 @@ class BankDataModule(L.LightningDataModule):
     def __init__(
         self,
         dataset: str = "financebench",
-        data_root: str | None = None,
-        split: str = "all",
         ranker: str = "dense",
-        bank_mode: str = "retrieved",
-        bank_size: int = DEFAULT_BANK_SIZE,
-        cache_dir: str = ".cache",
-        folds: int = 5,
-        test_fold: int = 0,
-        seed: int = 0,
+        source: DataSettings = DataSettings(),
+        banks: BankSettings = BankSettings(),
+        folds: FoldSettings = FoldSettings(),
         batch_size: int = 16,
-        val_bank_mode: str | None = None,
         parts: dict[str, list[str]] | None = None,
-        first_stage: str = "auto",
         examples: dict[str, list[BankExample]] | None = None,
     ) -> None:
         super().__init__()
         self.save_hyperparameters(ignore=["examples"])
+        # LightningCLI stores the config's plain mappings as hparams: read the settings from here
+        self.source = as_settings(DataSettings, source)
+        self.banks = as_settings(BankSettings, banks)
+        self.folds = as_settings(FoldSettings, folds)
         self.examples: dict[str, list[BankExample]] = {}
         self.skipped_without_support: dict[str, int] = {}
         self.feature_names = FEATURE_NAMES
@@ -114,27 +105,32 @@ class BankDataModule(L.LightningDataModule):
                 self.skipped_without_support[part] = len(given) - len(kept)
                 self.examples[part] = kept
 
+    def _data(self) -> Dataset:
+        s = self.source
+        root = None if s.data_root is None else str(s.data_root)
+        return config_dataset(self.hparams.dataset, root, s.split)
+
     def setup(self, stage: str | None = None) -> None:
         if self.examples:
             return
         hp = self.hparams
-        data = config_dataset(hp.dataset, hp.data_root, hp.split)
+        data = self._data()
+        f = self.folds
         if hp.parts is not None:
             parts = {name: list(hp.parts.get(name, [])) for name in ("train", "val", "test")}
-        elif hp.test_fold >= 0:
-            parts = fold_split(data, hp.test_fold, hp.folds, hp.seed)
+        elif f.test_fold >= 0:
+            parts = fold_split(data, f.test_fold, f.folds, f.seed)
         else:  # train on every group; validate on fold 0 of the same groups (no test part)
-            parts = fold_split(data, 0, hp.folds, hp.seed)
+            parts = fold_split(data, 0, f.folds, f.seed)
             parts = {
                 "train": parts["train"] + parts["val"] + parts["test"],
                 "val": parts["test"],
                 "test": [],
             }
-        train_examples = self._examples(data, hp.bank_mode)
+        b = self.banks
+        train_examples = self._examples(data, b.train_mode)
         held_examples = (
-            train_examples
-            if hp.val_bank_mode in (None, hp.bank_mode)
-            else self._examples(data, hp.val_bank_mode)
+            train_examples if b.val_mode == b.train_mode else self._examples(data, b.val_mode)
         )
         for part, qids in parts.items():
             source = train_examples if part == "train" else held_examples
@@ -147,20 +143,18 @@ class BankDataModule(L.LightningDataModule):
 
     def all_examples(self, mode: str) -> dict[str, BankExample]:
         """Every bank of the dataset in bank ``mode`` as examples, by query id."""
-        return self._examples(
-            config_dataset(self.hparams.dataset, self.hparams.data_root, self.hparams.split), mode
-        )
+        return self._examples(self._data(), mode)
 
     def featurizer(self) -> BankFeaturizer:
-        hp = self.hparams
-        return _featurizer(hp.dataset, hp.data_root, hp.split)
+        s = self.source
+        root = None if s.data_root is None else str(s.data_root)
+        return _featurizer(self.hparams.dataset, root, s.split)
 
     def _examples(self, data: Dataset, mode: str) -> dict[str, BankExample]:
-        hp = self.hparams
-        spec = BankSpec(size=hp.bank_size, mode=mode, first_stage=hp.first_stage)
-        bankset = build_banks(data, hp.split, [hp.ranker], spec, Path(hp.cache_dir), progress=False)
-        featurizer = _featurizer(hp.dataset, hp.data_root, hp.split)
-        examples = make_examples(data, bankset, hp.ranker, featurizer, cache=Path(hp.cache_dir))
+        ranker, cache = self.hparams.ranker, Path(self.source.cache_dir or DEFAULT_CACHE)
+        spec = BankSpec(size=self.banks.bank_size, mode=mode, first_stage=self.banks.first_stage)
+        bankset = build_banks(data, self.source.split, [ranker], spec, cache, progress=False)
+        examples = make_examples(data, bankset, ranker, self.featurizer(), cache=cache)
         return {e.qid: e for e in examples}
 
     def train_features(self) -> torch.Tensor:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from fincrowd_ltr.data.schema import DataError
 from fincrowd_ltr.model.correction import GatedCorrection, TrainingSummary
+from fincrowd_ltr.settings import BankSettings, DataSettings, FoldSettings, as_settings
 from fincrowd_ltr.training.module import ResidualModule
 
 
@@ -23,17 +24,20 @@ def from_lightning(ckpt: Path, datamodule=None) -> GatedCorrection:
     hp = dict(stored.get("datamodule_hyper_parameters") or {})
     if datamodule is not None:
         hp = dict(datamodule.hparams)
+    source = as_settings(DataSettings, hp.get("source"))
+    banks = as_settings(BankSettings, hp.get("banks"))
+    folds = as_settings(FoldSettings, hp.get("folds"))
     summary = TrainingSummary(
         dataset=str(hp.get("dataset", "")),
         base_ranker=str(hp.get("ranker", "dense")),
-        first_stage=str(hp.get("first_stage", "auto")),
-        split=str(hp.get("split", "all")),
+        first_stage=banks.first_stage,
+        split=source.split,
         setting={k: module.hparams[k] for k in ("alpha", "weight_decay") if k in module.hparams},
-        bank_mode=str(hp.get("bank_mode", "injected")),
-        val_bank_mode=str(hp.get("val_bank_mode") or hp.get("bank_mode", "injected")),
-        folds=hp.get("folds"),
-        seed=hp.get("seed"),
-        test_fold=hp.get("test_fold"),
+        bank_mode=banks.train_mode,
+        val_bank_mode=banks.val_mode,
+        folds=folds.folds,
+        seed=folds.seed,
+        test_fold=folds.test_fold,
         extra={"lightning_checkpoint": str(ckpt)},
     )
     companies = segments = None
