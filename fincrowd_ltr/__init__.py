@@ -44,6 +44,7 @@ _EXPORTS = {
     "SyntheticSettings": "fincrowd_ltr.settings",
     "FitSettings": "fincrowd_ltr.settings",
     "DataSettings": "fincrowd_ltr.settings",
+    "EvaluationSettings": "fincrowd_ltr.settings",
     "CrossEncoderSettings": "fincrowd_ltr.settings",
     "BankSpec": "fincrowd_ltr.retrieval.build",
     "GatedCorrection": "fincrowd_ltr.model.correction",

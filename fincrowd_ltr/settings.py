@@ -265,6 +265,35 @@ class CrossEncoderSettings:
 
 
 @dataclass(frozen=True)
+class EvaluationSettings:
+    """What ``evaluate`` reports beside the base rankers' rows.
+
+    Attributes:
+        checkpoint: A correction folder or a loaded ``GatedCorrection``: adds ``residual:<r>``.
+        domain: The gate domain: adds ``gated:<r>``.
+        fallback: What an unknown ``domain`` does (``error`` or the name of a known one).
+        cross_encoder: The cross-encoder folder the ``cross-encoder`` ranker loads (default
+            ``checkpoints/cross-encoder``).
+        cascades: Fixed-setting cascades (``CascadeSettings``) over the same banks.
+    """
+
+    checkpoint: object = None
+    domain: str | None = None
+    fallback: str = "error"
+    cross_encoder: str | Path | None = None
+    cascades: tuple = ()
+
+    @classmethod
+    def take(cls, given: EvaluationSettings | None, shortcuts: dict) -> EvaluationSettings:
+        """``given`` (default: none of them) with its fields taken out of ``shortcuts``."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        changes = {k: shortcuts.pop(k) for k in names if k in shortcuts}
+        if "cascades" in changes:
+            changes["cascades"] = tuple(changes["cascades"] or ())
+        return dataclasses.replace(given or cls(), **changes)
+
+
+@dataclass(frozen=True)
 class FitSettings:
     """Everything ``fit_correction`` can be told, grouped."""
 

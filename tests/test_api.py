@@ -1,6 +1,8 @@
 """The public Python API on a user's own in-memory corpus: train, calibrate, save, reload and
 rerank in a few lines; a held-out fold; the user's own ranker as base ranker and first stage."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -78,6 +80,11 @@ def test_held_out_fold_is_left_out_of_training_and_reported(tmp_path):
     report = fc.evaluate(data, "bm25", checkpoint=model, domain="mycorpus", cache_dir=None)
     assert set(report["systems"]["gated:bm25"]["per_query"]) == held
     assert any("left out" in n for n in report["notes"])
+    systems = fc.EvaluationSettings(checkpoint=model, domain="mycorpus")
+    again = fc.evaluate(data, "bm25", systems=systems, cache_dir=None)
+    assert json.dumps(again, sort_keys=True) == json.dumps(report, sort_keys=True)  # NaN != NaN
+    with pytest.raises(TypeError, match="domian"):
+        fc.evaluate(data, "bm25", checkpoint=model, domian="mycorpus", cache_dir=None)
 
 
 def test_training_question_under_a_new_id_is_still_excluded():

@@ -21,7 +21,7 @@ from fincrowd_ltr.evaluation.results import system_result
 from fincrowd_ltr.model.correction import GatedCorrection
 from fincrowd_ltr.retrieval.banks import BankSet
 from fincrowd_ltr.retrieval.build import BankSpec
-from fincrowd_ltr.settings import DataSettings, FitSettings, require_used
+from fincrowd_ltr.settings import DataSettings, EvaluationSettings, FitSettings, require_used
 
 CROSS_ENCODER = "cross-encoder"
 _RENAMED = {"size": "bank_size", "method": "gate_method"}  # calibrate_domain's 0.2.0 keywords
@@ -36,27 +36,26 @@ def evaluate(
     spec: BankSpec | None = None,
     *,
     data: DataSettings | None = None,
-    checkpoint: str | Path | GatedCorrection | None = None,
-    domain: str | None = None,
-    fallback: str = "error",
+    systems: EvaluationSettings | None = None,
     banks: BankSet | None = None,
     run=None,
-    cross_encoder: str | Path | None = None,
-    cascades: list | None = None,
     progress: bool = True,
     **shortcuts,
 ) -> dict:
     """The evaluation report (the JSON contract of ``fincrowd evaluate --out``).
 
-    Every ranker gets a ``base:<r>`` row (``run``: yours, whenever ``run`` is given). With
-    ``checkpoint`` (a folder or a loaded
-    :class:`GatedCorrection`), ``residual:<r>`` (always on) and, with ``domain``, ``gated:<r>``
-    are added for the ranker it was fitted for, on the questions it never trained or calibrated
-    on (left out by content; the report says how many). ``cascades`` (``CascadeSettings``) add
-    fixed-setting cascades over the same banks (``cascade:<ranker>...`` rows). The banks are
-    made as ``spec`` and ``data`` say (or their fields as shortcuts: ``first_stage``, ``mode``,
-    ``size``, ``split``, ``data_root``, ``cache_dir``, ...: :func:`build_banks`).
+    Every ranker gets a ``base:<r>`` row (``run``: yours, whenever ``run`` is given).
+    ``systems`` (:class:`~fincrowd_ltr.settings.EvaluationSettings`, or its fields as keyword
+    shortcuts: ``checkpoint``, ``domain``, ``fallback``, ``cross_encoder``, ``cascades``) add
+    rows: with ``checkpoint`` (a folder or a loaded :class:`GatedCorrection`), ``residual:<r>``
+    (always on) and, with ``domain``, ``gated:<r>`` for the ranker it was fitted for, on the
+    questions it never trained or calibrated on (left out by content; the report says how
+    many); ``cascades`` add fixed-setting cascades over the same banks (``cascade:<ranker>...``
+    rows). The banks are ``banks`` when given, else made as ``spec`` and ``data`` say (or their
+    fields as shortcuts: ``first_stage``, ``mode``, ``size``, ``split``, ``data_root``,
+    ``cache_dir``, ...: :func:`build_banks`).
     """
+    systems = EvaluationSettings.take(systems, shortcuts)
     settings = data_settings(data, shortcuts)
     spec = bank_spec(spec, **shortcuts)
     corpus = load_dataset(dataset, settings.data_root, settings.split)
@@ -71,16 +70,19 @@ def evaluate(
         from fincrowd_ltr.crossencoder import CrossEncoder, CrossEncoderRanker
         from fincrowd_ltr.retrieval.banks import score_banks
 
-        model = CrossEncoder.load(Path(cross_encoder or "checkpoints/cross-encoder"))
+        model = CrossEncoder.load(Path(systems.cross_encoder or "checkpoints/cross-encoder"))
         score_banks(banks, corpus, [CrossEncoderRanker(model, corpus.passages)])
     report = evaluate_bankset(corpus, banks, [r for r in names if r in banks.rankers])
     report["notes"] = list(corpus.notes) + list(banks.notes)
-    if cascades:
+    if systems.cascades:
         from fincrowd_ltr.evaluation.cascade import add_cascade_systems
 
-        add_cascade_systems(report, corpus, banks, cascades)
-    if checkpoint is not None:
-        add_correction_rows(report, corpus, banks, checkpoint, domain, fallback, spec.first_stage)
+        add_cascade_systems(report, corpus, banks, list(systems.cascades))
+    if systems.checkpoint is not None:
+        s = systems
+        add_correction_rows(
+            report, corpus, banks, s.checkpoint, s.domain, s.fallback, spec.first_stage
+        )
     return report
 
 
