@@ -70,20 +70,26 @@ def bootstrap_ci(
     level: float = 0.95,
     seed: int = 0,
     groups: list[str] | None = None,
+    method: str = "percentile",
 ) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean over queries.
+    """Bootstrap interval of the mean over queries: ``percentile`` or ``bca`` (bias-corrected
+    and accelerated, Efron 1987: better coverage with few clusters and skewed gains).
 
     For paired comparisons pass per-query differences (the paired bootstrap). With ``groups``
     (company, context), whole groups are resampled (cluster bootstrap), because questions about
-    one company or one table are not independent.
+    one company or one table are not independent; BCa's acceleration then comes from the
+    leave-one-group-out jackknife.
     """
+    if method not in ("percentile", "bca"):
+        raise ValueError(f"method must be 'percentile' or 'bca'; got {method!r}")
     values = np.asarray(values, dtype=np.float64)
     if len(values) == 0:
         return (float("nan"), float("nan"))
     rng = np.random.default_rng(seed)
     if groups is None:
-        idx = rng.integers(0, len(values), size=(n_resamples, len(values)))
-        means = values[idx].mean(axis=1)
+        groups = [str(i) for i in range(len(values))]  # every query its own cluster
+        draws = rng.integers(0, len(values), size=(n_resamples, len(values)))
+        sums, counts = values, np.ones(len(values))
     else:
         if len(groups) != len(values):
             raise ValueError("groups must have one entry per value")
@@ -93,6 +99,31 @@ def bootstrap_ci(
         sums = np.bincount(member, weights=values, minlength=len(names))
         counts = np.bincount(member, minlength=len(names)).astype(np.float64)
         draws = rng.integers(0, len(names), size=(n_resamples, len(names)))
-        means = sums[draws].sum(axis=1) / counts[draws].sum(axis=1)
+    means = sums[draws].sum(axis=1) / counts[draws].sum(axis=1)
     alpha = (1.0 - level) / 2.0
-    return (float(np.quantile(means, alpha)), float(np.quantile(means, 1.0 - alpha)))
+    if method == "percentile":
+        return (float(np.quantile(means, alpha)), float(np.quantile(means, 1.0 - alpha)))
+    return _bca(means, sums, counts, alpha)
+
+
+def _bca(
+    means: np.ndarray, sums: np.ndarray, counts: np.ndarray, alpha: float
+) -> tuple[float, float]:
+    """The BCa interval from bootstrap ``means`` and the clusters' ``sums`` and ``counts``."""
+    from statistics import NormalDist
+
+    normal = NormalDist()
+    theta = sums.sum() / counts.sum()
+    below = (np.sum(means < theta) + 0.5 * np.sum(means == theta)) / len(means)
+    if len(sums) < 2 or not 0.0 < below < 1.0:  # a degenerate sample: no correction possible
+        return (float(np.quantile(means, alpha)), float(np.quantile(means, 1.0 - alpha)))
+    z0 = normal.inv_cdf(below)
+    jack = (sums.sum() - sums) / (counts.sum() - counts)  # leave one cluster out
+    d = jack.mean() - jack
+    spread = float(np.sum(d**2))
+    a = float(np.sum(d**3)) / (6.0 * spread**1.5) if spread > 0 else 0.0
+    ends = []
+    for q in (alpha, 1.0 - alpha):
+        z = z0 + normal.inv_cdf(q)
+        ends.append(float(np.quantile(means, normal.cdf(z0 + z / (1.0 - a * z)))))
+    return (ends[0], ends[1])

@@ -110,3 +110,21 @@ def test_tied_scores_follow_our_rule_and_match_ir_measures_where_the_rules_agree
     theirs = ir_measures.calc_aggregate([ir_measures.R @ 10, ir_measures.nDCG @ 10], qrels, run)
     assert theirs[ir_measures.R @ 10] == pytest.approx(np.mean(ours["R@10"]), abs=1e-9)
     assert theirs[ir_measures.nDCG @ 10] == pytest.approx(np.mean(ours["nDCG@10"]), abs=1e-9)
+
+
+def test_bca_interval_agrees_with_scipy_and_shifts_with_skew():
+    from scipy import stats
+
+    x = np.random.default_rng(1).exponential(size=40)  # right-skewed gains
+    lo, hi = bootstrap_ci(x, n_resamples=20000, method="bca")
+    ref = stats.bootstrap((x,), np.mean, method="BCa", n_resamples=20000, random_state=0)
+    assert abs(lo - ref.confidence_interval.low) < 0.02
+    assert abs(hi - ref.confidence_interval.high) < 0.03
+    plo, phi = bootstrap_ci(x, n_resamples=20000)
+    assert lo > plo and hi > phi  # BCa moves right with a right skew
+    groups = [str(i // 3) for i in range(40)]
+    glo, ghi = bootstrap_ci(x, groups=groups, method="bca")
+    assert glo < x.mean() < ghi
+    assert bootstrap_ci(np.ones(10), method="bca") == (1.0, 1.0)
+    with pytest.raises(ValueError, match="bca"):
+        bootstrap_ci(x, method="student")
