@@ -38,6 +38,7 @@ _EXPORTS = {
     "pack": "fincrowd_ltr.api.pack",
     "cascade": "fincrowd_ltr.api.cascade",
     "first_stage_ablation": "fincrowd_ltr.api.first_stage",
+    "nested_cross_validation": "fincrowd_ltr.api.nested",
     "train_cross_encoder": "fincrowd_ltr.api.cross_encoder",
     "synthesize": "fincrowd_ltr.api.synthetic",
     "write_beir": "fincrowd_ltr.api.synthetic",

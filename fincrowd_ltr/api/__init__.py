@@ -7,6 +7,7 @@ from fincrowd_ltr.api.diagnose import diagnose
 from fincrowd_ltr.api.evaluate import calibrate_domain, evaluate
 from fincrowd_ltr.api.first_stage import first_stage_ablation
 from fincrowd_ltr.api.fit import CrossValReport, fit_correction
+from fincrowd_ltr.api.nested import nested_cross_validation
 from fincrowd_ltr.api.pack import pack
 from fincrowd_ltr.api.synthetic import synthesize, write_beir
 from fincrowd_ltr.settings import FitSettings, SyntheticSettings
@@ -23,6 +24,7 @@ __all__ = [
     "first_stage_ablation",
     "fit_correction",
     "load_dataset",
+    "nested_cross_validation",
     "pack",
     "synthesize",
     "train_cross_encoder",

@@ -256,6 +256,33 @@ def _fit_command(command) -> None:
     )
 
 
+def _nested_command(command) -> None:
+    """``fincrowd nested``."""
+    p = command(
+        "nested",
+        c.nested,
+        "the whole system's held-out figure with every choice (first stage, residual setting, "
+        "gate) made on the outer training folds, over fold seeds",
+    )
+    _data(p)
+    p.add_argument("--ranker", required=True, help="the base ranker to correct (e.g. fused)")
+    p.add_argument("--seeds", default="0", help="comma list of fold seeds (e.g. 0,1,2)")
+    p.add_argument(
+        "--variants", default="all", help="first stages to choose from (comma list, or 'all')"
+    )
+    for group in (settings.BankSettings, settings.CalibrationSettings):
+        settings.add_arguments(p, group)
+    settings.add_arguments(p, settings.TrainingSettings, only=("folds", "monotone", "workers"))
+    settings.add_synthetic_arguments(p)
+    p.add_argument(
+        "--no-select",
+        dest="select",
+        action="store_false",
+        help="train the package defaults only (no alpha / weight decay selection grid)",
+    )
+    p.add_argument("--report", type=Path, default=None, help="write the JSON report here")
+
+
 def _synthesize_command(command) -> None:
     """``fincrowd synthesize``."""
     p = command(
@@ -505,6 +532,7 @@ def build_parser() -> argparse.ArgumentParser:
     for add in (
         _evaluate_command,
         _fit_command,
+        _nested_command,
         _synthesize_command,
         _index_command,
         _calibrate_command,

@@ -403,6 +403,29 @@ def banks(args: argparse.Namespace) -> None:
         print(f"{len(bankset.banks)} banks written to {args.out}")
 
 
+def nested(args: argparse.Namespace) -> dict:
+    import dataclasses
+
+    from fincrowd_ltr import settings
+    from fincrowd_ltr.api.nested import format_nested, nested_cross_validation, seed_spread
+    from fincrowd_ltr.retrieval.first_stage import FIRST_STAGES
+
+    variants = FIRST_STAGES if args.variants == "all" else tuple(args.variants.split(","))
+    reports = []
+    for seed in [int(x) for x in args.seeds.split(",") if x]:
+        args.seed, args.first_stage = seed, "auto"  # each outer fold sets its own first stage
+        fit = settings.from_arguments(args)
+        fit = dataclasses.replace(fit, synthetic=dataclasses.replace(fit.synthetic, seed=seed))
+        report = nested_cross_validation(_dataset(args), args.ranker, fit, variants=variants)
+        print(format_nested(report))
+        reports.append(report)
+    out = {"reports": reports, "spread": seed_spread(reports)}
+    print(f"gated R@10 over fold seeds {out['spread']['seeds']}: {out['spread']['values']} "
+          f"(spread {out['spread']['spread']:.3f})")  # fmt: skip
+    _write(args.report, out)
+    return out
+
+
 def first_stage(args: argparse.Namespace) -> dict:
     from fincrowd_ltr.api import first_stage_ablation
     from fincrowd_ltr.evaluation.first_stage import format_ablation
