@@ -20,6 +20,7 @@ from fincrowd_ltr.evaluation.cascade import (
     run_scores,
     top_k_bank,
 )
+from fincrowd_ltr.evaluation.reports import CascadeReport
 from fincrowd_ltr.evaluation.results import compare
 from fincrowd_ltr.features.examples import make_examples
 from fincrowd_ltr.fields import FieldExtractor
@@ -160,7 +161,7 @@ def cascade(
     correction_ranker: str = "dense",
     scores: dict[str, str | Path] | None = None,
     **shortcuts,
-) -> dict:
+) -> CascadeReport:
     """The cascade report: first stage, each stage-2 ranker, the settings chosen on training
     folds, and with ``gated`` the correction on the top ``k``. ``scores`` adds runs
     (``{name: TREC file}``) as fixed stage-2 rankers. ``settings``
@@ -187,6 +188,7 @@ def cascade(
     grid = settings_grid(stage2, n, k)
     fixed = [CascadeSettings(n, k, r) for r in [*stage2, *extra]]
     report, chosen = crossvalidate_cascade(data, bankset, grid, folds, seed, extra, fixed)
+    report = CascadeReport(report)
     report["first_stage"] = BankSpec(first_stage=first_stage).stage(data)
     report["scores_from_runs"] = {name: str(path) for name, path in (scores or {}).items()}
     if gated:

@@ -17,6 +17,7 @@ from fincrowd_ltr.api.corpus import (
 from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.diagnostics.crowding import crowded_labels, repair_counts
 from fincrowd_ltr.evaluation.report import evaluate_bankset
+from fincrowd_ltr.evaluation.reports import EvaluationReport
 from fincrowd_ltr.evaluation.results import system_result
 from fincrowd_ltr.model.correction import GatedCorrection
 from fincrowd_ltr.retrieval.banks import BankSet
@@ -41,7 +42,7 @@ def evaluate(
     run=None,
     progress: bool = True,
     **shortcuts,
-) -> dict:
+) -> EvaluationReport:
     """The evaluation report (the JSON contract of ``fincrowd evaluate --out``).
 
     Every ranker gets a ``base:<r>`` row (``run``: yours, whenever ``run`` is given).
@@ -72,7 +73,9 @@ def evaluate(
 
         model = CrossEncoder.load(Path(systems.cross_encoder or "checkpoints/cross-encoder"))
         score_banks(banks, corpus, [CrossEncoderRanker(model, corpus.passages)])
-    report = evaluate_bankset(corpus, banks, [r for r in names if r in banks.rankers])
+    report = EvaluationReport(
+        evaluate_bankset(corpus, banks, [r for r in names if r in banks.rankers])
+    )
     report["notes"] = list(corpus.notes) + list(banks.notes)
     if systems.cascades:
         from fincrowd_ltr.evaluation.cascade import add_cascade_systems

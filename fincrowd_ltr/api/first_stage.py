@@ -8,6 +8,7 @@ from pathlib import Path
 from fincrowd_ltr.api.corpus import DEFAULT_CACHE, load_dataset
 from fincrowd_ltr.data.schema import Dataset
 from fincrowd_ltr.evaluation.first_stage import ablation, retrieve_runs
+from fincrowd_ltr.evaluation.reports import AblationReport
 from fincrowd_ltr.retrieval.bm25 import BM25Config, BM25Index
 from fincrowd_ltr.retrieval.first_stage import FIRST_STAGES, parse_first_stage
 
@@ -23,7 +24,7 @@ def first_stage_ablation(
     split: str = "all",
     data_root: str | Path | None = None,
     cache_dir: str | Path | None = DEFAULT_CACHE,
-) -> dict:
+) -> AblationReport:
     """The ablation report (per variant: R@100, R@10, nDCG@10 with intervals; the choice)."""
     data = load_dataset(dataset, data_root, split)
     if isinstance(variants, str):
@@ -31,4 +32,4 @@ def first_stage_ablation(
     for name in variants:
         parse_first_stage(name)
     index = BM25Index.build(data.passages, BM25Config(stemmer=stemmer), cache_dir)
-    return ablation(data, retrieve_runs(data, index, variants, depth), folds, seed)
+    return AblationReport(ablation(data, retrieve_runs(data, index, variants, depth), folds, seed))

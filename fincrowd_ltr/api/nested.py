@@ -20,6 +20,7 @@ from fincrowd_ltr.api.fit import fit_correction
 from fincrowd_ltr.data.schema import Dataset
 from fincrowd_ltr.data.splits import FoldPlan
 from fincrowd_ltr.evaluation.first_stage import SELECT_ON, retrieve_runs
+from fincrowd_ltr.evaluation.reports import NestedReport
 from fincrowd_ltr.evaluation.selection import best
 from fincrowd_ltr.metrics import METRICS, bootstrap_ci, per_query
 from fincrowd_ltr.retrieval.bm25 import BM25Config, BM25Index
@@ -53,7 +54,7 @@ def nested_cross_validation(
     variants: tuple[str, ...] = FIRST_STAGES,
     progress: bool = True,
     **shortcuts,
-) -> dict:
+) -> NestedReport:
     """The nested whole-system report: per fold (its first stage, setting, gate), and the pooled
     ``base`` / ``residual`` / ``gated`` rows over every held-out covered question.
 
@@ -75,16 +76,16 @@ def nested_cross_validation(
             size=s.banks.bank_size, mode="retrieved", progress=progress,
         )  # fmt: skip
         folds.append(_fold_row(k, stage, model, report, ranker, per_query_rows))
-    return {
-        "dataset": data.name,
-        "ranker": ranker,
-        "seed": s.training.seed,
-        "folds": folds,
-        "variants": list(variants),
-        "selection": "first stage: best mean recall@100 (then recall@10) on the outer training "
+    return NestedReport(
+        dataset=data.name,
+        ranker=ranker,
+        seed=s.training.seed,
+        folds=folds,
+        variants=list(variants),
+        selection="first stage: best mean recall@100 (then recall@10) on the outer training "
         "folds; residual setting and gate: fit_correction on the outer training folds",
-        "systems": _pooled(data, per_query_rows, folds),
-    }
+        systems=_pooled(data, per_query_rows, folds),
+    )
 
 
 def _fold_row(k, stage, model, report, ranker, rows) -> dict:
@@ -142,34 +143,6 @@ def _pooled(data: Dataset, rows: dict[str, dict[str, dict]], folds: list[dict]) 
     return out
 
 
-def format_nested(report: dict) -> str:
-    """A plain-text table of one nested report."""
-    lines = [
-        f"{report['dataset']} {report['ranker']}: nested cross-validation, fold seed "
-        f"{report['seed']}; first stage per outer fold: "
-        + ", ".join(f["first_stage"] for f in report["folds"]),
-        f"{'system':<10}{'R@10':>22}{'nDCG@10':>22}{'dR@10 [pct] [BCa]':>40}"
-        f"{'regr. (orderable)':>20}{'crowded rep.':>14}",
-    ]
-    for name, row in report["systems"].items():
-        cells = [
-            f"{row[m]:.3f} [{row['ci95'][m][0]:.3f},{row['ci95'][m][1]:.3f}]"
-            for m in ("recall@10", "ndcg@10")
-        ]
-        delta = regr = rep = ""
-        if "delta" in row:
-            p, b = row["delta_ci95"]["recall@10"], row["delta_bca95"]["recall@10"]
-            d = row["delta"]["recall@10"]
-            delta = f"{d:+.3f} [{p[0]:+.3f},{p[1]:+.3f}] [{b[0]:+.3f},{b[1]:+.3f}]"
-            regr = f"{row['regression_rate_orderable']:.3f} of {row['n_orderable']}"
-            rep = f"{row['crowded_repaired']}/{row['crowded_failures']}"
-        lines.append(f"{name:<10}" + "".join(f"{c:>22}" for c in cells)
-                     + f"{delta:>40}{regr:>20}{rep:>14}")  # fmt: skip
-    n = report["systems"]["base"]
-    lines.append(f"{n['n']} held-out covered questions, {n['n_groups']} groups")
-    return "\n".join(lines)
-
-
 def seed_spread(reports: list[dict], system: str = "gated", metric: str = "recall@10") -> dict:
     """``metric`` of ``system`` per fold seed and its spread (max - min)."""
     values = [r["systems"][system][metric] for r in reports]
@@ -182,4 +155,4 @@ def seed_spread(reports: list[dict], system: str = "gated", metric: str = "recal
     }
 
 
-__all__ = ["choose_first_stages", "format_nested", "nested_cross_validation", "seed_spread"]
+__all__ = ["choose_first_stages", "nested_cross_validation", "seed_spread"]

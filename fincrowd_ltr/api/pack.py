@@ -21,6 +21,7 @@ from fincrowd_ltr.evaluation.packing import (
     evaluate_packing,
     split_and_fuse_check,
 )
+from fincrowd_ltr.evaluation.reports import PackingReport
 from fincrowd_ltr.evaluation.results import write_report
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.retrieval.build import BankSpec
@@ -40,7 +41,7 @@ def pack(
     spec: BankSpec | None = None,
     data: DataSettings | None = None,
     **shortcuts,
-) -> dict:
+) -> PackingReport:
     """Pack every ranking (``orders``: a ``fit-residual`` report's held-out base/always-on/gated
     orders; otherwise ``ranker``'s bank order, the banks made as ``spec`` says or its shortcuts
     ``first_stage`` and ``size``) under each pruning policy; writes ``report.json``,
@@ -56,17 +57,17 @@ def pack(
     counter = TokenCounter(path=Path(tokenizer) if tokenizer else None)
     packer = Packer(counter, budget)
     extractor = FieldExtractor.from_passages(corpus.passages.values())
-    report: dict = {
-        "dataset": corpus.name,
-        "split": split,
-        "budget": budget,
-        "tokenizer": counter.name,
-        "depth": depth,
-        "answer_accuracy": NOT_MEASURED,
-        "orders_note": INERT_NOTE,
-        "systems": {},
-        "rank_halves": {},
-    }
+    report = PackingReport(
+        dataset=corpus.name,
+        split=split,
+        budget=budget,
+        tokenizer=counter.name,
+        depth=depth,
+        answer_accuracy=NOT_MEASURED,
+        orders_note=INERT_NOTE,
+        systems={},
+        rank_halves={},
+    )
     for name, rankings in systems.items():
         report["systems"][name] = {
             policy.name: evaluate_packing(corpus, rankings, policy, packer, extractor, depth)

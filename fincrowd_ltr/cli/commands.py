@@ -122,16 +122,9 @@ def _write(path: Path | None, report: dict | object) -> None:
         print(f"report written to {path}")
 
 
-def _rows(title: str, systems: dict) -> None:
-    from fincrowd_ltr.evaluation.results import format_rows
-
-    print(format_rows(title, systems))
-
-
 def evaluate(args: argparse.Namespace) -> dict:
     from fincrowd_ltr.api import evaluate as run
     from fincrowd_ltr.data.schema import DataError
-    from fincrowd_ltr.evaluation.report import format_table
     from fincrowd_ltr.retrieval.cascade import CascadeSettings
 
     cascades = []
@@ -160,7 +153,7 @@ def evaluate(args: argparse.Namespace) -> dict:
         cascades=cascades,
         **_common(args),
     )
-    print(format_table(report))
+    print(report)
     _write(args.out, report)
     return report
 
@@ -407,7 +400,7 @@ def nested(args: argparse.Namespace) -> dict:
     import dataclasses
 
     from fincrowd_ltr import settings
-    from fincrowd_ltr.api.nested import format_nested, nested_cross_validation, seed_spread
+    from fincrowd_ltr.api.nested import nested_cross_validation, seed_spread
     from fincrowd_ltr.retrieval.first_stage import FIRST_STAGES
 
     variants = FIRST_STAGES if args.variants == "all" else tuple(args.variants.split(","))
@@ -417,7 +410,7 @@ def nested(args: argparse.Namespace) -> dict:
         fit = settings.from_arguments(args)
         fit = dataclasses.replace(fit, synthetic=dataclasses.replace(fit.synthetic, seed=seed))
         report = nested_cross_validation(_dataset(args), args.ranker, fit, variants=variants)
-        print(format_nested(report))
+        print(report)
         reports.append(report)
     out = {"reports": reports, "spread": seed_spread(reports)}
     print(f"gated R@10 over fold seeds {out['spread']['seeds']}: {out['spread']['values']} "
@@ -428,7 +421,6 @@ def nested(args: argparse.Namespace) -> dict:
 
 def first_stage(args: argparse.Namespace) -> dict:
     from fincrowd_ltr.api import first_stage_ablation
-    from fincrowd_ltr.evaluation.first_stage import format_ablation
 
     report = first_stage_ablation(
         _dataset(args),
@@ -439,7 +431,7 @@ def first_stage(args: argparse.Namespace) -> dict:
         stemmer=args.stemmer,
         **_common(args),
     )
-    print(format_ablation(report))
+    print(report)
     _write(args.report, report)
     return report
 
@@ -468,13 +460,7 @@ def cascade(args: argparse.Namespace) -> dict:
         calibration=_calibration(args),
         **_common(args),
     )
-    _rows(
-        f"{args.dataset}: cascade n={args.n} k={args.k} ({report['n_queries']} questions)",
-        report["systems"],
-    )
-    print(f"chosen per fold on training folds: {report['chosen_per_fold']}")
-    for name, block in report.get("gated", {}).items():
-        _rows(f"\ngated correction on {name} top-k", block["systems"])
+    print(report)
     _write(args.report, report)
     return report
 
@@ -495,7 +481,6 @@ def train_cross_encoder(args: argparse.Namespace) -> None:
 
 def pack(args: argparse.Namespace) -> dict:
     from fincrowd_ltr.api import pack as run
-    from fincrowd_ltr.packing import format_summary
 
     report = run(
         _dataset(args),
@@ -510,7 +495,7 @@ def pack(args: argparse.Namespace) -> dict:
         run=args.run,
         **_common(args),
     )
-    print(format_summary(report))
+    print(report)
     print(
         f"report, summary and packed contexts ({report['contexts_system']}, budget, score "
         f"order) in {args.out}/"

@@ -148,8 +148,11 @@ def format_table(report: dict) -> str:
     for message in report.get("warnings", []):
         lines.append(f"warning: {message}")
     for system, shares in report.get("contamination@10", {}).items():
-        lines.append(
-            f"{system}: top-10 off-period share {shares['off_period']:.3f}, "
-            f"other-company share {shares['other_company']:.3f}"
-        )
+        off, other = (_share(shares[k]) for k in ("off_period", "other_company"))
+        lines.append(f"{system}: top-10 off-period share {off}, other-company share {other}")
     return "\n".join(lines)
+
+
+def _share(value: float | None) -> str:
+    """A share to three places; ``-`` where it is undefined (NaN, or null in a saved report)."""
+    return "-" if value is None or value != value else f"{value:.3f}"

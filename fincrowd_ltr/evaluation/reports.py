@@ -1,0 +1,134 @@
+"""Typed workflow reports: each workflow's JSON contract as a mapping that prints itself as its
+table, saves as strict JSON and loads back (like ranx's ``Report``).
+
+A report is a ``dict`` (``report["systems"]["gated:bm25"]["recall@10"]`` reads as before), so
+every JSON contract is unchanged; ``print(report)`` shows the table the command line shows,
+``report.save(path)`` writes it (NaN -> null, noted) and ``Kind.load(path)`` reads one back.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from fincrowd_ltr.data.schema import DataError
+from fincrowd_ltr.evaluation.results import format_rows, write_report
+
+
+class WorkflowReport(dict):
+    """The base of every workflow's report: a mapping, a printed table, a file."""
+
+    def table(self) -> str:
+        """The plain-text table of this report."""
+        return json.dumps(self, indent=2, default=str)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def to_dict(self) -> dict:
+        return dict(self)
+
+    def save(self, path: str | Path) -> Path:
+        """Write the report as strict JSON (NaN and infinities as null, listed in a note)."""
+        return write_report(Path(path), dict(self))
+
+    @classmethod
+    def load(cls, path: str | Path):
+        """A report written by :meth:`save` (or a command's ``--out`` / ``--report``)."""
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise DataError(f"{path}: no report there") from None
+        except json.JSONDecodeError as err:
+            raise DataError(f"{path}: malformed JSON (line {err.lineno}: {err.msg})") from None
+        if not isinstance(data, dict):
+            raise DataError(f"{path}: a report is a JSON object; got {type(data).__name__}")
+        return cls(data)
+
+
+class EvaluationReport(WorkflowReport):
+    """``evaluate``: base rankers, corrections and cascades on banks."""
+
+    def table(self) -> str:
+        from fincrowd_ltr.evaluation.report import format_table
+
+        return format_table(self)
+
+
+class AblationReport(WorkflowReport):
+    """``first_stage_ablation``: every first stage on group folds and the training-fold choice."""
+
+    def table(self) -> str:
+        from fincrowd_ltr.evaluation.first_stage import format_ablation
+
+        return format_ablation(self)
+
+
+class PackingReport(WorkflowReport):
+    """``pack``: evidence in the packed context per order, budget and policy."""
+
+    def table(self) -> str:
+        from fincrowd_ltr.packing.summary import format_summary
+
+        return format_summary(self)
+
+
+class CascadeReport(WorkflowReport):
+    """``cascade``: reranker cascades with their training-fold choice and gated corrections."""
+
+    def table(self) -> str:
+        parts = [
+            format_rows(
+                f"{self['dataset']}: cascade n={self['n']} k={self['k']} "
+                f"({self['n_queries']} questions)",
+                self["systems"],
+            ),
+            f"chosen per fold on training folds: {self['chosen_per_fold']}",
+        ]
+        for name, block in self.get("gated", {}).items():
+            parts.append(format_rows(f"\ngated correction on {name} top-k", block["systems"]))
+        return "\n".join(parts)
+
+
+class NestedReport(WorkflowReport):
+    """``nested_cross_validation``: the whole system with every choice nested."""
+
+    def table(self) -> str:
+        lines = [
+            f"{self['dataset']} {self['ranker']}: nested cross-validation, fold seed "
+            f"{self['seed']}; first stage per outer fold: "
+            + ", ".join(f["first_stage"] for f in self["folds"]),
+            f"{'system':<10}{'R@10':>22}{'nDCG@10':>22}{'dR@10 [pct] [BCa]':>40}"
+            f"{'regr. (orderable)':>20}{'crowded rep.':>14}",
+        ]
+        for name, row in self["systems"].items():
+            lines.append(f"{name:<10}" + _nested_cells(row))
+        n = self["systems"]["base"]
+        lines.append(f"{n['n']} held-out covered questions, {n['n_groups']} groups")
+        return "\n".join(lines)
+
+
+def _nested_cells(row: dict) -> str:
+    cells = "".join(
+        f"{row[m]:.3f} [{row['ci95'][m][0]:.3f},{row['ci95'][m][1]:.3f}]".rjust(22)
+        for m in ("recall@10", "ndcg@10")
+    )
+    if "delta" not in row:
+        return cells
+    p, b = row["delta_ci95"]["recall@10"], row["delta_bca95"]["recall@10"]
+    d = row["delta"]["recall@10"]
+    delta = f"{d:+.3f} [{p[0]:+.3f},{p[1]:+.3f}] [{b[0]:+.3f},{b[1]:+.3f}]"
+    regr = f"{row['regression_rate_orderable']:.3f} of {row['n_orderable']}"
+    rep = f"{row['crowded_repaired']}/{row['crowded_failures']}"
+    return cells + f"{delta:>40}{regr:>20}{rep:>14}"
+
+
+__all__ = [
+    "AblationReport",
+    "CascadeReport",
+    "EvaluationReport",
+    "NestedReport",
+    "PackingReport",
+    "WorkflowReport",
+]
