@@ -171,7 +171,7 @@ def test_failure_summary_counts():
     assert s["crowded_by_primary_field"] == {"period": 1}
 
 
-def test_diagnose_on_a_beir_corpus_with_a_trec_run(tmp_path):
+def test_diagnose_on_a_beir_corpus_with_a_trec_run(tmp_path, capsys):
     root = tmp_path / "corpus"
     root.mkdir()
     corpus, queries, qrels, run = [], [], [], {}
@@ -211,6 +211,7 @@ def test_diagnose_on_a_beir_corpus_with_a_trec_run(tmp_path):
     ]
     code = main(code_args)
     assert code == 0
+    assert "retrieved banks: 4/4 top-10 failures" in capsys.readouterr().out  # the printed report
     report = json.loads((out / "report.json").read_text())
     labels = [json.loads(line) for line in (out / "crowding_labels.jsonl").read_text().splitlines()]
     assert len(labels) == 4 and report["failures"]["n_queries"] == 4

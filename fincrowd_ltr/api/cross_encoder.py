@@ -7,6 +7,7 @@ from pathlib import Path
 
 from fincrowd_ltr.api.corpus import build_banks, data_settings, load_dataset
 from fincrowd_ltr.data.schema import Dataset
+from fincrowd_ltr.evaluation.reports import CrossEncoderReport
 from fincrowd_ltr.retrieval.build import BankSpec
 from fincrowd_ltr.settings import CrossEncoderSettings, DataSettings
 
@@ -19,7 +20,7 @@ def train_cross_encoder(
     out: str | Path | None = None,
     data: DataSettings | None = None,
     **shortcuts,
-) -> dict:
+) -> CrossEncoderReport:
     """Cross-fit a LoRA cross-encoder on group folds (``run_out``: out-of-fold scores as a TREC
     run) and/or train the final adapter on every covered question (``out``). ``settings``
     (:class:`~fincrowd_ltr.settings.CrossEncoderSettings`: ``depth``, ``negatives_from``,
@@ -39,13 +40,13 @@ def train_cross_encoder(
     bankset = build_banks(data, [negatives_from], first_stage=s.first_stage, size=depth, data=where)
     config = CrossEncoderConfig(max_length=s.max_length)
     kwargs = s.steps()
-    report: dict = {
-        "dataset": data.name,
-        "first_stage": BankSpec(first_stage=s.first_stage).stage(data),
-        "depth": depth,
-        "config": vars(config),
-        "train": kwargs,
-    }
+    report = CrossEncoderReport(
+        dataset=data.name,
+        first_stage=BankSpec(first_stage=s.first_stage).stage(data),
+        depth=depth,
+        config=vars(config),
+        train=kwargs,
+    )
     if run_out is not None:
         run, fold_info = crossfit(
             data, bankset, negatives_from, config, s.folds, seed, depth, kwargs

@@ -10,6 +10,7 @@ from fincrowd_ltr.api.corpus import data_settings, load_dataset, read_run
 from fincrowd_ltr.data.schema import Dataset
 from fincrowd_ltr.diagnostics.diagnose import diagnose as _diagnose
 from fincrowd_ltr.diagnostics.stress import StressConfig
+from fincrowd_ltr.evaluation.reports import DiagnosisReport
 from fincrowd_ltr.settings import DataSettings
 
 
@@ -24,7 +25,7 @@ def diagnose(
     first_stage: str = "auto",
     data: DataSettings | None = None,
     **shortcuts,
-) -> dict:
+) -> DiagnosisReport:
     """The diagnosis report of ``ranker`` (``run`` with ``run=`` for your own ranker).
     ``config`` (:class:`~fincrowd_ltr.diagnostics.stress.StressConfig`, or the shortcuts
     ``pool_sizes``, ``similarity``, ``caliper``) sets the matched pools: ``similarity`` is the
@@ -48,7 +49,7 @@ def diagnose(
             "are embedded first (pass similarity='bm25' / --similarity bm25 to skip)",
             file=sys.stderr,
         )
-    return _diagnose(
+    report = _diagnose(
         corpus,
         split,
         ranker,
@@ -59,3 +60,4 @@ def diagnose(
         read_run(run, corpus),
         first_stage,
     )
+    return DiagnosisReport(report)

@@ -313,27 +313,7 @@ def diagnose(args: argparse.Namespace) -> dict:
         first_stage=args.first_stage,
         **_common(args),
     )
-    print(
-        f"{args.dataset} ({args.split}), ranker {args.ranker}, first stage "
-        f"{report['first_stage']}: matched pools (Recall@10)"
-    )
-    for size, row in report["stress"]["variants"]["primary"].items():
-        if row["n_queries"]:
-            r = row["recall@10"]
-            lo, hi = r["delta_ci95"]
-            print(
-                f"  {size:>3} distractors: compatible {r['compatible']:.3f} incompatible "
-                f"{r['incompatible']:.3f} delta {r['delta']:+.3f} [{lo:+.3f},{hi:+.3f}] "
-                f"({row['n_queries']} queries, {row['n_dropped']} unmatched)"
-            )
-        else:
-            print(f"  {size:>3} distractors: no query could be matched ({row['n_dropped']})")
-    f = report["failures"]
-    print(
-        f"  retrieved banks: {f['top10_failures']}/{f['n_queries']} top-10 failures, "
-        f"{f['orderable_failures']} orderable, {f['crowded_failures']} crowded, "
-        f"{f['absent_failures']} absent from the top 100"
-    )
+    print(report)
     return report
 
 

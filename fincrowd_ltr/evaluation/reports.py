@@ -91,6 +91,48 @@ class CascadeReport(WorkflowReport):
         return "\n".join(parts)
 
 
+class DiagnosisReport(WorkflowReport):
+    """``diagnose``: matched compatible and incompatible pools, and crowded failures."""
+
+    def table(self) -> str:
+        lines = [
+            f"{self['dataset']} ({self['split']}), ranker {self['ranker']}, first stage "
+            f"{self['first_stage']}: matched pools (Recall@10)"
+        ]
+        for size, row in self["stress"]["variants"]["primary"].items():
+            if not row["n_queries"]:
+                lines.append(f"  {size:>3} distractors: no query could be matched "
+                             f"({row['n_dropped']})")  # fmt: skip
+                continue
+            r = row["recall@10"]
+            lo, hi = r["delta_ci95"]
+            lines.append(
+                f"  {size:>3} distractors: compatible {r['compatible']:.3f} incompatible "
+                f"{r['incompatible']:.3f} delta {r['delta']:+.3f} [{lo:+.3f},{hi:+.3f}] "
+                f"({row['n_queries']} queries, {row['n_dropped']} unmatched)"
+            )
+        f = self["failures"]
+        lines.append(
+            f"  retrieved banks: {f['top10_failures']}/{f['n_queries']} top-10 failures, "
+            f"{f['orderable_failures']} orderable, {f['crowded_failures']} crowded, "
+            f"{f['absent_failures']} absent from the top 100"
+        )
+        return "\n".join(lines)
+
+
+class CrossEncoderReport(WorkflowReport):
+    """``train_cross_encoder``: its banks, training settings, folds and final adapter."""
+
+    def table(self) -> str:
+        lines = [f"{self['dataset']}: LoRA cross-encoder over the {self['first_stage']} first "
+                 f"stage's top {self['depth']}"]  # fmt: skip
+        for fold in self.get("folds", []):
+            lines.append(f"  {json.dumps(fold, default=str)}")
+        if "final_groups" in self:
+            lines.append(f"  final adapter trained on {self['final_groups']} groups")
+        return "\n".join(lines)
+
+
 class NestedReport(WorkflowReport):
     """``nested_cross_validation``: the whole system with every choice nested."""
 
@@ -127,6 +169,8 @@ def _nested_cells(row: dict) -> str:
 __all__ = [
     "AblationReport",
     "CascadeReport",
+    "CrossEncoderReport",
+    "DiagnosisReport",
     "EvaluationReport",
     "NestedReport",
     "PackingReport",
