@@ -12,7 +12,7 @@ Layers, each importing only from those before it: ``data``/``metrics``/``default
 ``settings`` -> ``engine`` -> ``fields`` ->
 ``retrieval`` -> ``features`` -> ``model``/``packing``/``synthesis`` ->
 ``training``/``diagnostics`` -> ``evaluation``/``crossencoder`` -> ``serving`` -> ``api`` ->
-``cli`` (``tests/test_layers.py``).
+``cli`` (``tests/api/test_layers.py``).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ the same line item in another period, another line item of the same filing, the 
 of another company.
 
 Only ``Passage`` objects are read (text and metadata); a ``Dataset``'s questions and relevance
-judgements are never touched (``tests/test_synthesis.py`` proves it).
+judgements are never touched (``tests/synthesis/test_synthesis.py`` proves it).
 """
 
 from __future__ import annotations

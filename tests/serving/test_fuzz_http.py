@@ -8,15 +8,15 @@ import pytest
 schemathesis = pytest.importorskip("schemathesis")
 from hypothesis import HealthCheck, settings  # noqa: E402
 
-from tests.test_http import _post, _request, start_server  # noqa: E402
-from tests.test_serving import BASE, QUERY, candidates  # noqa: E402
+from tests.serving.test_http import _post, _request, start_server  # noqa: E402
+from tests.serving.test_serving import BASE, QUERY, candidates  # noqa: E402
 
 MAX_EXAMPLES = 150  # bounded to fit CI
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    from tests.test_serving import make_checkpoint
+    from tests.serving.test_serving import make_checkpoint
 
     folder = make_checkpoint(tmp_path_factory.mktemp("fuzz"))
     proc, url, _ = start_server(folder, "--workers=1", "--max-candidates=50")

@@ -7,7 +7,7 @@ import pytest
 from fincrowd_ltr.retrieval.rankers import RANKERS
 from fincrowd_ltr.training.cli import run_cli
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEMOS = ("demo.yaml", "reproduce.yaml")
 CONFIGS = sorted(p for p in (ROOT / "configs").glob("*.yaml") if p.name not in DEMOS)
 

@@ -11,7 +11,7 @@ import time
 from fincrowd_ltr.cli import main
 from fincrowd_ltr.data.splits import FoldPlan
 from fincrowd_ltr.model.correction import GatedCorrection
-from tests.test_api import user_corpus
+from tests.api.test_api import user_corpus
 
 
 def write_beir(root, companies=30):

@@ -8,7 +8,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode  # noqa
 
 from fincrowd_ltr.serving.llamaindex import FinCrowdPostprocessor  # noqa: E402
 from fincrowd_ltr.serving.reranker import FinCrowdReranker  # noqa: E402
-from tests.test_serving import BASE, QUERY, candidates, checkpoint  # noqa: E402, F401
+from tests.serving.test_serving import BASE, QUERY, candidates, checkpoint  # noqa: E402, F401
 
 
 def _nodes(with_scores: bool) -> list[NodeWithScore]:

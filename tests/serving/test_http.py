@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 from fincrowd_ltr.model.correction import GatedCorrection
-from tests.test_serving import BASE, QUERY, candidates, checkpoint  # noqa: F401
+from tests.serving.test_serving import BASE, QUERY, candidates, checkpoint  # noqa: F401
 
 
 def _free_port() -> int:

@@ -14,7 +14,7 @@ from fincrowd_ltr.data.schema import DataError
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.fields.compatibility import Compatibility, compare_period
 from fincrowd_ltr.model.shift import DistributionShiftWarning
-from tests.test_journey import write_beir
+from tests.api.test_journey import write_beir
 
 FORMS_OF_2016 = [2016, "2016", "FY2016", "FY 2016", "FY16", "fiscal 2016", "fiscal year 2016",
                  "2016-12-31", "12/31/2016", "June 30, 2016", [2016, 2015], "2014-2016",
@@ -148,7 +148,7 @@ def test_banks_unlike_the_training_banks_warn(tmp_path, capsys):
 def test_calibrating_an_existing_domain_needs_replace(tmp_path, capsys):
     from fincrowd_ltr.model.checkpoint import add_domain
     from fincrowd_ltr.model.correction import GatedCorrection
-    from tests.test_serving import make_checkpoint
+    from tests.serving.test_serving import make_checkpoint
 
     folder = make_checkpoint(tmp_path)
     calibration = GatedCorrection.from_pretrained(folder).domains["open"]

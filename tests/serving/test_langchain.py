@@ -4,7 +4,7 @@ from langchain_core.documents import Document
 
 from fincrowd_ltr.model.correction import GatedCorrection
 from fincrowd_ltr.serving.langchain import FinCrowdCompressor
-from tests.test_serving import BASE, QUERY, candidates, checkpoint  # noqa: F401
+from tests.serving.test_serving import BASE, QUERY, candidates, checkpoint  # noqa: F401
 
 
 def _documents(with_scores: bool) -> list[Document]:

@@ -106,7 +106,7 @@ def test_demo_config_is_checked(tmp_path):
     from fincrowd_ltr.api.demo import load_demo_config
     from fincrowd_ltr.data.schema import DataError
 
-    configs = Path(__file__).resolve().parents[1] / "configs"
+    configs = Path(__file__).resolve().parents[2] / "configs"
     config = load_demo_config(configs / "demo.yaml")
     assert {r["dataset"] for r in config.runs} == {"financebench"}
     assert config.correction["out"] == "checkpoints/demo"

@@ -17,7 +17,7 @@ from fincrowd_ltr.model.correction import GatedCorrection, TrainingSummary
 from fincrowd_ltr.model.gate import GateCalibration, IdentityGate
 from fincrowd_ltr.model.gate_features import GATE_FEATURE_NAMES
 from fincrowd_ltr.training.calibration import gate_rows
-from tests.test_http import _post, start_server
+from tests.serving.test_http import _post, start_server
 
 pytestmark = pytest.mark.integration
 N_QUESTIONS = 8

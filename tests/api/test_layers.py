@@ -6,7 +6,7 @@ Siblings in a layer never import each other."""
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "fincrowd_ltr"
+PACKAGE = Path(__file__).resolve().parents[2] / "fincrowd_ltr"
 LAYERS = [
     {"data", "metrics", "progress", "defaults"},
     {"settings"},

@@ -145,9 +145,9 @@ def test_the_readme_python_example_runs(tmp_path, monkeypatch):
     import re
     from pathlib import Path
 
-    from tests.test_journey import write_beir
+    from tests.api.test_journey import write_beir
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     code = re.search(r"```python\n(.*?)```", readme, re.S).group(1)
     write_beir(tmp_path / "my_corpus", companies=80)
     monkeypatch.chdir(tmp_path)
