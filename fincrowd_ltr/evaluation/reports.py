@@ -12,7 +12,10 @@ import json
 from pathlib import Path
 
 from fincrowd_ltr.data.schema import DataError
+from fincrowd_ltr.evaluation.first_stage import format_ablation
+from fincrowd_ltr.evaluation.report import format_table
 from fincrowd_ltr.evaluation.results import format_rows, write_report
+from fincrowd_ltr.packing.summary import format_summary
 
 
 class WorkflowReport(dict):
@@ -51,8 +54,6 @@ class EvaluationReport(WorkflowReport):
     """``evaluate``: base rankers, corrections and cascades on banks."""
 
     def table(self) -> str:
-        from fincrowd_ltr.evaluation.report import format_table
-
         return format_table(self)
 
 
@@ -60,8 +61,6 @@ class AblationReport(WorkflowReport):
     """``first_stage_ablation``: every first stage on group folds and the training-fold choice."""
 
     def table(self) -> str:
-        from fincrowd_ltr.evaluation.first_stage import format_ablation
-
         return format_ablation(self)
 
 
@@ -69,8 +68,6 @@ class PackingReport(WorkflowReport):
     """``pack``: evidence in the packed context per order, budget and policy."""
 
     def table(self) -> str:
-        from fincrowd_ltr.packing.summary import format_summary
-
         return format_summary(self)
 
 
