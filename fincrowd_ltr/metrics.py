@@ -87,7 +87,6 @@ def bootstrap_ci(
         return (float("nan"), float("nan"))
     rng = np.random.default_rng(seed)
     if groups is None:
-        groups = [str(i) for i in range(len(values))]  # every query its own cluster
         draws = rng.integers(0, len(values), size=(n_resamples, len(values)))
         sums, counts = values, np.ones(len(values))
     else:
@@ -125,5 +124,8 @@ def _bca(
     ends = []
     for q in (alpha, 1.0 - alpha):
         z = z0 + normal.inv_cdf(q)
+        if a * z >= 1.0:  # the adjustment breaks down: keep the percentile end
+            ends.append(float(np.quantile(means, q)))
+            continue
         ends.append(float(np.quantile(means, normal.cdf(z0 + z / (1.0 - a * z)))))
     return (ends[0], ends[1])

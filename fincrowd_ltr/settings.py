@@ -339,6 +339,13 @@ def as_settings(cls: type, value):
     return value if isinstance(value, cls) else cls(**dict(value))
 
 
+def plain(settings) -> dict:
+    """A settings object as plain values (paths as strings): for hyperparameters and JSON."""
+    return {
+        k: str(v) if isinstance(v, Path) else v for k, v in dataclasses.asdict(settings).items()
+    }
+
+
 def require_used(shortcuts: dict, used: tuple[str, ...], where: str) -> None:
     """Refuse settings ``where`` does not use (``TypeError`` naming them and the ones it does)."""
     unused = sorted(set(shortcuts) - set(used))

@@ -17,7 +17,7 @@ import numpy as np
 from fincrowd_ltr.api.corpus import load_dataset
 from fincrowd_ltr.api.evaluate import evaluate
 from fincrowd_ltr.api.fit import fit_correction
-from fincrowd_ltr.data.schema import Dataset
+from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.data.splits import FoldPlan
 from fincrowd_ltr.evaluation.first_stage import SELECT_ON, retrieve_runs
 from fincrowd_ltr.evaluation.reports import NestedReport
@@ -60,8 +60,20 @@ def nested_cross_validation(
 
     ``settings`` (or its fields as shortcuts: ``folds``, ``seed``, ``regression_cap``, ...) are
     ``fit_correction``'s; its ``first_stage`` and ``test_fold`` are set per outer fold here.
+    Not nested: the package's defaults and the list of ``variants`` (with their filing weights),
+    fixed before any fold is drawn.
     """
+    for name in ("first_stage", "test_fold"):
+        if name in shortcuts:
+            raise TypeError(f"nested_cross_validation sets {name} per outer fold; do not give it")
     s = (settings or FitSettings()).replace(**shortcuts)
+    if not s.calibration.gate:
+        raise DataError("nested_cross_validation reports the gated system: it needs gate=True")
+    if s.synthetic.active and s.synthetic.scope != "folds":
+        raise DataError(
+            "nested_cross_validation keeps the held-out companies out of every choice: use "
+            "synthetic scope 'folds' (transductive synthesis reads their filings)"
+        )
     data = load_dataset(dataset, s.data.data_root, s.data.split)
     plan = FoldPlan.by_group(data, s.training.folds, s.training.seed)
     stages = choose_first_stages(data, plan, tuple(variants), s.data.cache_dir)
@@ -76,6 +88,8 @@ def nested_cross_validation(
             size=s.banks.bank_size, mode="retrieved", progress=progress,
         )  # fmt: skip
         folds.append(_fold_row(k, stage, model, report, ranker, per_query_rows))
+        if not set(folds[-1]["query_ids"]) <= set(plan.folds[k]):
+            raise DataError(f"outer fold {k}: questions outside the fold were scored")
     return NestedReport(
         dataset=data.name,
         ranker=ranker,
@@ -92,7 +106,9 @@ def _fold_row(k, stage, model, report, ranker, rows) -> dict:
     """One outer fold's choices and counts; its questions' metrics go into ``rows``."""
     gated = report["systems"][f"gated:{ranker}"]
     qids = list(gated["per_query"])
-    base = report["systems"][f"base:{ranker}"]["per_query"]
+    # the base order of the scored questions, as the correction rows were paired with it
+    unseen = report["systems"].get(f"base:{ranker}:unseen") or report["systems"][f"base:{ranker}"]
+    base = unseen["per_query"]
     rows["base"].update({q: base[q] for q in qids})
     rows["residual"].update(report["systems"][f"residual:{ranker}"]["per_query"])
     rows["gated"].update(gated["per_query"])
@@ -111,6 +127,7 @@ def _fold_row(k, stage, model, report, ranker, rows) -> dict:
         "first_stage": stage,
         "setting": model.summary.setting,
         "n_questions": len(qids),
+        "query_ids": sorted(qids),
         "gate_open_share": gated.get("gate_open_share"),
         "counts": counts,
     }
@@ -137,7 +154,8 @@ def _pooled(data: Dataset, rows: dict[str, dict[str, dict]], folds: list[dict]) 
         if name != "base":
             total = {c: sum(f["counts"][name][c] for f in folds) for c in folds[0]["counts"][name]}
             row["n_orderable"] = total["n_orderable"]
-            row["regression_rate_orderable"] = total["regressed"] / max(total["n_orderable"], 1)
+            n = total["n_orderable"]
+            row["regression_rate_orderable"] = total["regressed"] / n if n else float("nan")
             row.update({c: total[c] for c in _COUNTS})
         out[name] = row
     return out

@@ -15,12 +15,11 @@ from torch.utils.data import DataLoader
 from fincrowd_ltr.data import load_dataset as _load_dataset
 from fincrowd_ltr.data.schema import Dataset
 from fincrowd_ltr.data.splits import fold_split
-from fincrowd_ltr.defaults import DEFAULT_CACHE
 from fincrowd_ltr.features import FEATURE_NAMES, BankFeaturizer
 from fincrowd_ltr.features.examples import BankExample, make_examples
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.retrieval.build import BankSpec, build_banks
-from fincrowd_ltr.settings import BankSettings, DataSettings, FoldSettings, as_settings
+from fincrowd_ltr.settings import BankSettings, DataSettings, FoldSettings, as_settings, plain
 
 
 @functools.lru_cache(maxsize=4)
@@ -61,6 +60,10 @@ def collate(examples: list[BankExample]) -> dict:
     return batch
 
 
+# train and validate on retrieved banks unless a config says otherwise (the 0.2 default)
+RETRIEVED = BankSettings(train_mode="retrieved", val_mode="retrieved")
+
+
 class BankDataModule(L.LightningDataModule):
     """Banks of one dataset and base ranker, split by group (company / context) into folds.
 
@@ -83,18 +86,29 @@ class BankDataModule(L.LightningDataModule):
         dataset: str = "financebench",
         ranker: str = "dense",
         source: DataSettings = DataSettings(),
-        banks: BankSettings = BankSettings(),
+        banks: BankSettings = RETRIEVED,
         folds: FoldSettings = FoldSettings(),
         batch_size: int = 16,
         parts: dict[str, list[str]] | None = None,
         examples: dict[str, list[BankExample]] | None = None,
     ) -> None:
         super().__init__()
-        self.save_hyperparameters(ignore=["examples"])
-        # LightningCLI stores the config's plain mappings as hparams: read the settings from here
+        # read the settings from these attributes (LightningCLI passes the config's mappings)
         self.source = as_settings(DataSettings, source)
         self.banks = as_settings(BankSettings, banks)
         self.folds = as_settings(FoldSettings, folds)
+        # hyperparameters as plain values: a checkpoint loads with torch's weights_only
+        self.save_hyperparameters(
+            {
+                "dataset": dataset,
+                "ranker": ranker,
+                "source": plain(self.source),
+                "banks": plain(self.banks),
+                "folds": plain(self.folds),
+                "batch_size": batch_size,
+                "parts": parts,
+            }
+        )
         self.examples: dict[str, list[BankExample]] = {}
         self.skipped_without_support: dict[str, int] = {}
         self.feature_names = FEATURE_NAMES
@@ -151,7 +165,8 @@ class BankDataModule(L.LightningDataModule):
         return _featurizer(self.hparams.dataset, root, s.split)
 
     def _examples(self, data: Dataset, mode: str) -> dict[str, BankExample]:
-        ranker, cache = self.hparams.ranker, Path(self.source.cache_dir or DEFAULT_CACHE)
+        cache_dir = self.source.cache_dir
+        ranker, cache = self.hparams.ranker, None if cache_dir is None else Path(cache_dir)
         spec = BankSpec(size=self.banks.bank_size, mode=mode, first_stage=self.banks.first_stage)
         bankset = build_banks(data, self.source.split, [ranker], spec, cache, progress=False)
         examples = make_examples(data, bankset, ranker, self.featurizer(), cache=cache)

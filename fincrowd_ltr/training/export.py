@@ -24,9 +24,7 @@ def from_lightning(ckpt: Path, datamodule=None) -> GatedCorrection:
     hp = dict(stored.get("datamodule_hyper_parameters") or {})
     if datamodule is not None:
         hp = dict(datamodule.hparams)
-    source = as_settings(DataSettings, hp.get("source"))
-    banks = as_settings(BankSettings, hp.get("banks"))
-    folds = as_settings(FoldSettings, hp.get("folds"))
+    source, banks, folds = _settings(hp)
     summary = TrainingSummary(
         dataset=str(hp.get("dataset", "")),
         base_ranker=str(hp.get("ranker", "dense")),
@@ -54,3 +52,23 @@ def from_lightning(ckpt: Path, datamodule=None) -> GatedCorrection:
             extractor = datamodule.featurizer().extractor
             companies, segments = extractor.companies, extractor.segment_names
     return GatedCorrection(module.scorer, None, None, companies, summary, segments=segments)
+
+
+def _settings(hp: dict) -> tuple[DataSettings, BankSettings, FoldSettings]:
+    """The data module's settings from its stored hyperparameters, nested (since 0.3) or flat
+    (checkpoints written before: ``bank_mode``, ``val_bank_mode``, ``split``, ``folds``, ...)."""
+    if isinstance(hp.get("banks"), dict | BankSettings):
+        return (
+            as_settings(DataSettings, hp.get("source")),
+            as_settings(BankSettings, hp.get("banks")),
+            as_settings(FoldSettings, hp.get("folds")),
+        )
+    mode = hp.get("bank_mode", "retrieved")
+    banks = BankSettings(
+        first_stage=hp.get("first_stage", "auto"),
+        bank_size=hp.get("bank_size", BankSettings().bank_size),
+        train_mode=mode,
+        val_mode=hp.get("val_bank_mode") or mode,
+    )
+    folds = FoldSettings(hp.get("folds", 5), hp.get("test_fold", 0), hp.get("seed", 0))
+    return DataSettings(split=hp.get("split", "all")), banks, folds

@@ -74,7 +74,7 @@ def test_lightning_cli_writes_a_servable_model(tmp_path):
     )
     model = GatedCorrection.from_pretrained(tmp_path / "run" / "model")
     assert model.base_ranker == "bm25" and model.summary.dataset == "beir"
-    assert (model.summary.folds, model.summary.bank_mode) == (3, "injected")
+    assert (model.summary.folds, model.summary.bank_mode) == (3, "retrieved")
     assert model.summary.query_fingerprints  # the leakage checks have what they need
 
 

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 import fincrowd_ltr as fc
 from fincrowd_ltr.api import nested
 from fincrowd_ltr.cli import build_parser
@@ -35,6 +37,7 @@ def test_nested_report_scores_every_covered_question_once_held_out():
     )  # fmt: skip
     plan = FoldPlan.by_group(data, 5, 0)
     assert [f["n_questions"] for f in report["folds"]] == [len(f) for f in plan.folds]
+    assert [f["query_ids"] for f in report["folds"]] == [sorted(f) for f in plan.folds]
     assert all(f["first_stage"] in ("bm25", "bm25+entity") for f in report["folds"])
     base, residual = report["systems"]["base"], report["systems"]["residual"]
     assert base["n"] == residual["n"] == len(data.queries)
@@ -53,3 +56,16 @@ def test_nested_command_line():
         ["nested", "--dataset", "tatqa", "--ranker", "bm25", "--seeds", "0,1,2", "--no-select"]
     )
     assert args.seeds == "0,1,2" and not args.select and args.func.__name__ == "nested"
+
+
+def test_nested_refuses_what_it_cannot_nest():
+    data = user_corpus(companies=20)
+    with pytest.raises(fc.DataError, match="gate=True"):
+        fc.nested_cross_validation(data, "bm25", gate=False, cache_dir=None)
+    with pytest.raises(fc.DataError, match="synthetic scope 'folds'"):
+        fc.nested_cross_validation(
+            data, "bm25", synthetic=fc.SyntheticSettings(n=10, scope="transductive"),
+            cache_dir=None,
+        )  # fmt: skip
+    with pytest.raises(TypeError, match="sets first_stage per outer fold"):
+        fc.nested_cross_validation(data, "bm25", first_stage="bm25", cache_dir=None)

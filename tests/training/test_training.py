@@ -148,3 +148,42 @@ def test_parallel_fits_equal_the_fits_of_one_process(tmp_path):
             assert torch.equal(value, b.state_dict()[name]), name
     workers.prefetch(jobs)  # nothing left to train
     assert workers.trained == 4
+
+
+def test_a_checkpoint_of_a_python_built_data_module_exports(tmp_path):
+    """Hyperparameters are plain values: torch's weights_only load reads the checkpoint, and the
+    exported summary carries the data module's settings (and old flat ones are still read)."""
+    from fincrowd_ltr.training.export import _settings, from_lightning
+
+    write_corpus(tmp_path / "corpus")
+    dm = BankDataModule(
+        dataset="beir",
+        ranker="bm25",
+        source=DataSettings(data_root=str(tmp_path / "corpus"), cache_dir=tmp_path / "cache"),
+        banks=BankSettings(bank_size=6),
+        folds=FoldSettings(folds=3, test_fold=1),
+    )
+    trainer = L.Trainer(
+        max_epochs=1,
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        default_root_dir=tmp_path / "run",
+        accelerator="cpu",
+    )
+    trainer.fit(ResidualModule(lr=0.1), datamodule=dm)
+    ckpt = trainer.checkpoint_callback.best_model_path
+    torch.load(ckpt, map_location="cpu", weights_only=True)  # no settings objects pickled
+    summary = from_lightning(ckpt).summary
+    assert (summary.bank_mode, summary.val_bank_mode, summary.folds, summary.test_fold) == (
+        "injected",
+        "retrieved",
+        3,
+        1,
+    )  # fmt: skip  (BankSettings' own defaults)
+    assert BankDataModule().banks.train_mode == "retrieved"  # the module's default is unchanged
+    old = {"bank_mode": "injected", "val_bank_mode": None, "folds": 4, "split": "dev"}
+    source, banks, folds = _settings(old)
+    assert (source.split, banks.train_mode, banks.val_mode, folds.folds) == (
+        "dev", "injected", "injected", 4,
+    )  # fmt: skip
