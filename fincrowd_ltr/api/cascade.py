@@ -39,6 +39,7 @@ def fold_corrections(
     (uncalibrated: fold ``f + 1`` calibrates it on the cascade's banks)."""
     from fincrowd_ltr.api.fit import MODES, _fit_gate, _Folds
     from fincrowd_ltr.features import BankFeaturizer
+    from fincrowd_ltr.features.corpus import CorpusFeaturizers
     from fincrowd_ltr.model.correction import GatedCorrection, TrainingSummary
     from fincrowd_ltr.training.fitting import ResidualFits
 
@@ -53,11 +54,14 @@ def fold_corrections(
         }
     ex, fits = _Folds(plan, examples, "injected"), ResidualFits()
 
+    shared = CorpusFeaturizers()  # every fold's model reads the same corpus
+
     def model(scorer, gate=None, domains=None):
         summary = TrainingSummary(dataset=data.name, base_ranker=ranker)
         return GatedCorrection(
-            scorer, gate, domains, extractor.companies, summary, segments=extractor.segment_names
-        )
+            scorer, gate, domains, extractor.companies, summary,
+            segments=extractor.segment_names, features=shared,
+        )  # fmt: skip
 
     out = {}
     for r in plan.rounds():

@@ -32,6 +32,7 @@ from fincrowd_ltr.evaluation.results import (
 )
 from fincrowd_ltr.features import BankFeaturizer
 from fincrowd_ltr.features.bank_features import FAMILIES
+from fincrowd_ltr.features.corpus import CorpusFeaturizers
 from fincrowd_ltr.features.examples import BankExample, make_examples
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.model.correction import GatedCorrection
@@ -258,6 +259,8 @@ class _CrossValidation:
         )  # fmt: skip
         self.fits = ResidualFits(t.workers, progress)
         self.chosen: list[dict] = []
+        # every fold's model reads this corpus: its segment names are harvested once, here
+        self.features = CorpusFeaturizers()
 
     def model(self, scorer, gate_module=None, domains=None) -> GatedCorrection:
         return GatedCorrection(
@@ -267,6 +270,7 @@ class _CrossValidation:
             self.extractor.companies,
             TrainingSummary(dataset=self.data.name, base_ranker=self.ranker),
             segments=self.extractor.segment_names,
+            features=self.features,
         )
 
     def _split(self, r) -> tuple[list[BankExample], list[BankExample]]:

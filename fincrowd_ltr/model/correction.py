@@ -29,6 +29,7 @@ import numpy as np
 from fincrowd_ltr.data.ranking import rank_order
 from fincrowd_ltr.data.schema import DataError, Dataset, Passage
 from fincrowd_ltr.features.bank_features import FEATURE_NAMES, BankFeaturizer
+from fincrowd_ltr.features.corpus import CorpusFeaturizers
 from fincrowd_ltr.features.examples import BankExample, make_examples
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.fields.extractor import FIELD_NAMES, FinancialFields
@@ -120,6 +121,8 @@ class GatedCorrection:
         companies: The extractor's company vocabulary (default: the shipped one).
         summary: What it was trained on.
         runtime: The numerics (default: PyTorch over ``residual`` and ``gate``).
+        features: The per-corpus featurizers to use (shared by whoever scores many models on
+            one corpus, e.g. a cross-validation); default: the model's own.
 
     Example:
         >>> model = GatedCorrection.from_pretrained("checkpoints/default")  # doctest: +SKIP
@@ -136,6 +139,7 @@ class GatedCorrection:
         runtime=None,
         source: Path | None = None,
         segments: dict[str, list[str]] | None = None,
+        features: CorpusFeaturizers | None = None,
     ) -> None:
         if runtime is None and residual is not None:
             from fincrowd_ltr.model.runtime import TorchRuntime
@@ -149,7 +153,7 @@ class GatedCorrection:
         self.extractor = FieldExtractor(companies, segments)
         self.summary = summary or TrainingSummary()
         self.source = source
-        self._featurizers: dict[int, tuple[dict, BankFeaturizer]] = {}
+        self.features = features if features is not None else CorpusFeaturizers()
         self._requests = RequestCache(self.extractor)
 
     # --- identity -------------------------------------------------------------------------
@@ -365,7 +369,6 @@ class GatedCorrection:
         names that were new, by company."""
         before = self.extractor
         self.extractor = before.with_segment_names(before.harvest_segments(passages))
-        self._featurizers.clear()
         self._requests = RequestCache(self.extractor)
         return {
             k: new
@@ -377,16 +380,7 @@ class GatedCorrection:
     def featurizer(self, passages: dict[str, Passage]) -> BankFeaturizer:
         """The bank featurizer of a corpus, with this model's extractor (kept per corpus) and the
         segment names the corpus's own filings write, beside the checkpoint's."""
-        held = self._featurizers.get(id(passages))
-        if held is None or held[0] is not passages:
-            held = self._featurizers[id(passages)] = (
-                passages,
-                BankFeaturizer(
-                    self.extractor.with_segment_names(_corpus_segments(self.extractor, passages)),
-                    passages,
-                ),
-            )
-        return held[1]
+        return self.features.featurizer(self.extractor, passages)
 
     def examples(
         self, dataset: Dataset, bankset, ranker: str | None = None, qids=None, cache=None
@@ -529,21 +523,6 @@ class GatedCorrection:
 
         scorer, gate = load_torch(directory, config)
         return cls(scorer, gate, domains, companies, summary, source=directory, segments=segments)
-
-
-_HARVESTED: dict[tuple[int, tuple[str, ...]], tuple[dict, dict[str, list[str]]]] = {}
-
-
-def _corpus_segments(extractor: FieldExtractor, passages: dict[str, Passage]) -> dict:
-    """The segment names a corpus's filings write, harvested once per corpus (every fold's model
-    of a cross-validation reads the same corpus)."""
-    key = (id(passages), tuple(sorted(extractor.companies)))
-    held = _HARVESTED.get(key)
-    if held is None or held[0] is not passages:
-        if len(_HARVESTED) >= 4:
-            _HARVESTED.clear()
-        held = _HARVESTED[key] = (passages, extractor.harvest_segments(passages.values()))
-    return held[1]
 
 
 def save_residual(

@@ -129,3 +129,33 @@ def test_metric_row_tries_the_pattern_only_where_a_form_can_start(text):
         assert has_metric_row(text, frozenset(metrics)) == bool(pattern.search(text))
     assert has_metric_row("Revenue 12", frozenset({"revenue"}))
     assert not has_metric_row("Revenue 12", frozenset())
+
+
+def test_corpus_featurizers_harvest_each_corpus_once_and_are_shared(monkeypatch):
+    from fincrowd_ltr.data.schema import Passage
+    from fincrowd_ltr.features.corpus import CorpusFeaturizers
+    from fincrowd_ltr.fields import FieldExtractor
+    from fincrowd_ltr.model.correction import GatedCorrection
+
+    calls = []
+    real = FieldExtractor.harvest_segments
+
+    def counted(self, passages):
+        calls.append(1)
+        return real(self, passages)
+
+    monkeypatch.setattr(FieldExtractor, "harvest_segments", counted)
+    a = {"p": Passage("p", "Acme revenue rose", company="Acme", period="2020")}
+    b = {"q": Passage("q", "Acme revenue fell", company="Acme", period="2021")}
+    shared = CorpusFeaturizers()
+    one, two = GatedCorrection(features=shared), GatedCorrection(features=shared)
+    assert one.featurizer(a) is two.featurizer(a)  # one corpus, harvested once for both
+    assert len(calls) == 1
+    assert one.featurizer(b) is not one.featurizer(a) and len(calls) == 2
+    own = GatedCorrection()  # a model built alone holds its own
+    own.featurizer(a)
+    assert len(calls) == 3 and own.features is not shared
+    small = CorpusFeaturizers(limit=1)
+    small.featurizer(FieldExtractor(), a)
+    small.featurizer(FieldExtractor(), b)
+    assert len(small._featurizers) == 1  # bounded
