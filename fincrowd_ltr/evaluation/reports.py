@@ -14,7 +14,7 @@ from pathlib import Path
 from fincrowd_ltr.data.schema import DataError
 from fincrowd_ltr.evaluation.first_stage import format_ablation
 from fincrowd_ltr.evaluation.report import format_table
-from fincrowd_ltr.evaluation.results import format_rows, write_report
+from fincrowd_ltr.evaluation.results import Report, format_rows, write_report
 from fincrowd_ltr.packing.summary import format_summary
 
 
@@ -27,6 +27,10 @@ class WorkflowReport(dict):
 
     def __str__(self) -> str:
         return self.table()
+
+    def to_markdown(self) -> str:
+        """The report for the docs (default: its table as a fenced block)."""
+        return f"```text\n{self.table()}\n```"
 
     def to_dict(self) -> dict:
         return dict(self)
@@ -55,6 +59,9 @@ class EvaluationReport(WorkflowReport):
 
     def table(self) -> str:
         return format_table(self)
+
+    def to_markdown(self) -> str:
+        return Report.from_dict(self).to_markdown()
 
 
 class AblationReport(WorkflowReport):
@@ -145,6 +152,23 @@ class NestedReport(WorkflowReport):
             lines.append(f"{name:<10}" + _nested_cells(row))
         n = self["systems"]["base"]
         lines.append(f"{n['n']} held-out covered questions, {n['n_groups']} groups")
+        return "\n".join(lines)
+
+    def to_markdown(self) -> str:
+        lines = [
+            "| system | R@10 | nDCG@10 | delta R@10 [pct] [BCa] | regression (orderable) |",
+            "|---|---|---|---|---|",
+        ]
+        for name, row in self["systems"].items():
+            cells = [f"{row[m]:.3f} [{row['ci95'][m][0]:.3f}, {row['ci95'][m][1]:.3f}]"
+                     for m in ("recall@10", "ndcg@10")]  # fmt: skip
+            delta = regr = ""
+            if "delta" in row:
+                p, b = row["delta_ci95"]["recall@10"], row["delta_bca95"]["recall@10"]
+                delta = (f"{row['delta']['recall@10']:+.3f} [{p[0]:+.3f}, {p[1]:+.3f}] "
+                         f"[{b[0]:+.3f}, {b[1]:+.3f}]")  # fmt: skip
+                regr = f"{row['regression_rate_orderable']:.3f} of {row['n_orderable']}"
+            lines.append(f"| {name} | {cells[0]} | {cells[1]} | {delta} | {regr} |")
         return "\n".join(lines)
 
 

@@ -47,6 +47,7 @@ def test_nested_report_scores_every_covered_question_once_held_out():
     assert lo <= residual["delta"]["ndcg@10"] <= hi
     assert residual["delta"]["ndcg@10"] > 0  # the asked year is lifted on held-out companies
     json.dumps(report)  # the report is plain JSON
+    assert "| gated |" in report.to_markdown() and "nested cross-validation" in str(report)
     spread = nested.seed_spread([report, {**report, "seed": 1}])
     assert spread["spread"] == 0.0 and spread["seeds"] == [0, 1]
 

@@ -18,12 +18,14 @@ def test_evaluation_report_prints_saves_and_loads(tmp_path):
     back = EvaluationReport.load(path)
     assert isinstance(back, EvaluationReport) and str(back) == str(report)
     assert back["systems"]["base:bm25"]["recall@10"] == report["systems"]["base:bm25"]["recall@10"]
+    assert "| base:bm25 |" in report.to_markdown()  # a Markdown table for the docs
 
 
 def test_ablation_report_is_typed():
     report = fc.first_stage_ablation(user_corpus(), "bm25,bm25+entity", folds=4, cache_dir=None)
     assert isinstance(report, AblationReport)
     assert "chosen per fold" in str(report)
+    assert report.to_markdown().startswith("```text")
 
 
 def test_a_bad_report_file_is_named(tmp_path):
