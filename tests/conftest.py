@@ -3,10 +3,13 @@ CI) and a tiny randomly initialised BERT for encoder tests."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
+
+import fincrowd_ltr as fc
 
 DATA_ROOT = Path(
     os.environ.get("FINCROWD_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data")
@@ -72,3 +75,69 @@ def tiny_masked_lm(tiny_bert):
 
     _, tokenizer = tiny_bert
     return BertForMaskedLM(tiny_config(tokenizer.vocab_size, 1)).eval(), tokenizer
+
+
+# Builders of small corpora that tests across layers share.
+
+
+def write_beir(root, companies=30):
+    data = user_corpus(companies=companies)
+    dump_beir(data, root)
+    return data
+
+
+def dump_beir(data, root) -> None:
+    """A dataset as a BEIR folder (corpus with its metadata, queries with groups, qrels)."""
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / "corpus.jsonl", "w") as fh:
+        for p in data.passages.values():
+            meta = {k: v for k, v in p.metadata().items() if v is not None}
+            fh.write(json.dumps({"_id": p.pid, "text": p.text, "metadata": meta}) + "\n")
+    with open(root / "queries.jsonl", "w") as fh:
+        for q in data.queries.values():
+            fh.write(json.dumps({"_id": q.qid, "text": q.text, "group": q.group}) + "\n")
+    (root / "qrels.tsv").write_text(
+        "".join(f"{q}\t{p}\t{g}\n" for q, rels in data.qrels.items() for p, g in rels.items())
+    )
+
+
+def write_corpus(root, prefix="Company"):
+    corpus, queries, qrels = [], [], []
+    for c in range(12):
+        company = f"{prefix}{c}"
+        for year in (2019, 2020, 2021):
+            corpus.append(
+                {
+                    "_id": f"{c}-{year}",
+                    "text": f"{company} revenue for fiscal {year} rose strongly on demand",
+                    "metadata": {"company": company, "period": year},
+                }
+            )
+        queries.append(
+            {
+                "_id": f"q{prefix}{c}",
+                "text": f"What was {company} revenue in FY2021?",
+                "group": company,
+            }
+        )
+        qrels.append(f"q{prefix}{c}\t{c}-2021\t1")
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in corpus))
+    (root / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in queries))
+    (root / "qrels.tsv").write_text("\n".join(qrels) + "\n")
+
+
+def user_corpus(prefix="Company", companies=16) -> fc.Dataset:
+    """A user's filings: each company's revenue page for three fiscal years; questions ask
+    for one year (the other years are the crowding distractors)."""
+    passages, queries, qrels = {}, {}, {}
+    for c in range(companies):
+        name = f"{prefix}{c}"
+        for year in (2019, 2020, 2021):
+            pid = f"{name}-{year}"
+            text = f"{name} revenue for fiscal {year} rose strongly on demand for cloud products"
+            passages[pid] = fc.Passage(pid, text, company=name, period=str(year), doc_type="10k")
+        qid = f"q-{name}"
+        queries[qid] = fc.Query(qid, f"What was {name} revenue in FY2020?", group=name)
+        qrels[qid] = {f"{name}-2020": 1}
+    return fc.Dataset("mycorpus", queries, passages, qrels)

@@ -7,22 +7,7 @@ import numpy as np
 import pytest
 
 import fincrowd_ltr as fc
-
-
-def user_corpus(prefix="Company", companies=16) -> fc.Dataset:
-    """A user's filings: each company's revenue page for three fiscal years; questions ask
-    for one year (the other years are the crowding distractors)."""
-    passages, queries, qrels = {}, {}, {}
-    for c in range(companies):
-        name = f"{prefix}{c}"
-        for year in (2019, 2020, 2021):
-            pid = f"{name}-{year}"
-            text = f"{name} revenue for fiscal {year} rose strongly on demand for cloud products"
-            passages[pid] = fc.Passage(pid, text, company=name, period=str(year), doc_type="10k")
-        qid = f"q-{name}"
-        queries[qid] = fc.Query(qid, f"What was {name} revenue in FY2020?", group=name)
-        qrels[qid] = {f"{name}-2020": 1}
-    return fc.Dataset("mycorpus", queries, passages, qrels)
+from tests.conftest import user_corpus
 
 
 def test_readme_example_trains_calibrates_saves_reloads_and_reranks(tmp_path):
@@ -145,7 +130,7 @@ def test_the_readme_python_example_runs(tmp_path, monkeypatch):
     import re
     from pathlib import Path
 
-    from tests.api.test_journey import write_beir
+    from tests.conftest import write_beir
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     code = re.search(r"```python\n(.*?)```", readme, re.S).group(1)

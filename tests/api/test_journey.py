@@ -11,28 +11,7 @@ import time
 from fincrowd_ltr.cli import main
 from fincrowd_ltr.data.splits import FoldPlan
 from fincrowd_ltr.model.correction import GatedCorrection
-from tests.api.test_api import user_corpus
-
-
-def write_beir(root, companies=30):
-    data = user_corpus(companies=companies)
-    dump_beir(data, root)
-    return data
-
-
-def dump_beir(data, root) -> None:
-    """A dataset as a BEIR folder (corpus with its metadata, queries with groups, qrels)."""
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / "corpus.jsonl", "w") as fh:
-        for p in data.passages.values():
-            meta = {k: v for k, v in p.metadata().items() if v is not None}
-            fh.write(json.dumps({"_id": p.pid, "text": p.text, "metadata": meta}) + "\n")
-    with open(root / "queries.jsonl", "w") as fh:
-        for q in data.queries.values():
-            fh.write(json.dumps({"_id": q.qid, "text": q.text, "group": q.group}) + "\n")
-    (root / "qrels.tsv").write_text(
-        "".join(f"{q}\t{p}\t{g}\n" for q, rels in data.qrels.items() for p, g in rels.items())
-    )
+from tests.conftest import write_beir
 
 
 def test_fit_with_a_held_out_fold_then_evaluate_on_it(tmp_path):

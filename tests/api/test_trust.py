@@ -15,8 +15,7 @@ from fincrowd_ltr.features import BankFeaturizer
 from fincrowd_ltr.features.examples import vocabulary_key
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.retrieval.build import BankSpec
-from tests.api.test_api import user_corpus
-from tests.api.test_journey import write_beir
+from tests.conftest import user_corpus, write_beir
 
 
 def _key(data, **spec):

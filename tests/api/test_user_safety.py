@@ -14,7 +14,7 @@ from fincrowd_ltr.data.schema import DataError
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.fields.compatibility import Compatibility, compare_period
 from fincrowd_ltr.model.shift import DistributionShiftWarning
-from tests.api.test_journey import write_beir
+from tests.conftest import write_beir
 
 FORMS_OF_2016 = [2016, "2016", "FY2016", "FY 2016", "FY16", "fiscal 2016", "fiscal year 2016",
                  "2016-12-31", "12/31/2016", "June 30, 2016", [2016, 2015], "2014-2016",

@@ -141,7 +141,7 @@ def test_evaluate_reports_fixed_cascades_under_their_names(tmp_path):
 
 def test_gated_cascade_on_held_out_folds(tmp_path):
     from fincrowd_ltr.cli import main
-    from tests.training.test_training import write_corpus
+    from tests.conftest import write_corpus
 
     write_corpus(tmp_path / "c")
     report_path = tmp_path / "cascade.json"

@@ -8,7 +8,7 @@ import fincrowd_ltr as fc
 from fincrowd_ltr.api import nested
 from fincrowd_ltr.cli import build_parser
 from fincrowd_ltr.data.splits import FoldPlan
-from tests.api.test_api import user_corpus
+from tests.conftest import user_corpus
 
 
 def test_each_fold_chooses_its_first_stage_on_the_other_folds_only(monkeypatch):

@@ -6,7 +6,7 @@ import pytest
 
 import fincrowd_ltr as fc
 from fincrowd_ltr.evaluation.reports import AblationReport, EvaluationReport, WorkflowReport
-from tests.api.test_api import user_corpus
+from tests.conftest import user_corpus
 
 
 def test_evaluation_report_prints_saves_and_loads(tmp_path):

@@ -19,7 +19,7 @@ from fincrowd_ltr.model.correction import GatedCorrection, save_residual
 from fincrowd_ltr.model.gate import GateCalibration, IdentityGate, calibrate, choose_threshold
 from fincrowd_ltr.model.gate_features import GATE_FEATURE_NAMES
 from fincrowd_ltr.model.runtime import load_gate
-from tests.training.test_training import write_corpus
+from tests.conftest import write_corpus
 
 D = len(FEATURE_NAMES)
 

@@ -200,7 +200,7 @@ def test_pack_command_packs_a_users_corpus_into_the_budget(tmp_path, capsys):
     import json
 
     from fincrowd_ltr.cli import main
-    from tests.training.test_training import write_corpus
+    from tests.conftest import write_corpus
 
     write_corpus(tmp_path / "c")
     out = tmp_path / "packed"

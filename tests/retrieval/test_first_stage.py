@@ -187,7 +187,7 @@ def test_training_fold_choice_with_many_groups_picks_the_better_variant(tmp_path
     stage finds the asked company's pages and plain BM25 (distracted by another company's pages
     that name the asked one many times) does not, so every fold chooses it and 'selected'
     equals it."""
-    from tests.api.test_api import user_corpus
+    from tests.conftest import user_corpus
 
     data = user_corpus(companies=12)
     for c in range(12):

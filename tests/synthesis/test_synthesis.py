@@ -15,7 +15,7 @@ from fincrowd_ltr.features.examples import BankExample
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.synthesis import read_table, synthesize
 from fincrowd_ltr.synthesis.tables import figure_key
-from tests.api.test_journey import dump_beir
+from tests.conftest import dump_beir
 
 YEARS = (2019, 2020, 2021, 2022)
 

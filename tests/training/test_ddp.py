@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from fincrowd_ltr.training.module import batch_ndcg
-from tests.training.test_training import train, write_corpus
+from tests.conftest import write_corpus
+from tests.training.test_training import train
 
 
 def fit(root, cache, strategy, devices, batch_size):

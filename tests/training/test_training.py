@@ -9,32 +9,7 @@ import torch
 from fincrowd_ltr.settings import BankSettings, DataSettings, FoldSettings
 from fincrowd_ltr.training.data import BankDataModule
 from fincrowd_ltr.training.module import ResidualModule, batch_ndcg
-
-
-def write_corpus(root, prefix="Company"):
-    corpus, queries, qrels = [], [], []
-    for c in range(12):
-        company = f"{prefix}{c}"
-        for year in (2019, 2020, 2021):
-            corpus.append(
-                {
-                    "_id": f"{c}-{year}",
-                    "text": f"{company} revenue for fiscal {year} rose strongly on demand",
-                    "metadata": {"company": company, "period": year},
-                }
-            )
-        queries.append(
-            {
-                "_id": f"q{prefix}{c}",
-                "text": f"What was {company} revenue in FY2021?",
-                "group": company,
-            }
-        )
-        qrels.append(f"q{prefix}{c}\t{c}-2021\t1")
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in corpus))
-    (root / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in queries))
-    (root / "qrels.tsv").write_text("\n".join(qrels) + "\n")
+from tests.conftest import write_corpus
 
 
 def train(root, cache, strategy="auto", devices=1, batch_size=4):
