@@ -377,19 +377,17 @@ def banks(args: argparse.Namespace) -> None:
 
 
 def nested(args: argparse.Namespace) -> dict:
-    import dataclasses
-
     from fincrowd_ltr import settings
     from fincrowd_ltr.api.nested import nested_cross_validation, seed_spread
     from fincrowd_ltr.retrieval.first_stage import FIRST_STAGES
 
     variants = FIRST_STAGES if args.variants == "all" else tuple(args.variants.split(","))
-    reports = []
+    data, reports = _dataset(args), []
     for seed in [int(x) for x in args.seeds.split(",") if x]:
-        args.seed, args.first_stage = seed, "auto"  # each outer fold sets its own first stage
+        # the fold plan's and synthesis's seed; each outer fold sets its own first stage
+        args.seed, args.first_stage = seed, "auto"
         fit = settings.from_arguments(args)
-        fit = dataclasses.replace(fit, synthetic=dataclasses.replace(fit.synthetic, seed=seed))
-        report = nested_cross_validation(_dataset(args), args.ranker, fit, variants=variants)
+        report = nested_cross_validation(data, args.ranker, fit, variants=variants)
         print(report)
         reports.append(report)
     out = {"reports": reports, "spread": seed_spread(reports)}

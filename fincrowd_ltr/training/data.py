@@ -119,10 +119,13 @@ class BankDataModule(L.LightningDataModule):
                 self.skipped_without_support[part] = len(given) - len(kept)
                 self.examples[part] = kept
 
-    def _data(self) -> Dataset:
+    def _named(self) -> tuple[str, str | None, str]:
+        """The dataset's name, data root and split: the key of the per-process caches."""
         s = self.source
-        root = None if s.data_root is None else str(s.data_root)
-        return config_dataset(self.hparams.dataset, root, s.split)
+        return self.hparams.dataset, None if s.data_root is None else str(s.data_root), s.split
+
+    def _data(self) -> Dataset:
+        return config_dataset(*self._named())
 
     def setup(self, stage: str | None = None) -> None:
         if self.examples:
@@ -160,9 +163,7 @@ class BankDataModule(L.LightningDataModule):
         return self._examples(self._data(), mode)
 
     def featurizer(self) -> BankFeaturizer:
-        s = self.source
-        root = None if s.data_root is None else str(s.data_root)
-        return _featurizer(self.hparams.dataset, root, s.split)
+        return _featurizer(*self._named())
 
     def _examples(self, data: Dataset, mode: str) -> dict[str, BankExample]:
         cache_dir = self.source.cache_dir
