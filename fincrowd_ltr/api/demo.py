@@ -127,8 +127,6 @@ def _duration(seconds: float) -> str:
 def _steps(config: DemoConfig, out: Path, common: dict, first_stage: str, echo) -> list:
     """The demo's steps as (key, label, function), in order."""
     from fincrowd_ltr import api
-    from fincrowd_ltr.evaluation.first_stage import format_ablation
-    from fincrowd_ltr.evaluation.report import format_table
     from fincrowd_ltr.evaluation.results import write_report
 
     steps = []
@@ -148,7 +146,7 @@ def _steps(config: DemoConfig, out: Path, common: dict, first_stage: str, echo) 
                     **common,
                 )
                 write_report(out / f"baseline-{run['dataset']}-{stage}-{mode}.json", report)
-                echo("\n" + format_table(report))
+                echo(f"\n{report}")
 
             key = f"baseline {run['dataset']} {run['split']} {stage} {mode} {'+'.join(rankers)}"
             label = f"{run['dataset']} {mode} banks ({stage} first stage): {', '.join(rankers)}"
@@ -160,7 +158,7 @@ def _steps(config: DemoConfig, out: Path, common: dict, first_stage: str, echo) 
                 item["dataset"], split=item.get("split", "all"), **common
             )
             write_report(out / f"first-stage-{item['dataset']}.json", report)
-            echo("\n" + format_ablation(report))
+            echo(f"\n{report}")
 
         label = f"first-stage ablation on {item['dataset']}"
         steps.append((label, label, ablation))
@@ -206,8 +204,7 @@ def _steps(config: DemoConfig, out: Path, common: dict, first_stage: str, echo) 
 
 def _correction_steps(c: dict, out: Path, common: dict, first_stage: str, echo) -> list:
     from fincrowd_ltr import api
-    from fincrowd_ltr.evaluation.report import format_table
-    from fincrowd_ltr.evaluation.results import format_crossval, write_report
+    from fincrowd_ltr.evaluation.results import write_report
 
     target = Path(c.get("out", "checkpoints/default"))
 
@@ -235,7 +232,7 @@ def _correction_steps(c: dict, out: Path, common: dict, first_stage: str, echo) 
             "\nheld out by group fold; [lo,hi]: 95% cluster-bootstrap interval of the change "
             "against the base order"
         )
-        echo(format_crossval(report.to_dict(), f"{c['dataset']} {c['ranker']}"))
+        echo(report.table())
         model.save_pretrained(target)
         echo(f"\ncorrection saved to {target}")
 
@@ -279,7 +276,7 @@ def _correction_steps(c: dict, out: Path, common: dict, first_stage: str, echo) 
             write_report(
                 out / f"corrected-{item['dataset']}-{mode}-{item.get('domain')}.json", report
             )
-            echo("\n" + format_table(report))
+            echo(f"\n{report}")
 
         label = f"evaluate {target} on {item['dataset']} {mode} ({item.get('domain')})"
         steps.append((label, label, evaluate))

@@ -23,6 +23,7 @@ from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.data.splits import FoldPlan, Round
 from fincrowd_ltr.defaults import BANK_MODES
 from fincrowd_ltr.diagnostics.crowding import crowded_labels, repair_counts
+from fincrowd_ltr.evaluation.reports import CrossValidationReport
 from fincrowd_ltr.evaluation.results import (
     SystemResult,
     gold_metadata_filter,
@@ -102,6 +103,13 @@ class CrossValReport:
 
     def save(self, path: Path) -> Path:
         return write_report(path, self.to_dict())
+
+    def table(self) -> str:
+        """The held-out tables the command line prints."""
+        return CrossValidationReport(self.to_dict()).table()
+
+    def __str__(self) -> str:
+        return self.table()
 
 
 def held_out_rankings(report: dict) -> dict[str, dict[str, list[str]]]:

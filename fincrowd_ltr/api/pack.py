@@ -47,7 +47,7 @@ def pack(
     ``first_stage`` and ``size``) under each pruning policy; writes ``report.json``,
     ``summary.md`` and ``contexts.jsonl`` to ``out_dir``. ``data`` (or ``split``,
     ``data_root``, ``cache_dir``) says where the data and caches are."""
-    from fincrowd_ltr.packing import POLICIES, Packer, TokenCounter, format_summary
+    from fincrowd_ltr.packing import POLICIES, Packer, TokenCounter
 
     where = data_settings(data, shortcuts)
     spec = bank_spec(spec, **shortcuts)
@@ -77,7 +77,7 @@ def pack(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_report(out / "report.json", report)
-    (out / "summary.md").write_text(format_summary(report))
+    (out / "summary.md").write_text(report.to_markdown())
     report["contexts_system"] = _write_contexts(
         out / "contexts.jsonl", corpus, systems, packer, depth
     )

@@ -208,7 +208,6 @@ def index(args: argparse.Namespace) -> None:
 def fit_residual(args: argparse.Namespace) -> None:
     from fincrowd_ltr import settings
     from fincrowd_ltr.api import fit_correction
-    from fincrowd_ltr.evaluation.results import format_crossval
 
     fit = settings.from_arguments(args)
     grid = fit.training.grid
@@ -222,7 +221,7 @@ def fit_residual(args: argparse.Namespace) -> None:
     model, report = fit_correction(_dataset(args), args.ranker, fit, run=args.run)
     data = report.to_dict()
     print(f"setting chosen per fold on validation groups: {data['selection']['chosen_per_fold']}")
-    print(format_crossval(data, f"{args.dataset} {args.ranker}"))
+    print(report.table())
     if args.ablation:
         from fincrowd_ltr.api.fit import feature_ablation
 

@@ -82,26 +82,3 @@ def ablation(
     report["chosen_per_fold"] = chosen
     report["chosen_on_all"] = best(rows, qids, SELECT_ON)
     return report
-
-
-def format_ablation(report: dict) -> str:
-    """A plain-text table of the ablation report."""
-    lines = [
-        f"{report['dataset']}: first stage over the whole corpus, top {report['depth']}, "
-        f"{report['n_covered']} covered questions, {report['n_groups']} groups "
-        "(95% cluster-bootstrap CIs)",
-        f"{'first stage':<30}{'R@100':>22}{'R@10':>22}{'nDCG@10':>22}{'dR@100 vs bm25':>26}",
-    ]
-    for name, s in report["variants"].items():
-        cells = [
-            f"{s[m]:.3f} [{s['ci95'][m][0]:.3f},{s['ci95'][m][1]:.3f}]"
-            for m in ("recall@100", "recall@10", "ndcg@10")
-        ]
-        delta = ""
-        if "delta_recall@100_vs_bm25" in s:
-            lo, hi = s["delta_recall@100_ci95"]
-            delta = f"{s['delta_recall@100_vs_bm25']:+.3f} [{lo:+.3f},{hi:+.3f}]"
-        lines.append(f"{name:<30}" + "".join(f"{c:>22}" for c in cells) + f"{delta:>26}")
-    lines.append(f"chosen per fold (on its training folds): {report['chosen_per_fold']}")
-    lines.append(f"chosen on all covered questions: {report['chosen_on_all']}")
-    return "\n".join(lines)

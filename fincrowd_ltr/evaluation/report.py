@@ -16,7 +16,6 @@ import numpy as np
 
 from fincrowd_ltr.data.quirks import collapse_duplicates
 from fincrowd_ltr.data.schema import Dataset
-from fincrowd_ltr.evaluation.results import orderable_summary
 from fincrowd_ltr.metrics import METRICS, bootstrap_ci, per_query
 from fincrowd_ltr.retrieval.banks import BankSet
 
@@ -102,57 +101,3 @@ def evaluate_bankset(dataset: Dataset, bankset: BankSet, rankers: list[str]) -> 
         ):
             report["contamination@10"][system] = contamination(dataset, rankings, qids)
     return report
-
-
-def format_table(report: dict) -> str:
-    """A plain-text table of the report's systems."""
-    lines = [
-        f"{report['dataset']} split={report['split']} banks={report['bank_mode']} "
-        f"(size {report['bank_size']}): {report['n_covered']} covered of "
-        f"{report['n_queries']} queries ({report['n_groups']} groups; 95% cluster-bootstrap CIs)",
-        f"{'system':<22}{'R@10':>22}{'R@100':>22}{'nDCG@10':>22}{'MRR':>8}",
-    ]
-
-    def cell(stats: dict, name: str) -> str:
-        lo, hi = stats["ci95"][name]
-        return f"{stats[name]:.3f} [{lo:.3f},{hi:.3f}]"
-
-    for title, key in (("", "systems"), (" (expanded rel.)", "systems_expanded_relevance")):
-        for system, stats in report.get(key, {}).items():
-            lines.append(
-                f"{system + title:<22}{cell(stats, 'recall@10'):>22}"
-                f"{cell(stats, 'recall@100'):>22}{cell(stats, 'ndcg@10'):>22}"
-                f"{stats['mrr']:>8.3f}"
-            )
-    for system, stats in report.get("systems", {}).items():
-        if "delta" not in stats:
-            continue
-        lo, hi = stats["delta_ci95"]["recall@10"]
-        extra = ""
-        if "repair_rate" in stats:
-            extra += f", repaired {stats['crowded_repaired']}/{stats['crowded_failures']} crowded"
-        if "gate_open_share" in stats:
-            extra += f", gate opened on {stats['gate_open_share']:.3f}"
-        lines.append(
-            f"{system}: {stats['n']} queries, R@10 delta {stats['delta']['recall@10']:+.3f} "
-            f"[{lo:+.3f},{hi:+.3f}], regression {orderable_summary(stats)}, improvement "
-            f"{stats['improvement_rate']:.3f}{extra}"
-        )
-    if report.get("excluded", {}).get("n_excluded"):
-        ex = report["excluded"]
-        why = ", ".join(f"{n} {role}" for role, n in ex["by_role"].items())
-        lines.append(
-            f"correction rows leave out {ex['n_excluded']} questions the checkpoint saw ({why}); "
-            f"{ex['n_scored']} scored"
-        )
-    for message in report.get("warnings", []):
-        lines.append(f"warning: {message}")
-    for system, shares in report.get("contamination@10", {}).items():
-        off, other = (_share(shares[k]) for k in ("off_period", "other_company"))
-        lines.append(f"{system}: top-10 off-period share {off}, other-company share {other}")
-    return "\n".join(lines)
-
-
-def _share(value: float | None) -> str:
-    """A share to three places; ``-`` where it is undefined (NaN, or null in a saved report)."""
-    return "-" if value is None or value != value else f"{value:.3f}"

@@ -12,10 +12,7 @@ import json
 from pathlib import Path
 
 from fincrowd_ltr.data.schema import DataError
-from fincrowd_ltr.evaluation.first_stage import format_ablation
-from fincrowd_ltr.evaluation.report import format_table
-from fincrowd_ltr.evaluation.results import Report, format_rows, write_report
-from fincrowd_ltr.packing.summary import format_summary
+from fincrowd_ltr.evaluation.results import Report, write_report
 
 
 class WorkflowReport(dict):
@@ -58,7 +55,46 @@ class EvaluationReport(WorkflowReport):
     """``evaluate``: base rankers, corrections and cascades on banks."""
 
     def table(self) -> str:
-        return format_table(self)
+        lines = [
+            f"{self['dataset']} split={self['split']} banks={self['bank_mode']} "
+            f"(size {self['bank_size']}): {self['n_covered']} covered of "
+            f"{self['n_queries']} queries ({self['n_groups']} groups; 95% cluster-bootstrap CIs)",
+            f"{'system':<22}{'R@10':>22}{'R@100':>22}{'nDCG@10':>22}{'MRR':>8}",
+        ]
+        for title, key in (("", "systems"), (" (expanded rel.)", "systems_expanded_relevance")):
+            for system, stats in self.get(key, {}).items():
+                cells = "".join(
+                    f"{_cell(stats, m):>22}" for m in ("recall@10", "recall@100", "ndcg@10")
+                )
+                lines.append(f"{system + title:<22}{cells}{stats['mrr']:>8.3f}")
+        for system, stats in self.get("systems", {}).items():
+            if "delta" not in stats:
+                continue
+            lo, hi = stats["delta_ci95"]["recall@10"]
+            extra = ""
+            if "repair_rate" in stats:
+                extra += (
+                    f", repaired {stats['crowded_repaired']}/{stats['crowded_failures']} crowded"
+                )
+            if "gate_open_share" in stats:
+                extra += f", gate opened on {stats['gate_open_share']:.3f}"
+            lines.append(
+                f"{system}: {stats['n']} queries, R@10 delta {stats['delta']['recall@10']:+.3f} "
+                f"[{lo:+.3f},{hi:+.3f}], regression {orderable_summary(stats)}, improvement "
+                f"{stats['improvement_rate']:.3f}{extra}"
+            )
+        if self.get("excluded", {}).get("n_excluded"):
+            ex = self["excluded"]
+            why = ", ".join(f"{n} {role}" for role, n in ex["by_role"].items())
+            lines.append(
+                f"correction rows leave out {ex['n_excluded']} questions the checkpoint saw "
+                f"({why}); {ex['n_scored']} scored"
+            )
+        lines += [f"warning: {message}" for message in self.get("warnings", [])]
+        for system, shares in self.get("contamination@10", {}).items():
+            off, other = (_number(shares[k]) for k in ("off_period", "other_company"))
+            lines.append(f"{system}: top-10 off-period share {off}, other-company share {other}")
+        return "\n".join(lines)
 
     def to_markdown(self) -> str:
         return Report.from_dict(self).to_markdown()
@@ -68,14 +104,84 @@ class AblationReport(WorkflowReport):
     """``first_stage_ablation``: every first stage on group folds and the training-fold choice."""
 
     def table(self) -> str:
-        return format_ablation(self)
+        lines = [
+            f"{self['dataset']}: first stage over the whole corpus, top {self['depth']}, "
+            f"{self['n_covered']} covered questions, {self['n_groups']} groups "
+            "(95% cluster-bootstrap CIs)",
+            f"{'first stage':<30}{'R@100':>22}{'R@10':>22}{'nDCG@10':>22}{'dR@100 vs bm25':>26}",
+        ]
+        for name, s in self["variants"].items():
+            cells = "".join(f"{_cell(s, m):>22}" for m in ("recall@100", "recall@10", "ndcg@10"))
+            delta = ""
+            if "delta_recall@100_vs_bm25" in s:
+                lo, hi = s["delta_recall@100_ci95"]
+                delta = f"{s['delta_recall@100_vs_bm25']:+.3f} [{lo:+.3f},{hi:+.3f}]"
+            lines.append(f"{name:<30}{cells}{delta:>26}")
+        lines.append(f"chosen per fold (on its training folds): {self['chosen_per_fold']}")
+        lines.append(f"chosen on all covered questions: {self['chosen_on_all']}")
+        return "\n".join(lines)
 
 
 class PackingReport(WorkflowReport):
-    """``pack``: evidence in the packed context per order, budget and policy."""
+    """``pack``: evidence in the packed context per order, budget and policy (its table is the
+    Markdown of ``summary.md``)."""
 
     def table(self) -> str:
-        return format_summary(self)
+        """Per system and pruning policy: evidence in context, off-period and near-duplicate token
+        shares, largest packed prompt; per order: where the first gold passage sits; rank halves."""
+        lines = [
+            f"# Packing: {self['dataset']} ({self['split']}), budget {self['budget']:,} tokens "
+            f"({self['tokenizer']}), top {self['depth']} candidates",
+            "",
+            self["answer_accuracy"],
+            "",
+            "| system | policy | gold in context | answer figures in context | all answer figures "
+            "| multi-period/company | off-period tokens | near-dup tokens | max tokens |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for system, policies in self["systems"].items():
+            for policy, r in policies.items():
+                lines.append(
+                    f"| {system} | {policy} | {_share(r['gold_in_context'])} | "
+                    f"{_share(r.get('answer_figures_in_context'))} | "
+                    f"{_share(r.get('all_answer_figures_in_context'))} | "
+                    f"{_share(r['gold_in_context_multi_period_or_company'])} | "
+                    f"{_share(r['off_period_token_share'])} | "
+                    f"{r['near_duplicate_token_share']:.3f} | "
+                    f"{r['max_packed_tokens']:,} |"
+                )
+        lines += [
+            "",
+            self["orders_note"],
+            "",
+            "| system | policy | order | first gold position (0 first, 1 last) | gold at an end |",
+            "|---|---|---|---|---|",
+        ]
+        for system, policies in self["systems"].items():
+            for policy, r in policies.items():
+                for order, o in r["orders"].items():
+                    lines.append(
+                        f"| {system} | {policy} | {order} | "
+                        f"{_number(o['first_gold_relative_position'])} | "
+                        f"{_number(o['gold_at_an_end_share'])} |"
+                    )
+        lines += [
+            "",
+            "| system | questions | top-20 over budget | a rank half still over budget "
+            "| largest top-20 tokens | token groups when split (mean / max) |",
+            "|---|---|---|---|---|---|",
+        ]
+        for system, h in self["rank_halves"].items():
+            g = h["token_groups_when_split"]
+            groups = f"{_number(g['mean'], '.2f')} / {g['max']}" if g["max"] else "no split"
+            lines.append(
+                f"| {system} | {h['n_queries']} | {h['split_triggered']} | "
+                f"{h['rank_half_exceeds_budget']} | {h['largest_top20_tokens']:,} | {groups} |"
+            )
+        return "\n".join(lines) + "\n"
+
+    def to_markdown(self) -> str:
+        return self.table()
 
 
 class CascadeReport(WorkflowReport):
@@ -83,7 +189,7 @@ class CascadeReport(WorkflowReport):
 
     def table(self) -> str:
         parts = [
-            format_rows(
+            _paired_rows(
                 f"{self['dataset']}: cascade n={self['n']} k={self['k']} "
                 f"({self['n_queries']} questions)",
                 self["systems"],
@@ -91,7 +197,30 @@ class CascadeReport(WorkflowReport):
             f"chosen per fold on training folds: {self['chosen_per_fold']}",
         ]
         for name, block in self.get("gated", {}).items():
-            parts.append(format_rows(f"\ngated correction on {name} top-k", block["systems"]))
+            parts.append(_paired_rows(f"\ngated correction on {name} top-k", block["systems"]))
+        return "\n".join(parts)
+
+
+class CrossValidationReport(WorkflowReport):
+    """``fit_correction``'s held-out folds (the JSON form of ``CrossValReport``): the ungated
+    rows per bank mode under ``modes``, the gated ones under ``gated``."""
+
+    def table(self) -> str:
+        name = f"{self['dataset']} {self['ranker']}"
+        parts = []
+        for mode, res in self["modes"].items():
+            title = (
+                f"\n{name}: held-out folds, {mode} banks "
+                f"({res['n_queries']} questions, {res['n_groups']} groups)"
+            )
+            parts.append(_paired_rows(title, res))
+        for mode, res in self.get("gated", {}).get("modes", {}).items():
+            title = (
+                f"\n{name}: gated correction, held-out folds, {mode} banks "
+                f"(gate opened on {res['gate_open_share']:.3f})"
+            )
+            gated = {k: v for k, v in res.items() if k.startswith("gated")}
+            parts.append(_paired_rows(title, gated))
         return "\n".join(parts)
 
 
@@ -172,6 +301,53 @@ class NestedReport(WorkflowReport):
         return "\n".join(lines)
 
 
+def _cell(stats: dict, metric: str) -> str:
+    lo, hi = stats["ci95"][metric]
+    return f"{stats[metric]:.3f} [{lo:.3f},{hi:.3f}]"
+
+
+def _paired_rows(title: str, systems: dict) -> str:
+    """Paired rows (the dict form of :class:`SystemResult`): Recall@10 with the change against
+    the base order and its 95% interval, nDCG@10, regression, crowded failures repaired."""
+    lines = [title]
+    for name, s in systems.items():
+        if not isinstance(s, dict) or "delta" not in s:
+            continue
+        lo, hi = s["delta_ci95"]["recall@10"]
+        extra = ""
+        if s.get("crowded_failures"):
+            extra = f"  repaired {s['crowded_repaired']}/{s['crowded_failures']} crowded"
+        lines.append(
+            f"  {name:<34} R@10 {s['recall@10']:.3f}  delta {s['delta']['recall@10']:+.3f} "
+            f"[{lo:+.3f},{hi:+.3f}]  nDCG@10 {s['ndcg@10']:.3f}  regression "
+            f"{orderable_summary(s)}{extra}"
+        )
+    return "\n".join(lines)
+
+
+def orderable_summary(s: dict) -> str:
+    """The regression rate among orderable questions (its denominator named), then overall."""
+    if s.get("n_orderable") is None:
+        return f"{s['regression_rate']:.3f}"
+    rate = s["regression_rate_orderable"]
+    shown = "-" if rate is None or rate != rate else f"{rate:.3f}"
+    return f"{shown} of {s['n_orderable']} orderable ({s['regression_rate']:.3f} of all)"
+
+
+def _share(stat: dict | None) -> str:
+    if not stat or not stat["n"]:
+        return "-"
+    lo, hi = stat["ci95"]
+    return f"{stat['mean']:.3f} [{lo:.3f}, {hi:.3f}] (n={stat['n']})"
+
+
+def _number(value, spec: str = ".3f") -> str:
+    """A figure, or a dash where there is none (no question had one: NaN or None)."""
+    if value is None or value != value:
+        return "-"
+    return format(value, spec)
+
+
 def _nested_cells(row: dict) -> str:
     cells = "".join(
         f"{row[m]:.3f} [{row['ci95'][m][0]:.3f},{row['ci95'][m][1]:.3f}]".rjust(22)
@@ -191,6 +367,7 @@ __all__ = [
     "AblationReport",
     "CascadeReport",
     "CrossEncoderReport",
+    "CrossValidationReport",
     "DiagnosisReport",
     "EvaluationReport",
     "NestedReport",

@@ -12,7 +12,6 @@ from fincrowd_ltr.packing.packer import (
 )
 from fincrowd_ltr.packing.pruning import POLICIES, PruningPolicy, near_duplicate_of
 from fincrowd_ltr.packing.split import split_passage, units
-from fincrowd_ltr.packing.summary import format_summary
 from fincrowd_ltr.packing.tokens import TokenCounter
 
 __all__ = [
@@ -25,7 +24,6 @@ __all__ = [
     "PruningPolicy",
     "TokenCounter",
     "assemble",
-    "format_summary",
     "fuse_groups",
     "near_duplicate_of",
     "rank_halves_exceed",

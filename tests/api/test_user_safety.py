@@ -148,7 +148,7 @@ def test_banks_unlike_the_training_banks_warn(tmp_path, capsys):
 def test_calibrating_an_existing_domain_needs_replace(tmp_path, capsys):
     from fincrowd_ltr.model.checkpoint import add_domain
     from fincrowd_ltr.model.correction import GatedCorrection
-    from tests.serving.test_serving import make_checkpoint
+    from tests.serving.conftest import make_checkpoint
 
     folder = make_checkpoint(tmp_path)
     calibration = GatedCorrection.from_pretrained(folder).domains["open"]
@@ -159,7 +159,7 @@ def test_calibrating_an_existing_domain_needs_replace(tmp_path, capsys):
 
 
 def test_packing_summary_prints_no_nan():
-    from fincrowd_ltr.packing import format_summary
+    from fincrowd_ltr.evaluation.reports import PackingReport
 
     nan = float("nan")
     report = {
@@ -177,5 +177,5 @@ def test_packing_summary_prints_no_nan():
                                  "rank_half_exceeds_budget": 0, "largest_top20_tokens": 800,
                                  "token_groups_when_split": {"mean": nan, "max": 0}}},
     }  # fmt: skip
-    text = format_summary(report)
+    text = PackingReport(report).to_markdown()
     assert "nan" not in text.lower() and "no split" in text

@@ -5,7 +5,12 @@ import json
 import pytest
 
 import fincrowd_ltr as fc
-from fincrowd_ltr.evaluation.reports import AblationReport, EvaluationReport, WorkflowReport
+from fincrowd_ltr.evaluation.reports import (
+    AblationReport,
+    CrossValidationReport,
+    EvaluationReport,
+    WorkflowReport,
+)
 from tests.conftest import user_corpus
 
 
@@ -38,3 +43,21 @@ def test_a_bad_report_file_is_named(tmp_path):
         WorkflowReport.load(bad)
     with pytest.raises(fc.DataError, match="no report there"):
         WorkflowReport.load(tmp_path / "missing.json")
+
+
+def test_cross_validation_report_prints_held_out_and_gated_rows():
+    row = {
+        "recall@10": 0.5, "ndcg@10": 0.4, "delta": {"recall@10": 0.1},
+        "delta_ci95": {"recall@10": [-0.05, 0.2]}, "regression_rate": 0.1,
+        "n_orderable": 8, "regression_rate_orderable": 0.125,
+        "crowded_failures": 2, "crowded_repaired": 1,
+    }  # fmt: skip
+    report = CrossValidationReport(
+        dataset="d", ranker="bm25",
+        modes={"retrieved": {"n_queries": 10, "n_groups": 3, "residual:bm25": row}},
+        gated={"modes": {"retrieved": {"gate_open_share": 0.25, "gated:bm25": row}}},
+    )  # fmt: skip
+    text = str(report)
+    assert "d bm25: held-out folds, retrieved banks (10 questions, 3 groups)" in text
+    assert "gate opened on 0.250" in text and "repaired 1/2 crowded" in text
+    assert "0.125 of 8 orderable (0.100 of all)" in text

@@ -8,15 +8,14 @@ import pytest
 schemathesis = pytest.importorskip("schemathesis")
 from hypothesis import HealthCheck, settings  # noqa: E402
 
-from tests.serving.test_http import _post, _request, start_server  # noqa: E402
-from tests.serving.test_serving import BASE, QUERY, candidates  # noqa: E402
+from tests.serving.conftest import BASE, QUERY, candidates, post, request_body, start_server  # noqa: E402  # noqa: E402
 
 MAX_EXAMPLES = 150  # bounded to fit CI
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    from tests.serving.test_serving import make_checkpoint
+    from tests.serving.conftest import make_checkpoint
 
     folder = make_checkpoint(tmp_path_factory.mktemp("fuzz"))
     proc, url, _ = start_server(folder, "--workers=1", "--max-candidates=50")
@@ -88,6 +87,6 @@ def test_server_answers_correctly_after_the_fuzz(served):
     from fincrowd_ltr.serving.reranker import FinCrowdReranker
 
     folder, url = served
-    status, body = _post(url + "/rerank", json.dumps(_request()).encode())
+    status, body = post(url + "/rerank", json.dumps(request_body()).encode())
     expected = FinCrowdReranker.from_pretrained(folder).rerank(QUERY, candidates(), BASE, "open")
     assert status == 200 and body["ranking"] == expected.ranking

@@ -2,75 +2,19 @@
 in-process API, clear 4xx errors, and a server that keeps serving after bad requests."""
 
 import json
-import socket
-import subprocess
-import sys
-import time
 import urllib.error
 import urllib.request
 
 import pytest
 
 from fincrowd_ltr.model.correction import GatedCorrection
-from tests.serving.test_serving import BASE, QUERY, candidates, checkpoint  # noqa: F401
+from tests.serving.conftest import BASE, QUERY, candidates, post, request_body, start_server
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _post(url: str, body: bytes) -> tuple[int, dict]:
-    request = urllib.request.Request(url, body, {"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read())
-
-
-def start_server(folder, *extra: str):
-    """A real ``fincrowd serve`` process on a free loopback port: ``(proc, url, health)``."""
-    port = _free_port()
-    args = ["serve", f"--checkpoint={folder}", f"--port={port}", *extra]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "fincrowd_ltr.cli", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(600):
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=1) as r:
-                return proc, url, json.loads(r.read())
-        except OSError:
-            if proc.poll() is not None:
-                raise RuntimeError(proc.stdout.read().decode()) from None
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("server did not start")
-
-
-@pytest.fixture
-def server(checkpoint):  # noqa: F811
-    proc, url, health = start_server(
-        checkpoint, "--max-candidates=50", "--max-text-chars=500", "--workers=1"
-    )
-    yield url, health
-    proc.terminate()
-    proc.wait(timeout=10)
-
-
-def _request(domain="open", **changes):
-    cands = [{**c, "base_score": s} for c, s in zip(candidates(), BASE, strict=True)]
-    return {"query": QUERY, "domain": domain, "candidates": cands, **changes}
-
-
-def test_health_and_rerank_match_the_library(server, checkpoint):  # noqa: F811
+def test_health_and_rerank_match_the_library(server, checkpoint):
     url, health = server
     assert health["status"] == "ok" and health["domains"] == ["closed", "open"]
-    status, body = _post(url + "/rerank", json.dumps(_request()).encode())
+    status, body = post(url + "/rerank", json.dumps(request_body()).encode())
     assert status == 200
     expected = GatedCorrection.from_pretrained(checkpoint).rerank(
         QUERY, candidates(), BASE, domain="open"
@@ -84,10 +28,10 @@ def test_health_and_rerank_match_the_library(server, checkpoint):  # noqa: F811
 
 def test_bad_requests_get_clear_4xx_and_the_server_keeps_serving(server):
     url, _ = server
-    too_many = _request(
+    too_many = request_body(
         candidates=[{"id": str(i), "text": "x", "base_score": 1.0} for i in range(51)]
     )
-    long_text = _request(candidates=[{"id": "a", "text": "x" * 501, "base_score": 1.0}])
+    long_text = request_body(candidates=[{"id": "a", "text": "x" * 501, "base_score": 1.0}])
     cases = [
         (b"{not json", 400, "malformed JSON"),
         (
@@ -96,16 +40,20 @@ def test_bad_requests_get_clear_4xx_and_the_server_keeps_serving(server):
             "NaN",
         ),
         (json.dumps({"candidates": []}).encode(), 422, "query: Field required"),
-        (json.dumps(_request(candidates=[{"id": "a", "text": "t"}])).encode(), 422, "base_score"),
+        (
+            json.dumps(request_body(candidates=[{"id": "a", "text": "t"}])).encode(),
+            422,
+            "base_score",
+        ),
         (json.dumps(too_many).encode(), 413, "at most 50"),
         (json.dumps(long_text).encode(), 413, "over 500 characters"),
-        (json.dumps(_request(domain="nowhere")).encode(), 422, "no gate calibration"),
+        (json.dumps(request_body(domain="nowhere")).encode(), 422, "no gate calibration"),
     ]
     for body, status, message in cases:
-        got, payload = _post(url + "/rerank", body)
+        got, payload = post(url + "/rerank", body)
         assert got == status, (body[:60], payload)
         assert message in payload["error"]
-    status, body = _post(url + "/rerank", json.dumps(_request()).encode())
+    status, body = post(url + "/rerank", json.dumps(request_body()).encode())
     assert status == 200 and body["ranking"][:2] == ["c2", "c3"]
 
 
@@ -124,37 +72,38 @@ def test_fuzzer_findings_are_fixed(server):
     url, _ = server
     one = {"id": "a", "text": "t", "base_score": 1.0}
     cases = [
-        (_request(candidates=[{**one, "metadata": {"company": 1}}]), 200, None),
-        (_request(candidates=[{**one, "metadata": {"is_table": "AAA"}}]), 422, "is_table"),
-        (_request(candidates=[{**one, "metadata": {"company": {"x": 1}}}]), 422, "company"),
-        (_request(candidates=[{**one, "id": ""}]), 422, "candidates[0].id"),
-        (_request(candidates=[{**one, "text": ""}]), 422, "candidates[0].text"),
-        (_request(unknown=1), 422, "unknown"),
-        (_request(candidates=[{**one, "extra": 2}]), 422, "candidates[0].extra"),
+        (request_body(candidates=[{**one, "metadata": {"company": 1}}]), 200, None),
+        (request_body(candidates=[{**one, "metadata": {"is_table": "AAA"}}]), 422, "is_table"),
+        (request_body(candidates=[{**one, "metadata": {"company": {"x": 1}}}]), 422, "company"),
+        (request_body(candidates=[{**one, "id": ""}]), 422, "candidates[0].id"),
+        (request_body(candidates=[{**one, "text": ""}]), 422, "candidates[0].text"),
+        (request_body(unknown=1), 422, "unknown"),
+        (request_body(candidates=[{**one, "extra": 2}]), 422, "candidates[0].extra"),
     ]
     for body, status, field in cases:
-        got, payload = _post(url + "/rerank", json.dumps(body).encode())
+        got, payload = post(url + "/rerank", json.dumps(body).encode())
         assert got == status, (body, payload)
         if field:
             assert field in payload["field"] and "/" not in payload["error"]
     # issue 23: every 4xx names the field actually at fault (the catch-all said "domain")
     two = [one, {**one, "text": "u"}]
     exact = [
-        (_request(candidates=two), "candidates[1].id"),
-        (_request(query="   "), "query"),
-        (_request(domain="nowhere"), "domain"),
-        (_request(candidates=[{**one, "metadata": {"period": "H1 2016"}}]), None),
-        (_request(candidates=[{**one, "metadata": {"period": True}}]), None),
-        (_request(candidates=[{**one, "base_score": True}]), "candidates[0].base_score"),
-        (_request(candidates=[{**one, "id": "  "}]), "candidates[0].id"),
+        (request_body(candidates=two), "candidates[1].id"),
+        (request_body(query="   "), "query"),
+        (request_body(domain="nowhere"), "domain"),
+        (request_body(candidates=[{**one, "metadata": {"period": "H1 2016"}}]), None),
+        (request_body(candidates=[{**one, "metadata": {"period": True}}]), None),
+        (request_body(candidates=[{**one, "base_score": True}]), "candidates[0].base_score"),
+        (request_body(candidates=[{**one, "id": "  "}]), "candidates[0].id"),
     ]
     for body, field in exact:
-        got, payload = _post(url + "/rerank", json.dumps(body).encode())
+        got, payload = post(url + "/rerank", json.dumps(body).encode())
         assert got == 422 and set(payload) == {"error", "field"}, payload
         assert payload["field"] == (field or "candidates[0].metadata.period"), payload
     periods = {"period": ["FY2021", "fiscal 2020"], "company": "  Acme   Corp "}
-    got, payload = _post(
-        url + "/rerank", json.dumps(_request(candidates=[{**one, "metadata": periods}])).encode()
+    got, payload = post(
+        url + "/rerank",
+        json.dumps(request_body(candidates=[{**one, "metadata": periods}])).encode(),
     )
     assert got == 200 and payload["warnings"] == [], payload
     fields = payload["explanation"]["candidates"]["a"]["fields"]
@@ -168,34 +117,34 @@ def test_fuzzer_findings_are_fixed(server):
             assert err.code in (404, 405) and json.loads(err.read()).keys() == {"error", "field"}
     got, payload = _raw(url + "/rerank", b"[" * 50_000)
     assert got == 400 and "malformed JSON" in payload["error"]
-    got, payload = _raw(url + "/rerank", json.dumps(_request()).encode(), "text/plain")
+    got, payload = _raw(url + "/rerank", json.dumps(request_body()).encode(), "text/plain")
     assert got == 415
     for scores in ([1e160, 2e160, 0.0, -1.79e308, 1.79e308, -2.2e294], [-1.79e308] * 6):
-        body = _request(domain="closed")
+        body = request_body(domain="closed")
         body["candidates"] = [
             {**c, "base_score": s} for c, s in zip(body["candidates"], scores, strict=True)
         ]
-        got, payload = _post(url + "/rerank", json.dumps(body).encode())
+        got, payload = post(url + "/rerank", json.dumps(body).encode())
         assert got == 200, payload
         expected = sorted(range(6), key=lambda i: (-scores[i], i))
         assert payload["ranking"] == [f"c{i}" for i in expected]
         assert all(isinstance(s, float) for s in payload["scores"])
-    got, payload = _post(url + "/rerank", json.dumps(_request(domain="nowhere")).encode())
+    got, payload = post(url + "/rerank", json.dumps(request_body(domain="nowhere")).encode())
     assert got == 422 and "/" not in payload["error"]
     schema = json.loads(urllib.request.urlopen(url + "/openapi.json", timeout=10).read())
     assert "RerankRequest" in schema["components"]["schemas"]
-    status, body = _post(url + "/rerank", json.dumps(_request()).encode())
+    status, body = post(url + "/rerank", json.dumps(request_body()).encode())
     assert status == 200  # still serving
 
 
-def test_several_workers_serve_the_same_answers(checkpoint):  # noqa: F811
+def test_several_workers_serve_the_same_answers(checkpoint):
     proc, url, _ = start_server(checkpoint, "--workers=2")
     try:
         expected = GatedCorrection.from_pretrained(checkpoint).rerank(
             QUERY, candidates(), BASE, domain="open"
         )
         for _ in range(6):
-            status, body = _post(url + "/rerank", json.dumps(_request()).encode())
+            status, body = post(url + "/rerank", json.dumps(request_body()).encode())
             assert status == 200 and body["ranking"] == expected.ranking
     finally:
         proc.terminate()

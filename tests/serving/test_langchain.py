@@ -4,7 +4,7 @@ from langchain_core.documents import Document
 
 from fincrowd_ltr.model.correction import GatedCorrection
 from fincrowd_ltr.serving.langchain import FinCrowdCompressor
-from tests.serving.test_serving import BASE, QUERY, candidates, checkpoint  # noqa: F401
+from tests.serving.conftest import BASE, QUERY, candidates
 
 
 def _documents(with_scores: bool) -> list[Document]:
@@ -17,7 +17,7 @@ def _documents(with_scores: bool) -> list[Document]:
     return docs
 
 
-def test_compressor_reorders_like_the_reranker(checkpoint):  # noqa: F811
+def test_compressor_reorders_like_the_reranker(checkpoint):
     reranker = GatedCorrection.from_pretrained(checkpoint)
     compressor = FinCrowdCompressor(reranker=reranker, domain="open", top_n=3)
     kept = compressor.compress_documents(_documents(True), QUERY)
@@ -28,7 +28,7 @@ def test_compressor_reorders_like_the_reranker(checkpoint):  # noqa: F811
     assert kept[0].metadata["relevance_score"] == BASE[int(expected.ranking[0][1:])]
 
 
-def test_closed_gate_keeps_the_retriever_order(checkpoint):  # noqa: F811
+def test_closed_gate_keeps_the_retriever_order(checkpoint):
     reranker = GatedCorrection.from_pretrained(checkpoint)
     compressor = FinCrowdCompressor(reranker=reranker, domain="closed")
     docs = _documents(False)  # no scores: the retriever's order is the base order
@@ -36,7 +36,7 @@ def test_closed_gate_keeps_the_retriever_order(checkpoint):  # noqa: F811
     assert compressor.compress_documents([], QUERY) == []
 
 
-def test_compressor_inside_a_contextual_compression_retriever(checkpoint):  # noqa: F811
+def test_compressor_inside_a_contextual_compression_retriever(checkpoint):
     """What a LangChain user writes: the [langchain] extra is enough for it."""
     from langchain_classic.retrievers import ContextualCompressionRetriever
     from langchain_core.callbacks import CallbackManagerForRetrieverRun

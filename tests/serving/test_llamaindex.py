@@ -8,7 +8,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode  # noqa
 
 from fincrowd_ltr.serving.llamaindex import FinCrowdPostprocessor  # noqa: E402
 from fincrowd_ltr.serving.reranker import FinCrowdReranker  # noqa: E402
-from tests.serving.test_serving import BASE, QUERY, candidates, checkpoint  # noqa: E402, F401
+from tests.serving.conftest import BASE, QUERY, candidates  # noqa: E402
 
 
 def _nodes(with_scores: bool) -> list[NodeWithScore]:
@@ -21,7 +21,7 @@ def _nodes(with_scores: bool) -> list[NodeWithScore]:
     ]
 
 
-def test_postprocessor_reorders_like_the_model(checkpoint):  # noqa: F811
+def test_postprocessor_reorders_like_the_model(checkpoint):
     model = FinCrowdReranker.from_pretrained(checkpoint)
     post = FinCrowdPostprocessor(model=model, domain="open", top_n=3)
     nodes = _nodes(True)
@@ -38,7 +38,7 @@ def test_postprocessor_reorders_like_the_model(checkpoint):  # noqa: F811
     assert "fincrowd" not in prompt and "fincrowd" not in kept[0].node.get_content("embed")
 
 
-def test_closed_gate_keeps_the_retriever_order(checkpoint):  # noqa: F811
+def test_closed_gate_keeps_the_retriever_order(checkpoint):
     model = FinCrowdReranker.from_pretrained(checkpoint)
     post = FinCrowdPostprocessor(model=model, domain="closed")
     nodes = _nodes(False)

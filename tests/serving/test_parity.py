@@ -17,7 +17,7 @@ from fincrowd_ltr.model.correction import GatedCorrection, TrainingSummary
 from fincrowd_ltr.model.gate import GateCalibration, IdentityGate
 from fincrowd_ltr.model.gate_features import GATE_FEATURE_NAMES
 from fincrowd_ltr.training.calibration import gate_rows
-from tests.serving.test_http import _post, start_server
+from tests.serving.conftest import post, start_server
 
 pytestmark = pytest.mark.integration
 N_QUESTIONS = 8
@@ -85,7 +85,7 @@ def test_evaluate_api_http_and_onnx_decide_alike(setup):
             local = model.rerank(query, cands, base, domain="fb")
             onnx = onnx_model.rerank(query, cands, base, domain="fb")
             body = [{**c, "base_score": s} for c, s in zip(cands, base, strict=True)]
-            status, served = _post(
+            status, served = post(
                 url + "/rerank",
                 json.dumps({"query": query, "domain": "fb", "candidates": body}).encode(),
             )

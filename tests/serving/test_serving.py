@@ -4,61 +4,12 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
 from fincrowd_ltr.cli import main
 from fincrowd_ltr.data.schema import DataError
-from fincrowd_ltr.features import FEATURE_NAMES
-from fincrowd_ltr.model import ResidualScorer
 from fincrowd_ltr.model.checkpoint import write_manifest
-from fincrowd_ltr.model.correction import GatedCorrection, save_residual
-from fincrowd_ltr.model.gate import GateCalibration, IdentityGate
-from fincrowd_ltr.model.gate_features import (
-    GATE_FEATURE_NAMES,
-)
-
-QUERY = "What was Acme revenue in FY2021 (USD millions)?"
-
-
-def candidates():
-    out = []
-    for i, year in enumerate([2019, 2020, 2021, 2021, 2018, 2020]):
-        out.append(
-            {
-                "id": f"c{i}",
-                "text": f"Acme revenue for fiscal {year} was {100 + i} million dollars.",
-                "metadata": {"company": "Acme", "period": year, "doc_type": "10k"},
-            }
-        )
-    return out
-
-
-BASE = [3.0, 2.5, 1.0, 0.5, 2.0, 2.2]
-
-
-@pytest.fixture
-def checkpoint(tmp_path):
-    return make_checkpoint(tmp_path)
-
-
-def make_checkpoint(tmp_path):
-    """A hand-set correction: period matches lifted, period conflicts pushed down; domains
-    'open' (the gate opens) and 'closed' (never opens)."""
-    scorer = ResidualScorer(len(FEATURE_NAMES), alpha=2.0)
-    with torch.no_grad():
-        scorer.weight.zero_()
-        scorer.weight[FEATURE_NAMES.index("period_match")] = 2.0
-        scorer.weight[FEATURE_NAMES.index("period_conflict")] = -2.0
-    gate = IdentityGate(len(GATE_FEATURE_NAMES))
-    with torch.no_grad():
-        gate.linear.bias.fill_(3.0)  # confident: open
-    domains = {
-        "open": GateCalibration(1.0, 0.5, 0.03, 20, 0.1, 0.0, 0.5),
-        "closed": GateCalibration(1.0, float("inf"), 0.03, 20, 0.0, 0.0, 0.0),
-    }
-    companies = {"Acme": ["Acme Corp"]}
-    save_residual(tmp_path / "ckpt", scorer, "dense", {"dataset": "toy"}, gate, domains, companies)
-    return tmp_path / "ckpt"
+from fincrowd_ltr.model.correction import GatedCorrection
+from tests.serving.conftest import BASE, QUERY, candidates
 
 
 def test_export_round_trip_is_exact(checkpoint, tmp_path):

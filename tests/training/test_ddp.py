@@ -10,7 +10,7 @@ import torch
 
 from fincrowd_ltr.training.module import batch_ndcg
 from tests.conftest import write_corpus
-from tests.training.test_training import train
+from tests.training.conftest import train
 
 
 def fit(root, cache, strategy, devices, batch_size):
