@@ -42,6 +42,8 @@ def measure_in(source: Path, script: Path, *args: str) -> dict:
     """Run ``script --measure ARGS`` with ``source``'s package first on the path; its last stdout
     line is a JSON object."""
     env = {**os.environ, "PYTHONPATH": str(source), "OMP_NUM_THREADS": "1"}
+    # a worktree lives in a temporary folder: the data beside this checkout, not beside it
+    env.setdefault("FINCROWD_DATA", str((ROOT / ".." / "shared" / "data").resolve()))
     done = subprocess.run(
         [sys.executable, str(script), "--measure", *args],
         cwd=source,

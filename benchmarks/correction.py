@@ -115,6 +115,13 @@ def main() -> None:
         extra.append(f"--domain={args.domain}")
     ref = args.baseline or BASELINE_REF
     own = Path(args.checkpoint).resolve()
+    if not (own / "config.json").is_file():
+        parser.exit(
+            2,
+            f"no correction checkpoint at {own}: `make reproduce` writes checkpoints/default, "
+            "`make demo` checkpoints/demo (pass --checkpoint checkpoints/demo), `fincrowd fit "
+            "--out DIR` any other\n",
+        )
     theirs = Path(args.baseline_checkpoint).resolve() if args.baseline_checkpoint else own
     load = os.getloadavg()[0]
     try:

@@ -69,9 +69,11 @@ def main() -> None:
     if args.data_root:
         extra.append(f"--data-root={Path(args.data_root).resolve()}")
     ref = args.baseline or BASELINE_REF
+    load = os.getloadavg()[0]
     with checkout(ref) as old:
         before = measure_in(old, Path(__file__).resolve(), *extra)
     after = measure_in(ROOT, Path(__file__).resolve(), *extra)
+    print(f"machine load (1 min) {load:.2f} before, {os.getloadavg()[0]:.2f} after")
     print(f"field extraction, passages/s on one core, medians of {args.repeats} repeats")
     print(
         f"{'corpus':<20}{'chars':>7}{'before':>9}{'after':>9}{'ratio':>7}{'target':>8}"

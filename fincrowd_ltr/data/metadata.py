@@ -23,6 +23,7 @@ A value of the wrong type or an unreadable period is a :class:`DataError` naming
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from fincrowd_ltr.data.schema import DataError
 
@@ -129,6 +130,25 @@ def _text(value, where: str) -> str | None:
     return text or None
 
 
+_NAMED = ("company", "doc_type", "document", "period")
+
+
+def _canonical(named: tuple, where: str) -> tuple[tuple[str, str], ...]:
+    """The canonical company, doc_type, document and period that are present."""
+    out = []
+    for key, value in zip(_NAMED, named, strict=True):
+        where_key = f"{where}.{key}"
+        value = normalise_period(value, where_key) if key == "period" else _text(value, where_key)
+        if value is not None:
+            out.append((key, value))
+    return tuple(out)
+
+
+@lru_cache(maxsize=65_536, typed=True)  # typed: True and 1, 2016 and 2016.0 are kept apart
+def _canonical_seen(company, doc_type, document, period) -> tuple[tuple[str, str], ...]:
+    return _canonical((company, doc_type, document, period), "metadata")
+
+
 def normalise_metadata(metadata: dict, where: str = "metadata") -> dict:
     """A candidate's metadata in canonical form (see the module docstring); unknown keys are
     kept as given, missing or empty values dropped, wrong types a ``DataError`` naming the
@@ -136,13 +156,12 @@ def normalise_metadata(metadata: dict, where: str = "metadata") -> dict:
     if not isinstance(metadata, dict):
         raise DataError(f"{where} must be an object", where)
     out = {k: v for k, v in metadata.items() if k not in METADATA_FIELDS}
-    for key in ("company", "doc_type", "document"):
-        value = _text(metadata.get(key), f"{where}.{key}")
-        if value is not None:
-            out[key] = value
-    period = normalise_period(metadata.get("period"), f"{where}.period")
-    if period is not None:
-        out["period"] = period
+    named = tuple(metadata.get(key) for key in _NAMED)
+    try:  # a served model sees the same few companies and periods again and again
+        canonical = _canonical_seen(*named)
+    except (TypeError, DataError):  # a list (unhashable), or an error to name with ``where``
+        canonical = _canonical(named, where)
+    out.update(canonical)
     position = metadata.get("position")
     if position is not None:
         if isinstance(position, bool) or not isinstance(position, int) or position < 0:

@@ -91,11 +91,22 @@ def has_metric_row(text: str, metrics: frozenset[str]) -> bool:
     """True when one of ``metrics``' surface forms is followed closely by a figure. The pattern is
     tried only where a word its forms can start with occurs (searching a whole page for an
     alternation of every form costs ~0.1 ms; the result is the same)."""
+    return _row_found(text, text.lower(), metrics)
+
+
+def metric_rows(text: str) -> frozenset[str]:
+    """Every metric of the vocabulary with a row on the page: ``has_metric_row(text, m)`` is
+    ``bool(m & metric_rows(text))`` (a form's match is one metric's match), so a featurizer reads
+    a page once for every question."""
+    lowered = text.lower()
+    return frozenset(m for m in V.METRICS if _row_found(text, lowered, frozenset((m,))))
+
+
+def _row_found(text: str, lowered: str, metrics: frozenset[str]) -> bool:
     compiled = _metric_row(metrics)
     if compiled is None:
         return False
     pattern, starts = compiled
-    lowered = text.lower()
     if starts is None or len(lowered) != len(text):
         return bool(pattern.search(text))
     for word in starts:

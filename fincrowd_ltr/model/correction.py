@@ -301,22 +301,27 @@ class GatedCorrection:
         q_fields = featurizer.query_fields(query, keys)
         d = self.decide(x, base, q_fields, domain, fallback, calibration)
         shift = self.shift_warnings(None, len(items), d.standardised, SHIFT_Z_ONE_BANK)
+        names = [f for f, _ in _CONFLICT_COLUMNS]
+        conflicts = (x[:, [col for _, col in _CONFLICT_COLUMNS]] > 0).tolist()
+        corrections = (d.corrected - d.normalised_base).tolist()
         explanation = {
             "query_constraints": {k: v for k, v in q_fields.as_dict().items() if v},
             "kept_original_order": not d.applied,
             "candidates": {
                 c.id: {
                     "fields": self._requests.fields(key),
-                    "conflicts": [f for f, col in _CONFLICT_COLUMNS if x[i, col] > 0],
-                    "base_score": float(base[i]),
-                    "correction": float(d.corrected[i] - d.normalised_base[i]),
+                    "conflicts": [f for f, hit in zip(names, row, strict=True) if hit],
+                    "base_score": score,
+                    "correction": correction,
                 }
-                for i, (c, key) in enumerate(zip(items, keys, strict=True))
+                for c, key, row, score, correction in zip(
+                    items, keys, conflicts, base.tolist(), corrections, strict=True
+                )
             },
         }
         return RerankResult(
             [ids[i] for i in d.order],
-            [float(d.scores[i]) for i in d.order],
+            d.scores[d.order].tolist(),
             d.gate,
             explanation,
             shift,

@@ -131,6 +131,28 @@ def test_metric_row_tries_the_pattern_only_where_a_form_can_start(text):
     assert not has_metric_row("Revenue 12", frozenset())
 
 
+def test_a_pages_metric_rows_answer_every_question_as_its_pattern_does(data_root):
+    """``metric_rows`` (read once per page) gives ``has_metric_row`` for any metric set."""
+    import random
+
+    from fincrowd_ltr.data import load_dataset
+    from fincrowd_ltr.features.page_cues import has_metric_row, metric_rows
+    from fincrowd_ltr.fields import vocabulary as V
+
+    pages = load_dataset("financebench", data_root, "all").passages.values()
+    rng = random.Random(0)
+    metrics = sorted(V.METRICS)
+    found = 0
+    for page in rng.sample(list(pages), 150):
+        rows = metric_rows(page.text)
+        found += bool(rows)
+        for wanted in ([m] for m in metrics):
+            assert has_metric_row(page.text, frozenset(wanted)) == (wanted[0] in rows)
+        pair = frozenset(rng.sample(metrics, 2))
+        assert has_metric_row(page.text, pair) == bool(pair & rows)
+    assert found > 30  # the sample holds statement pages
+
+
 def test_corpus_featurizers_harvest_each_corpus_once_and_are_shared(monkeypatch):
     from fincrowd_ltr.data.schema import Passage
     from fincrowd_ltr.features.corpus import CorpusFeaturizers
