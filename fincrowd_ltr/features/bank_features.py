@@ -26,7 +26,7 @@ from scipy import sparse
 
 from fincrowd_ltr.data.schema import Passage
 from fincrowd_ltr.features.lexical import TermCounter, bank_bm25, local_concentration
-from fincrowd_ltr.features.page_cues import metric_rows, page_role, text_periods
+from fincrowd_ltr.features.page_cues import metric_row, page_role, text_periods
 from fincrowd_ltr.fields.compatibility import Compatibility, compare_field, compare_period
 from fincrowd_ltr.fields.extractor import FIELD_NAMES, FieldExtractor, FinancialFields
 from fincrowd_ltr.retrieval.filings import filing_score, implied_kinds
@@ -93,7 +93,7 @@ class BankFeaturizer:
         self.passages = passages
         self.terms = TermCounter()
         self._fields: dict[str, FinancialFields] = {}
-        self._cues: dict[str, tuple[str, frozenset[str], frozenset[str]]] = {}
+        self._cues: dict[str, tuple[str, frozenset[str], dict[str, bool]]] = {}
         self._query_fields: dict[tuple[str, frozenset], FinancialFields] = {}
 
     def passage_fields(self, pid: str) -> FinancialFields:
@@ -102,13 +102,13 @@ class BankFeaturizer:
             fields = self._fields[pid] = self.extractor.extract_passage(self.passages[pid])
         return fields
 
-    def page_cues(self, pid: str) -> tuple[str, frozenset[str], frozenset[str]]:
-        """The page's role, the periods printed on it and the metrics with a row on it
-        (cached)."""
+    def page_cues(self, pid: str) -> tuple[str, frozenset[str], dict[str, bool]]:
+        """The page's role, the periods printed on it and, filled as questions ask, whether a
+        metric has a row on it (cached)."""
         cues = self._cues.get(pid)
         if cues is None:
             text = self.passages[pid].text
-            cues = self._cues[pid] = (page_role(text), text_periods(text), metric_rows(text))
+            cues = self._cues[pid] = (page_role(text), text_periods(text), {})
         return cues
 
     def query_fields(self, text: str, pids: list[str] | None = None) -> FinancialFields:
@@ -181,6 +181,6 @@ class BankFeaturizer:
                 out[i, 1] = found is Compatibility.MATCH
                 out[i, 2] = found is Compatibility.CONFLICT
             if q_fields.metric:
-                out[i, 3] = not rows.isdisjoint(q_fields.metric)
+                out[i, 3] = metric_row(passage.text, q_fields.metric, rows)
             if role:
                 out[i, 4 + PAGE_ROLES.index(role if role in PAGE_ROLES else "other")] = 1.0

@@ -94,12 +94,18 @@ def has_metric_row(text: str, metrics: frozenset[str]) -> bool:
     return _row_found(text, text.lower(), metrics)
 
 
-def metric_rows(text: str) -> frozenset[str]:
-    """Every metric of the vocabulary with a row on the page: ``has_metric_row(text, m)`` is
-    ``bool(m & metric_rows(text))`` (a form's match is one metric's match), so a featurizer reads
-    a page once for every question."""
-    lowered = text.lower()
-    return frozenset(m for m in V.METRICS if _row_found(text, lowered, frozenset((m,))))
+def metric_row(text: str, metrics: frozenset[str], known: dict[str, bool]) -> bool:
+    """``has_metric_row(text, metrics)`` one metric at a time, remembering each answer in
+    ``known`` (a page's cache: a form's match is one metric's match, so the answers combine)."""
+    lowered = None
+    for metric in sorted(metrics):
+        found = known.get(metric)
+        if found is None:
+            lowered = text.lower() if lowered is None else lowered
+            found = known[metric] = _row_found(text, lowered, frozenset((metric,)))
+        if found:
+            return True
+    return False
 
 
 def _row_found(text: str, lowered: str, metrics: frozenset[str]) -> bool:

@@ -131,12 +131,12 @@ def test_metric_row_tries_the_pattern_only_where_a_form_can_start(text):
     assert not has_metric_row("Revenue 12", frozenset())
 
 
-def test_a_pages_metric_rows_answer_every_question_as_its_pattern_does(data_root):
-    """``metric_rows`` (read once per page) gives ``has_metric_row`` for any metric set."""
+def test_a_pages_remembered_metric_rows_answer_as_its_pattern_does(data_root):
+    """``metric_row`` (one metric at a time, remembered per page) equals ``has_metric_row``."""
     import random
 
     from fincrowd_ltr.data import load_dataset
-    from fincrowd_ltr.features.page_cues import has_metric_row, metric_rows
+    from fincrowd_ltr.features.page_cues import has_metric_row, metric_row
     from fincrowd_ltr.fields import vocabulary as V
 
     pages = load_dataset("financebench", data_root, "all").passages.values()
@@ -144,12 +144,12 @@ def test_a_pages_metric_rows_answer_every_question_as_its_pattern_does(data_root
     metrics = sorted(V.METRICS)
     found = 0
     for page in rng.sample(list(pages), 150):
-        rows = metric_rows(page.text)
-        found += bool(rows)
-        for wanted in ([m] for m in metrics):
-            assert has_metric_row(page.text, frozenset(wanted)) == (wanted[0] in rows)
-        pair = frozenset(rng.sample(metrics, 2))
-        assert has_metric_row(page.text, pair) == bool(pair & rows)
+        known: dict[str, bool] = {}
+        for wanted in [*(frozenset([m]) for m in metrics), frozenset(rng.sample(metrics, 2))]:
+            expected = has_metric_row(page.text, wanted)
+            assert metric_row(page.text, wanted, known) == expected
+            assert metric_row(page.text, wanted, known) == expected  # remembered
+        found += any(known.values())
     assert found > 30  # the sample holds statement pages
 
 
