@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import fincrowd_ltr as fc  # noqa: E402
+from fincrowd_ltr.defaults import DEFAULT_REGRESSION_CAP  # noqa: E402
 
 
 def draw_groups(data, qids: list[str], k: int, rng: random.Random) -> list[str]:
@@ -52,6 +53,11 @@ def main() -> None:
     ap.add_argument("--sizes", default="10,20,40")
     ap.add_argument("--draws", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--regression-cap", type=float, default=DEFAULT_REGRESSION_CAP,
+        help="the gate's cap on the share of orderable questions made worse",
+    )  # fmt: skip
+    ap.add_argument("--gate-method", default="ltt", help="ltt (a guarantee) or empirical")
     args = ap.parse_args()
 
     model = fc.GatedCorrection.from_pretrained(args.checkpoint)
@@ -65,6 +71,7 @@ def main() -> None:
         "cache_dir": args.cache_dir,
     }
     rng = random.Random(args.seed)
+    print(f"gate {args.gate_method}, regression cap {args.regression_cap}")
     header = "size  draws  gated dR@10 med [min, max]   gated dnDCG@10 med   regression med"
     print(header + "   below base   residual dR@10")
     for k in [int(s) for s in args.sizes.split(",")]:
@@ -73,7 +80,7 @@ def main() -> None:
             cal = draw_groups(data, unseen, k, rng)
             calibrated, _ = fc.calibrate_domain(
                 model, "size-study", data, qids=cal, min_calibration=min(k, 10), save=False,
-                **common,
+                regression_cap=args.regression_cap, gate_method=args.gate_method, **common,
             )  # fmt: skip
             report = fc.evaluate(
                 data, args.ranker, checkpoint=calibrated, domain="size-study", progress=False,

@@ -35,6 +35,8 @@ binomial test's effective sample is smaller than ``n`` when groups are large.
 
 from __future__ import annotations
 
+import math
+import warnings
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -46,6 +48,28 @@ from fincrowd_ltr.defaults import (
     GATE_METHODS,
     MIN_CALIBRATION_QUERIES,
 )
+
+
+class GateCalibrationWarning(UserWarning):
+    """A calibration whose gate can never open (too few questions for its guarantee)."""
+
+
+def uncertifiable(n: int, cap: float, delta: float) -> str | None:
+    """Why Learn-then-Test cannot open a gate on ``n`` orderable questions at ``cap`` and
+    ``delta`` (even a threshold with no regression needs ``(1 - cap)^n <= delta``), with the
+    remedies; ``None`` when it can."""
+    if n > 0 and (1.0 - cap) ** n <= delta:
+        return None
+    needed = math.ceil(math.log(delta) / math.log(1.0 - cap)) if cap > 0 else None
+    loosest = 1.0 - delta ** (1.0 / n) if n > 0 else 1.0
+    return (
+        f"Learn-then-Test cannot certify a regression cap of {cap} at delta {delta} with {n} "
+        "orderable calibration questions: the gate will never open (it keeps the base order). "
+        + (f"At this cap it needs at least {needed} orderable questions; " if needed else "")
+        + f"with {n}, a cap of at least {math.ceil(loosest * 1000) / 1000:.3f} can be certified "
+        "(--regression-cap), or gate method 'crc' bounds the expected rate instead"
+    )
+
 
 TEMPERATURES = np.exp(np.linspace(np.log(0.1), np.log(10.0), 41))
 NEVER_OPEN = float(np.nextafter(1.0, 2.0))  # a threshold above every probability
@@ -199,6 +223,9 @@ def calibrate(
             f"the bank; got {int(keep.sum())} (of {len(query_ids)})"
         )
     gains, logits = gains[keep], logits[keep]
+    why = uncertifiable(len(gains), cap, delta) if method == "ltt" else None
+    if why:
+        warnings.warn(why, GateCalibrationWarning, stacklevel=2)
     temperature = fit_temperature(logits, gains > 1e-12)
     probabilities = 1.0 / (1.0 + np.exp(-logits / temperature))
     threshold, gain, regression, opened = choose_threshold(probabilities, gains, cap, method, delta)

@@ -242,3 +242,24 @@ def test_ltt_through_calibrate_with_orderable_rows_reports_its_guarantee():
     assert cal.risk_bound <= 0.03 and g["delta"] == 0.1
     with pytest.raises(DataError, match="rows disagree"):
         calibrate(logits, gains, [], 0.03, orderable=orderable[:10])
+
+
+def test_a_calibration_too_small_for_its_cap_says_so_and_what_would_do():
+    """30 orderable questions cannot certify cap 0.03 at delta 0.1: the user is told the gate
+    stays closed, how many questions the cap needs (76) and the cap 30 can certify (0.074)."""
+    from fincrowd_ltr.model.calibration import GateCalibrationWarning, uncertifiable
+
+    rng = np.random.default_rng(0)
+    logits, gains = rng.normal(size=30), np.full(30, 0.1)
+    ids = [f"q{i}" for i in range(30)]
+    with pytest.warns(GateCalibrationWarning, match="at least 76 orderable.*at least 0.074"):
+        closed = calibrate(logits, gains, ids, 0.03, min_queries=10)
+    assert closed.threshold > 1.0
+    assert uncertifiable(30, 0.074, 0.1) is None and uncertifiable(76, 0.03, 0.1) is None
+    assert uncertifiable(75, 0.03, 0.1) is not None
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GateCalibrationWarning)  # a certifiable cap: no warning
+        opened = calibrate(logits, gains, ids, 0.074, min_queries=10)
+    assert opened.threshold <= 1.0
