@@ -192,11 +192,7 @@ def calibrate_domain(
     the correction was trained on. Returns ``(model, calibration)``."""
     from fincrowd_ltr.data.splits import FoldPlan
 
-    for old, new in _RENAMED.items():  # the keywords of 0.2.0
-        if old in shortcuts:
-            if new in shortcuts:
-                raise TypeError(f"give {new} or its old name {old}, not both")
-            shortcuts[new] = shortcuts.pop(old)
+    _rename_old_keywords(shortcuts)
     require_used(shortcuts, _CALIBRATE_USES, "calibrate_domain")
     s = (settings or FitSettings()).replace(**shortcuts)
     data_root, split, cache_dir = s.data.data_root, s.data.split, s.data.cache_dir
@@ -248,3 +244,12 @@ def calibrate_domain(
 
         add_domain(Path(checkpoint), domain, calibration, replace)
     return model, calibration
+
+
+def _rename_old_keywords(shortcuts: dict) -> None:
+    """``calibrate_domain``'s keywords of 0.2.0 under their settings names (in place)."""
+    for old, new in _RENAMED.items():
+        if old in shortcuts:
+            if new in shortcuts:
+                raise TypeError(f"give {new} or its old name {old}, not both")
+            shortcuts[new] = shortcuts.pop(old)
