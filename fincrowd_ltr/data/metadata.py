@@ -160,8 +160,8 @@ def normalise_metadata(metadata: dict, where: str = "metadata") -> dict:
     try:  # a served model sees the same few companies and periods again and again
         canonical = _canonical_seen(*named)
     except (TypeError, DataError):  # a list (unhashable), or an error to name with ``where``
-        canonical = _canonical(named, where)
-    out.update(canonical)
+        canonical = None
+    out.update(_canonical(named, where) if canonical is None else canonical)
     position = metadata.get("position")
     if position is not None:
         if isinstance(position, bool) or not isinstance(position, int) or position < 0:

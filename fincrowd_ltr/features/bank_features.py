@@ -93,7 +93,7 @@ class BankFeaturizer:
         self.passages = passages
         self.terms = TermCounter()
         self._fields: dict[str, FinancialFields] = {}
-        self._cues: dict[str, tuple[str, frozenset[str], dict[str, bool]]] = {}
+        self._cues: dict[str, tuple[str, frozenset[str], dict[frozenset[str], bool]]] = {}
         self._query_fields: dict[tuple[str, frozenset], FinancialFields] = {}
 
     def passage_fields(self, pid: str) -> FinancialFields:
@@ -102,9 +102,9 @@ class BankFeaturizer:
             fields = self._fields[pid] = self.extractor.extract_passage(self.passages[pid])
         return fields
 
-    def page_cues(self, pid: str) -> tuple[str, frozenset[str], dict[str, bool]]:
+    def page_cues(self, pid: str) -> tuple[str, frozenset[str], dict[frozenset[str], bool]]:
         """The page's role, the periods printed on it and, filled as questions ask, whether a
-        metric has a row on it (cached)."""
+        metric set has a row on it (cached)."""
         cues = self._cues.get(pid)
         if cues is None:
             text = self.passages[pid].text

@@ -94,18 +94,13 @@ def has_metric_row(text: str, metrics: frozenset[str]) -> bool:
     return _row_found(text, text.lower(), metrics)
 
 
-def metric_row(text: str, metrics: frozenset[str], known: dict[str, bool]) -> bool:
-    """``has_metric_row(text, metrics)`` one metric at a time, remembering each answer in
-    ``known`` (a page's cache: a form's match is one metric's match, so the answers combine)."""
-    lowered = None
-    for metric in sorted(metrics):
-        found = known.get(metric)
-        if found is None:
-            lowered = text.lower() if lowered is None else lowered
-            found = known[metric] = _row_found(text, lowered, frozenset((metric,)))
-        if found:
-            return True
-    return False
+def metric_row(text: str, metrics: frozenset[str], known: dict[frozenset[str], bool]) -> bool:
+    """``has_metric_row(text, metrics)``, remembered in ``known`` (a page's cache, keyed by the
+    metric set: questions about the same metrics read the page once)."""
+    found = known.get(metrics)
+    if found is None:
+        found = known[metrics] = has_metric_row(text, metrics)
+    return found
 
 
 def _row_found(text: str, lowered: str, metrics: frozenset[str]) -> bool:

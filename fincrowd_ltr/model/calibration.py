@@ -60,15 +60,37 @@ def uncertifiable(n: int, cap: float, delta: float) -> str | None:
     remedies; ``None`` when it can."""
     if n > 0 and (1.0 - cap) ** n <= delta:
         return None
-    needed = math.ceil(math.log(delta) / math.log(1.0 - cap)) if cap > 0 else None
-    loosest = 1.0 - delta ** (1.0 / n) if n > 0 else 1.0
-    return (
+    why = (
         f"Learn-then-Test cannot certify a regression cap of {cap} at delta {delta} with {n} "
-        "orderable calibration questions: the gate will never open (it keeps the base order). "
-        + (f"At this cap it needs at least {needed} orderable questions; " if needed else "")
-        + f"with {n}, a cap of at least {math.ceil(loosest * 1000) / 1000:.3f} can be certified "
-        "(--regression-cap), or gate method 'crc' bounds the expected rate instead"
+        "orderable calibration questions: the gate will never open (it keeps the base order)."
     )
+    if cap > 0:
+        why += (
+            f" At this cap it needs at least {_questions_needed(cap, delta)} orderable questions."
+        )
+    else:
+        why += " No number of questions certifies a cap of 0."
+    loosest = _loosest_cap(n, delta)
+    if loosest is not None:
+        why += f" With {n}, a cap of {loosest:.3f} can be certified (--regression-cap)."
+    return why + " Gate method 'crc' bounds the expected rate instead."
+
+
+def _questions_needed(cap: float, delta: float) -> int:
+    n = max(1, math.ceil(math.log(delta) / math.log(1.0 - cap)))
+    while (1.0 - cap) ** n > delta:  # floating point: the test itself decides
+        n += 1
+    return n
+
+
+def _loosest_cap(n: int, delta: float) -> float | None:
+    """The smallest cap (to 0.001) certifiable with ``n`` questions, or None below 1."""
+    if n <= 0:
+        return None
+    cap = math.ceil((1.0 - delta ** (1.0 / n)) * 1000) / 1000
+    while cap < 1.0 and (1.0 - cap) ** n > delta:
+        cap = round(cap + 0.001, 3)
+    return cap if cap < 1.0 else None
 
 
 TEMPERATURES = np.exp(np.linspace(np.log(0.1), np.log(10.0), 41))

@@ -252,7 +252,7 @@ def test_a_calibration_too_small_for_its_cap_says_so_and_what_would_do():
     rng = np.random.default_rng(0)
     logits, gains = rng.normal(size=30), np.full(30, 0.1)
     ids = [f"q{i}" for i in range(30)]
-    with pytest.warns(GateCalibrationWarning, match="at least 76 orderable.*at least 0.074"):
+    with pytest.warns(GateCalibrationWarning, match="at least 76 orderable.*cap of 0.074 can"):
         closed = calibrate(logits, gains, ids, 0.03, min_queries=10)
     assert closed.threshold > 1.0
     assert uncertifiable(30, 0.074, 0.1) is None and uncertifiable(76, 0.03, 0.1) is None
