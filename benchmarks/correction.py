@@ -42,7 +42,7 @@ def measure(args: argparse.Namespace) -> dict:
 
     torch.set_num_threads(1)
     data, banks = financebench_banks(args.data_root, args.cache_dir, args.banks, ranker="bm25")
-    model = GatedCorrection.from_pretrained(args.checkpoint)
+    model = GatedCorrection.from_pretrained(args.checkpoint, runtime=args.runtime)
     domain = args.domain or sorted(model.domains)[0]
     featurizer = model.featurizer(data.passages)
 
@@ -86,6 +86,10 @@ def main() -> None:
     parser.add_argument("--cache-dir", default=".cache")
     parser.add_argument("--checkpoint", default="checkpoints/default")
     parser.add_argument("--domain", default=None, help="default: the checkpoint's first domain")
+    parser.add_argument(
+        "--runtime", default="torch", choices=("torch", "onnx"),
+        help="residual and gate in torch or the torch-free ONNX runtime (needs an --onnx export)",
+    )  # fmt: skip
     parser.add_argument("--banks", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument(
@@ -108,6 +112,7 @@ def main() -> None:
         f"--cache-dir={Path(args.cache_dir).resolve()}",
         f"--banks={args.banks}",
         f"--repeats={args.repeats}",
+        f"--runtime={args.runtime}",
     ]
     if args.data_root:
         extra.append(f"--data-root={Path(args.data_root).resolve()}")
