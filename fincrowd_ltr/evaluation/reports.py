@@ -349,10 +349,7 @@ def _number(value, spec: str = ".3f") -> str:
 
 
 def _nested_cells(row: dict) -> str:
-    cells = "".join(
-        f"{row[m]:.3f} [{row['ci95'][m][0]:.3f},{row['ci95'][m][1]:.3f}]".rjust(22)
-        for m in ("recall@10", "ndcg@10")
-    )
+    cells = "".join(_cell(row, m).rjust(22) for m in ("recall@10", "ndcg@10"))
     if "delta" not in row:
         return cells
     p, b = row["delta_ci95"]["recall@10"], row["delta_bca95"]["recall@10"]

@@ -91,23 +91,11 @@ def has_metric_row(text: str, metrics: frozenset[str]) -> bool:
     """True when one of ``metrics``' surface forms is followed closely by a figure. The pattern is
     tried only where a word its forms can start with occurs (searching a whole page for an
     alternation of every form costs ~0.1 ms; the result is the same)."""
-    return _row_found(text, text.lower(), metrics)
-
-
-def metric_row(text: str, metrics: frozenset[str], known: dict[frozenset[str], bool]) -> bool:
-    """``has_metric_row(text, metrics)``, remembered in ``known`` (a page's cache, keyed by the
-    metric set: questions about the same metrics read the page once)."""
-    found = known.get(metrics)
-    if found is None:
-        found = known[metrics] = has_metric_row(text, metrics)
-    return found
-
-
-def _row_found(text: str, lowered: str, metrics: frozenset[str]) -> bool:
     compiled = _metric_row(metrics)
     if compiled is None:
         return False
     pattern, starts = compiled
+    lowered = text.lower()
     if starts is None or len(lowered) != len(text):
         return bool(pattern.search(text))
     for word in starts:
@@ -117,3 +105,12 @@ def _row_found(text: str, lowered: str, metrics: frozenset[str]) -> bool:
                 return True
             at = lowered.find(word, at + 1)
     return False
+
+
+def metric_row(text: str, metrics: frozenset[str], known: dict[frozenset[str], bool]) -> bool:
+    """``has_metric_row(text, metrics)``, remembered in ``known`` (a page's cache, keyed by the
+    metric set: questions about the same metrics read the page once)."""
+    found = known.get(metrics)
+    if found is None:
+        found = known[metrics] = has_metric_row(text, metrics)
+    return found

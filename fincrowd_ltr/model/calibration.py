@@ -58,7 +58,7 @@ def uncertifiable(n: int, cap: float, delta: float) -> str | None:
     """Why Learn-then-Test cannot open a gate on ``n`` orderable questions at ``cap`` and
     ``delta`` (even a threshold with no regression needs ``(1 - cap)^n <= delta``), with the
     remedies; ``None`` when it can."""
-    if n > 0 and (1.0 - cap) ** n <= delta:
+    if _certifies(n, cap, delta):
         return None
     why = (
         f"Learn-then-Test cannot certify a regression cap of {cap} at delta {delta} with {n} "
@@ -76,9 +76,14 @@ def uncertifiable(n: int, cap: float, delta: float) -> str | None:
     return why + " Gate method 'crc' bounds the expected rate instead."
 
 
+def _certifies(n: int, cap: float, delta: float) -> bool:
+    """Whether a threshold without regression among ``n`` passes ``choose_threshold``'s test."""
+    return binomial_p_value(0, n, cap) <= delta
+
+
 def _questions_needed(cap: float, delta: float) -> int:
     n = max(1, math.ceil(math.log(delta) / math.log(1.0 - cap)))
-    while (1.0 - cap) ** n > delta:  # floating point: the test itself decides
+    while not _certifies(n, cap, delta):  # floating point: the test itself decides
         n += 1
     return n
 
@@ -88,7 +93,7 @@ def _loosest_cap(n: int, delta: float) -> float | None:
     if n <= 0:
         return None
     cap = math.ceil((1.0 - delta ** (1.0 / n)) * 1000) / 1000
-    while cap < 1.0 and (1.0 - cap) ** n > delta:
+    while cap < 1.0 and not _certifies(n, cap, delta):
         cap = round(cap + 0.001, 3)
     return cap if cap < 1.0 else None
 

@@ -53,7 +53,8 @@ from fincrowd_ltr.model.summary import TrainingSummary, seen_questions
 
 ALWAYS_ON = None  # domain=None: apply the residual without consulting the gate
 FALLBACKS = ("error", "identity")
-_CONFLICT_COLUMNS = [(f, FEATURE_NAMES.index(f"{f}_conflict")) for f in FIELD_NAMES]
+# each field's conflict column, in FIELD_NAMES' order
+_CONFLICT_COLUMNS = [FEATURE_NAMES.index(f"{f}_conflict") for f in FIELD_NAMES]
 
 
 @dataclass
@@ -301,8 +302,7 @@ class GatedCorrection:
         q_fields = featurizer.query_fields(query, keys)
         d = self.decide(x, base, q_fields, domain, fallback, calibration)
         shift = self.shift_warnings(None, len(items), d.standardised, SHIFT_Z_ONE_BANK)
-        names = [f for f, _ in _CONFLICT_COLUMNS]
-        conflicts = (x[:, [col for _, col in _CONFLICT_COLUMNS]] > 0).tolist()
+        conflicts = (x[:, _CONFLICT_COLUMNS] > 0).tolist()
         corrections = (d.corrected - d.normalised_base).tolist()
         explanation = {
             "query_constraints": {k: v for k, v in q_fields.as_dict().items() if v},
@@ -310,7 +310,7 @@ class GatedCorrection:
             "candidates": {
                 c.id: {
                     "fields": self._requests.fields(key),
-                    "conflicts": [f for f, hit in zip(names, row, strict=True) if hit],
+                    "conflicts": [f for f, hit in zip(FIELD_NAMES, row, strict=True) if hit],
                     "base_score": score,
                     "correction": correction,
                 }
