@@ -49,7 +49,12 @@ def main() -> None:
     ap.add_argument("--data-root", default=None)
     ap.add_argument("--cache-dir", type=Path, default=Path(".cache"))
     ap.add_argument("--first-stage", default="auto")
-    ap.add_argument("--ranker", default="bm25")
+    ap.add_argument(
+        "--ranker", default=None,
+        help="the base to correct (default: the checkpoint's); another than the checkpoint's "
+        "is calibrated and evaluated with the model rebased on it (run: your --run)",
+    )  # fmt: skip
+    ap.add_argument("--run", type=Path, default=None, help="your ranker's TREC run")
     ap.add_argument("--sizes", default="10,20,40")
     ap.add_argument("--draws", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
@@ -61,6 +66,9 @@ def main() -> None:
     args = ap.parse_args()
 
     model = fc.GatedCorrection.from_pretrained(args.checkpoint)
+    ranker = args.ranker or model.base_ranker
+    print(f"base ranker {ranker} (checkpoint trained on {model.base_ranker})")
+    model = model.with_base_ranker(ranker)
     data = fc.load_dataset(args.dataset, args.data_root, args.split)
     unseen = sorted(q for q in data.queries if data.covered(q) and q not in model.seen(data))
     print(f"{len(unseen)} covered questions the checkpoint never saw")
@@ -69,6 +77,7 @@ def main() -> None:
         "data_root": args.data_root,
         "split": args.split,
         "cache_dir": args.cache_dir,
+        "run": args.run,
     }
     rng = random.Random(args.seed)
     print(f"gate {args.gate_method}, regression cap {args.regression_cap}")
@@ -83,11 +92,11 @@ def main() -> None:
                 regression_cap=args.regression_cap, gate_method=args.gate_method, **common,
             )  # fmt: skip
             report = fc.evaluate(
-                data, args.ranker, checkpoint=calibrated, domain="size-study", progress=False,
+                data, ranker, checkpoint=calibrated, domain="size-study", progress=False,
                 **common,
             )  # fmt: skip
-            gated = report["systems"][f"gated:{args.ranker}"]
-            residual = report["systems"][f"residual:{args.ranker}"]
+            gated = report["systems"][f"gated:{ranker}"]
+            residual = report["systems"][f"residual:{ranker}"]
             rows.append(
                 (
                     gated["delta"]["recall@10"],

@@ -329,6 +329,19 @@ def _calibrate_command(command) -> None:
     p.add_argument(
         "--replace", action="store_true", help="overwrite the domain's existing calibration"
     )
+    p.add_argument(
+        "--base-ranker",
+        default=None,
+        help="calibrate the correction for another base ranker than it was trained on (e.g. "
+        "'run', your --run); needs --out: the new checkpoint's only domain is --domain",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="write the calibrated model to this folder instead of adding the domain to "
+        "--checkpoint",
+    )
     _stage(p, None)
     _run(p)
     _cap(p)

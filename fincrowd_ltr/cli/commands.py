@@ -269,9 +269,22 @@ def fit_residual(args: argparse.Namespace) -> None:
 
 def calibrate(args: argparse.Namespace) -> None:
     from fincrowd_ltr.api import calibrate_domain
+    from fincrowd_ltr.data.schema import DataError
+    from fincrowd_ltr.model.correction import GatedCorrection
 
-    _, cal = calibrate_domain(
-        args.checkpoint,
+    checkpoint = args.checkpoint
+    if args.base_ranker is not None or args.out is not None:
+        if args.out is None:
+            raise DataError(
+                "--base-ranker makes a new checkpoint (one base ranker per checkpoint): "
+                "give it a folder with --out",
+                "--out",
+            )
+        checkpoint = GatedCorrection.from_pretrained(args.checkpoint)
+        if args.base_ranker is not None:
+            checkpoint = checkpoint.with_base_ranker(args.base_ranker)
+    model, cal = calibrate_domain(
+        checkpoint,
         args.domain,
         _dataset(args),
         fold=args.fold,
@@ -287,14 +300,18 @@ def calibrate(args: argparse.Namespace) -> None:
         gate_method=args.gate_method,
         **_common(args),
     )
+    if args.out is not None:
+        model.save_pretrained(args.out)
     print(
         f"domain {args.domain!r}: calibrated on {cal.n_queries} questions (temperature "
         f"{cal.temperature:.2f}, threshold {cal.threshold:.3f}, opens on "
         f"{cal.calibration_open:.3f} of {cal.n_orderable} orderable, mean nDCG@10 gain "
         f"{cal.calibration_gain:+.4f}, regression {cal.calibration_regression:.3f}; {cal.method}: "
         f"regression <= {cal.regression_cap} with probability >= {1 - cal.delta:.2f}, bound "
-        f"{cal.risk_bound:.3f}); stored in {args.checkpoint}"
+        f"{cal.risk_bound:.3f}); stored in {args.out or args.checkpoint}"
     )
+    if args.out is not None:
+        print(f"{args.out}: base ranker {model.base_ranker!r}, domains {sorted(model.domains)}")
 
 
 def diagnose(args: argparse.Namespace) -> dict:

@@ -18,6 +18,7 @@ gets that entity).
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import warnings
 from collections.abc import Iterable
@@ -444,6 +445,27 @@ class GatedCorrection:
             raise DataError("a domain is a non-empty name")
         other = copy.copy(self)
         other.domains = {**self.domains, domain: calibration}
+        return other
+
+    def with_base_ranker(self, ranker: str) -> GatedCorrection:
+        """A model like this one that corrects ``ranker``'s order instead (e.g. ``"run"``, your
+        own ranker, for a checkpoint trained on BM25 banks of synthetic questions). The residual
+        reads base scores standardised per bank, so it applies to any base; whether it helps
+        yours is for a gate calibration with that base to find out: the domains calibrated for
+        the old base are dropped, and the training base stays on record
+        (``summary.extra["trained_base_ranker"]``)."""
+        if not isinstance(ranker, str) or not ranker:
+            raise DataError("a base ranker is a non-empty name", "base_ranker")
+        if ranker == self.base_ranker:
+            return self
+        other = copy.copy(self)
+        trained = self.summary.extra.get("trained_base_ranker", self.base_ranker)
+        other.summary = dataclasses.replace(
+            self.summary,
+            base_ranker=ranker,
+            extra={**self.summary.extra, "trained_base_ranker": trained},
+        )
+        other.domains = {}
         return other
 
     def seen(

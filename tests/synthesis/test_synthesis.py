@@ -3,13 +3,16 @@ restatement a negative, typed negatives, determinism, no question or qrels ever 
 folder, fold scoping in training, and the zero-label journey (synthesize, fit, evaluate)."""
 
 import json
+import math
+import re
+from collections import Counter
 
 import pytest
 
 import fincrowd_ltr as fc
 from fincrowd_ltr.api.fit import _Folds
 from fincrowd_ltr.api.synthetic import SyntheticExamples, SyntheticSettings
-from fincrowd_ltr.data.beir import load_beir
+from fincrowd_ltr.data.beir import load_beir, write_trec_run
 from fincrowd_ltr.data.splits import FoldPlan
 from fincrowd_ltr.features.examples import BankExample
 from fincrowd_ltr.fields import FieldExtractor
@@ -182,7 +185,7 @@ def test_training_sets_take_only_their_own_companies_synthetic_banks():
     assert len(everything.train((0,))) == 48
 
 
-def test_zero_label_journey_synthesize_fit_calibrate_evaluate(tmp_path):
+def test_zero_label_journey_synthesize_fit_calibrate_evaluate(tmp_path, capsys):
     """The README's journey from the command line: a corpus and no labelled training questions;
     synthesise, fit residual and gate on the synthetic folder, calibrate the gate on a few
     labelled questions, evaluate on the others; the correction lifts the asked year's page."""
@@ -211,3 +214,42 @@ def test_zero_label_journey_synthesize_fit_calibrate_evaluate(tmp_path):
     held = set(FoldPlan.by_group(data, 4, 0).folds[0])
     assert set(systems["gated:bm25"]["per_query"]) == set(data.queries) - held
     assert systems["residual:bm25"]["ndcg@10"] > systems["base:bm25:unseen"]["ndcg@10"] + 0.1
+
+    # The same checkpoint over the user's own ranker (a year-blind word-overlap run): a gate
+    # calibrated with that base, written to a new checkpoint; the trained one is unchanged.
+    run = tmp_path / "mine.trec"
+    write_trec_run(run, _overlap_run(data))
+    yours = ["--first-stage=run", f"--run={run}"]
+    mine_ckpt = tmp_path / "ckpt-run"
+    capsys.readouterr()
+    assert main([*calibrate, "--base-ranker=run", *yours]) == 2
+    assert "give it a folder with --out" in capsys.readouterr().err
+    assert main([*calibrate[:-2], *yours, "--min-calibration=1", "--base-ranker=run",
+                 f"--out={mine_ckpt}"]) == 0  # fmt: skip
+    rebased = fc.GatedCorrection.from_pretrained(mine_ckpt)
+    assert rebased.base_ranker == "run" and list(rebased.domains) == ["mine"]
+    assert rebased.summary.extra["trained_base_ranker"] == "bm25"
+    assert fc.GatedCorrection.from_pretrained(ckpt).base_ranker == "bm25"
+    evaluate = ["evaluate", *mine, "--ranker=run", *yours, f"--checkpoint={mine_ckpt}",
+                "--domain=mine", f"--out={out}"]  # fmt: skip
+    assert main(evaluate) == 0
+    systems = json.loads(out.read_text())["systems"]
+    assert set(systems["gated:run"]["per_query"]) == set(data.queries) - held
+    assert systems["residual:run"]["ndcg@10"] > systems["base:run:unseen"]["ndcg@10"] + 0.1
+
+
+def _overlap_run(data: fc.Dataset, depth: int = 100) -> dict[str, dict[str, float]]:
+    """A user's own ranker: the IDF of the question's words a page holds (blind to years)."""
+
+    def words(text: str) -> set[str]:
+        return set(re.findall(r"[a-z][a-z0-9]+", text.lower()))
+
+    pages = {p: words(passage.text) for p, passage in data.passages.items()}
+    df = Counter(w for found in pages.values() for w in found)
+    run = {}
+    for qid, query in data.queries.items():
+        asked = words(query.text) - {"fy2019", "fy2020", "fy2021", "fy2022"}
+        idf = {w: math.log(len(pages) / df[w]) for w in asked if df[w]}
+        scores = {p: sum(v for w, v in idf.items() if w in found) for p, found in pages.items()}
+        run[qid] = dict(sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:depth])
+    return run
