@@ -32,4 +32,5 @@ def first_stage_ablation(
     for name in variants:
         parse_first_stage(name)
     index = BM25Index.build(data.passages, BM25Config(stemmer=stemmer), cache_dir)
-    return AblationReport(ablation(data, retrieve_runs(data, index, variants, depth), folds, seed))
+    runs = retrieve_runs(data, index, variants, depth, cache_dir=cache_dir)
+    return AblationReport(ablation(data, runs, folds, seed))

@@ -36,7 +36,7 @@ def choose_first_stages(
 ) -> list[str]:
     """The first stage each outer fold gets, chosen on the other folds' covered questions."""
     index = BM25Index.build(data.passages, BM25Config(), cache_dir)
-    runs = retrieve_runs(data, index, list(variants))
+    runs = retrieve_runs(data, index, list(variants), cache_dir=cache_dir)
     rows = {name: {q: per_query(run[q], data.qrels[q]) for q in run} for name, run in runs.items()}
     covered = set(next(iter(runs.values())))
     chosen = []

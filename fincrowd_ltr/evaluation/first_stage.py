@@ -10,6 +10,8 @@ questions; the pooled result ("selected") is the honest estimate of the choice.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from fincrowd_ltr.data.schema import Dataset
@@ -18,7 +20,7 @@ from fincrowd_ltr.evaluation.selection import best, choose_per_fold
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.metrics import bootstrap_ci, per_query
 from fincrowd_ltr.retrieval.bm25 import BM25Index
-from fincrowd_ltr.retrieval.first_stage import FirstStage
+from fincrowd_ltr.retrieval.first_stage import FirstStage, page_vectors_for
 
 SELECT_ON = ("recall@100", "recall@10")  # the choice's criterion, then its tie-break
 SELECTED = "selected"
@@ -30,13 +32,23 @@ def retrieve_runs(
     variants: list[str],
     depth: int = 100,
     extractor: FieldExtractor | None = None,
+    cache_dir: Path | None = None,
 ) -> dict[str, dict[str, list[str]]]:
-    """``{variant: {qid: top-depth passage ids}}`` over the dataset's covered questions."""
+    """``{variant: {qid: top-depth passage ids}}`` over the dataset's covered questions
+    (``static`` variants share one set of page vectors, cached under ``cache_dir``)."""
     extractor = extractor or FieldExtractor.from_passages(dataset.passages.values())
     qids = [q for q in dataset.queries if dataset.covered(q)]
     runs = {}
+    vectors = None
     for name in variants:
-        stage = index if name == "bm25" else FirstStage(name, index, dataset.passages, extractor)
+        if vectors is None:
+            key = dataset.corpus_fingerprint()
+            vectors = page_vectors_for(name, index, dataset.passages, cache_dir, key)
+        stage = (
+            index
+            if name == "bm25"
+            else FirstStage(name, index, dataset.passages, extractor, vectors)
+        )
         runs[name] = {q: stage.search(dataset.queries[q].text, depth)[0] for q in qids}
     return runs
 

@@ -31,7 +31,12 @@ from fincrowd_ltr.retrieval.banks import (
 )
 from fincrowd_ltr.retrieval.bm25 import BM25Config, BM25Index
 from fincrowd_ltr.retrieval.filings import VERSION as FILINGS_VERSION
-from fincrowd_ltr.retrieval.first_stage import RUN, FirstStage, resolve_first_stage
+from fincrowd_ltr.retrieval.first_stage import (
+    RUN,
+    FirstStage,
+    page_vectors_for,
+    resolve_first_stage,
+)
 from fincrowd_ltr.retrieval.query import synonyms_fingerprint
 from fincrowd_ltr.retrieval.rankers import (
     RunRanker,
@@ -151,7 +156,15 @@ def build_banks(
                 # first stage reads companies, periods and metrics, never harvested segment names)
                 pages = getattr(dataset.passages, "headers", dataset.passages)
                 extractor = FieldExtractor.from_passages(pages.values())
-                stage = FirstStage(stage_name, index, pages, extractor)
+                vectors = page_vectors_for(
+                    stage_name,
+                    index,
+                    dataset.passages,
+                    cache_dir,
+                    dataset.corpus_fingerprint(),
+                    progress,
+                )
+                stage = FirstStage(stage_name, index, pages, extractor, vectors)
         if bankset is None:
             bankset = retrieve_candidates(dataset, stage, spec.size, spec.mode)
             bankset.split = split

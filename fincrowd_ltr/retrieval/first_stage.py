@@ -12,15 +12,23 @@ filing's compatibility with the question's fiscal period and implied filing type
 is added, so the right filing's pages lead while strong BM25 matches of other filings still make
 the bank. Questions that state no year fall back to the entity-aware order.
 
+Static-aware retrieval (``static=W``) adds ``W x`` the question's best score ``x`` each page's
+cosine with the question under the corpus's static scorer (its best window;
+:mod:`fincrowd_ltr.retrieval.page_vectors`), so that a page that says what the question asks in
+other words can enter the bank, within the right filing above all. The scorer is built from the
+corpus alone (no question, no label).
+
 A first stage is named ``bm25`` followed by ``+step`` parts, any of ``instructions``, ``periods``,
 ``synonyms``, ``keywords`` (query processing, see :mod:`fincrowd_ltr.retrieval.query`), ``query``
-(short for the first three), ``entity`` and ``filing`` (or ``filing=W`` for a weight other than
-``FILING_WEIGHT``); e.g. ``bm25+query+entity+filing``.
+(short for the first three), ``entity``, ``filing`` (or ``filing=W`` for a weight other than
+``FILING_WEIGHT``) and ``static=W``; e.g. ``bm25+query+entity+filing``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,6 +37,9 @@ from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.retrieval.bm25 import BM25Index, top_k
 from fincrowd_ltr.retrieval.filings import FilingPrior
 from fincrowd_ltr.retrieval.query import QUERY_STEPS, STEPS, QueryProcessor
+
+if TYPE_CHECKING:
+    from fincrowd_ltr.retrieval.page_vectors import PageVectors
 
 # the ablation's variants: the original query, each step alone, the steps together
 FIRST_STAGES = (
@@ -45,9 +56,15 @@ FIRST_STAGES = (
     "bm25+query+entity+filing=0.25",
     "bm25+query+entity+filing=0.5",
     "bm25+query+entity+filing",
+    # the static scorer's weight: grid written after a probe of 0.05-1 on the 88 covered
+    # FinanceBench questions (docs/results.md); the ablation chooses on training folds
+    "bm25+query+entity+filing+static=0.1",
+    "bm25+query+entity+filing+static=0.25",
+    "bm25+query+entity+filing+static=0.5",
 )
-PARTS = (*STEPS, "query", "entity", "filing")
+PARTS = (*STEPS, "query", "entity", "filing", "static")
 FILING_WEIGHT = 1.0
+STATIC_WEIGHT = 0.25
 AUTO = "auto"
 RUN = "run"  # a user's own run is the first stage (``build_banks(run=...)``)
 # ``auto``: the first stage chosen on training folds for each dataset by
@@ -71,15 +88,20 @@ class StageParts:
     steps: tuple[str, ...] = ()
     entity: bool = False
     filing: float = 0.0
+    static: float = 0.0
 
 
-def _filing_weight(part: str) -> float | None:
-    """The weight of a ``filing`` / ``filing=W`` part; ``None`` if ``part`` is not one."""
+_WEIGHTED = {"filing": FILING_WEIGHT, "static": STATIC_WEIGHT}
+
+
+def _weight(part: str) -> float | None:
+    """The weight of a ``filing``/``static`` part (``=W`` or the default); ``None`` if
+    ``part`` is not one or its weight is not positive."""
     head, eq, value = part.partition("=")
-    if head != "filing":
+    if head not in _WEIGHTED:
         return None
     if not eq:
-        return FILING_WEIGHT
+        return _WEIGHTED[head]
     try:
         weight = float(value)
     except ValueError:
@@ -92,20 +114,24 @@ def parse_first_stage(name: str) -> StageParts:
     if name in (AUTO, RUN):
         return StageParts()
     head, *parts = name.split("+")
-    filing = [w for w in map(_filing_weight, parts) if w is not None]
-    plain = [p for p in parts if not p.startswith("filing")]
-    unknown = [p for p in plain if p not in PARTS]
     kinds = [p.partition("=")[0] for p in parts]
-    bad_filing = len(filing) != len(parts) - len(plain) or (filing and "entity" not in parts)
-    if head != "bm25" or unknown or len(set(kinds)) != len(kinds) or bad_filing:
+    weights = {k: _weight(p) for k, p in zip(kinds, parts, strict=True) if k in _WEIGHTED}
+    plain = [p for k, p in zip(kinds, parts, strict=True) if k not in _WEIGHTED]
+    unknown = [p for p in plain if p not in PARTS]
+    bad_weight = None in weights.values() or ("filing" in weights and "entity" not in parts)
+    if head != "bm25" or unknown or len(set(kinds)) != len(kinds) or bad_weight:
         raise DataError(
             f"unknown first stage {name!r}: write 'auto', 'run' (your run's own top N), or "
             f"'bm25' then any of {', '.join('+' + p for p in PARTS)} (e.g. bm25+query+entity); "
-            "'filing' needs 'entity' and takes an optional positive weight (filing=0.25)"
+            "'filing' needs 'entity'; 'filing' and 'static' take an optional positive weight "
+            "(filing=0.25)"
         )
     steps = {s for p in plain for s in (QUERY_STEPS if p == "query" else (p,)) if s != "entity"}
     return StageParts(
-        tuple(s for s in STEPS if s in steps), "entity" in parts, filing[0] if filing else 0.0
+        tuple(s for s in STEPS if s in steps),
+        "entity" in parts,
+        weights.get("filing", 0.0),
+        weights.get("static", 0.0),
     )
 
 
@@ -118,14 +144,28 @@ class FirstStage:
         index: The whole-corpus BM25 index.
         passages: The corpus (for company metadata).
         extractor: Field extractor (company names, metrics).
+        pages: The static scorer's vectors of the index's pages (``index.pids`` order); needed
+            by ``static`` (:func:`page_vectors_for`).
     """
 
     def __init__(
-        self, name: str, index: BM25Index, passages: dict[str, Passage], extractor: FieldExtractor
+        self,
+        name: str,
+        index: BM25Index,
+        passages: dict[str, Passage],
+        extractor: FieldExtractor,
+        pages: PageVectors | None = None,
     ) -> None:
         if name == AUTO:
             raise DataError("resolve the 'auto' first stage for a dataset first")
         parts = parse_first_stage(name)
+        if parts.static and pages is None:
+            raise DataError(
+                f"first stage {name!r} reads the corpus's static scorer: build its page vectors "
+                "(page_vectors_for)"
+            )
+        self.static_weight = parts.static
+        self.pages = pages
         self.name = name
         self.index = index
         self.extractor = extractor
@@ -155,6 +195,8 @@ class FirstStage:
                 if fit is not None:
                     scores[rows] += self.filing_weight * float(scores.max()) * fit[rows]
                 scores[rows] += float(scores.max() - scores.min()) + 1.0
+        if self.static_weight:
+            scores += self.static_weight * float(scores.max()) * self.pages.scores(query)
         return scores
 
     def search(self, query: str, k: int) -> tuple[list[str], np.ndarray]:
@@ -166,3 +208,19 @@ class FirstStage:
     def score_ids(self, query: str, pids: list[str]) -> np.ndarray:
         """First-stage scores of the given passages."""
         return self._scores(query)[[self.index.position[p] for p in pids]]
+
+
+def page_vectors_for(
+    name: str,
+    index: BM25Index,
+    passages,
+    cache_dir: Path | None,
+    corpus_key: str | None = None,
+    progress: bool = False,
+) -> PageVectors | None:
+    """The page vectors first stage ``name`` reads (``static``), else None."""
+    if name in (AUTO, RUN) or not parse_first_stage(name).static:
+        return None
+    from fincrowd_ltr.retrieval.page_vectors import PageVectors
+
+    return PageVectors.build(list(index.pids), passages, cache_dir, corpus_key, progress)

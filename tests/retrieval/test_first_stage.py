@@ -16,6 +16,7 @@ from fincrowd_ltr.retrieval.first_stage import (
     CHOSEN,
     FALLBACK,
     FILING_WEIGHT,
+    STATIC_WEIGHT,
     FirstStage,
     StageParts,
     parse_first_stage,
@@ -149,6 +150,8 @@ def test_first_stage_names_parse_and_auto_resolves_per_dataset():
     assert parse_first_stage("bm25+keywords+periods") == StageParts(("periods", "keywords"))
     assert parse_first_stage("bm25+entity+filing").filing == FILING_WEIGHT
     assert parse_first_stage("bm25+entity+filing=0.25").filing == 0.25 != FILING_WEIGHT
+    assert parse_first_stage("bm25+static").static == STATIC_WEIGHT
+    assert parse_first_stage("bm25+entity+filing+static=0.1") == StageParts((), True, 1.0, 0.1)
     for bad in (
         "bm25+stemming",
         "dense+query",
@@ -157,6 +160,9 @@ def test_first_stage_names_parse_and_auto_resolves_per_dataset():
         "bm25+entity+filing=0",
         "bm25+entity+filing=x",
         "bm25+entity+filing+filing=1",
+        "bm25+static=0",
+        "bm25+static=-1",
+        "bm25+static+static=1",
     ):
         with pytest.raises(DataError, match="unknown first stage"):
             parse_first_stage(bad)

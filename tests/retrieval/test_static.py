@@ -136,3 +136,32 @@ def test_contrastive_pairs_pull_each_question_to_its_own_page(static):
     encoder = StaticEncoder(tuned)
     best = [int(np.argmax(encoder.score(q, pages))) for q in questions]
     assert best == order and tuned.config["tuned"]["epoch"] == 40
+
+
+def test_page_vectors_score_like_the_encoder_and_lift_pages_in_the_first_stage(static, tmp_path):
+    """The corpus's page vectors (cached, read back) give each page its best window's cosine;
+    ``+static=W`` adds W x the best score x that cosine, and needs the vectors."""
+    from fincrowd_ltr.fields import FieldExtractor
+    from fincrowd_ltr.retrieval.bm25 import BM25Index
+    from fincrowd_ltr.retrieval.first_stage import FirstStage, page_vectors_for
+    from fincrowd_ltr.retrieval.static_tuning import static_key
+
+    passages = {f"p{i}": Passage(f"p{i}", text) for i, text in enumerate(TEXTS)}
+    static.save(tmp_path / "static" / static_key("corpus"))  # the corpus's scorer, cached
+    index = BM25Index.build(passages, progress=False)
+    assert page_vectors_for("bm25+entity", index, passages, tmp_path, "corpus") is None
+    pages = page_vectors_for("bm25+static=0.5", index, passages, tmp_path, "corpus")
+    question = "operating expenses of the Americas segment"
+    expected = StaticEncoder(static).score(question, [passages[p].text for p in index.pids])
+    np.testing.assert_allclose(pages.scores(question), expected, rtol=1e-5, atol=1e-6)
+    assert pages.scores(question)[list(index.pids).index("p2")] == 0.0  # the empty page
+    again = page_vectors_for("bm25+static", index, passages, tmp_path, "corpus")
+    assert list(tmp_path.glob("static/pages/*.npz")) and again.vectors.shape == pages.vectors.shape
+    np.testing.assert_array_equal(again.scores(question), pages.scores(question))
+
+    extractor = FieldExtractor.from_passages(passages.values())
+    with pytest.raises(DataError, match="static scorer"):
+        FirstStage("bm25+static=0.5", index, passages, extractor)
+    plain = index.scores(question)
+    lifted = FirstStage("bm25+static=0.5", index, passages, extractor, pages)._scores(question)
+    np.testing.assert_allclose(lifted, plain + 0.5 * plain.max() * pages.scores(question))

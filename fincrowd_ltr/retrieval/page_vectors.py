@@ -1,0 +1,94 @@
+"""Every page of a corpus as static-scorer window vectors, for a first stage that reads meaning
+as well as words (the ``+static`` part of :mod:`fincrowd_ltr.retrieval.first_stage`).
+
+The corpus's static scorer (:func:`~fincrowd_ltr.retrieval.static_tuning.static_model_for`:
+distilled from MiniLM and tuned on the corpus's own pages, no question, no label) embeds each
+page window by window once; a question then scores every page by its best window's cosine, one
+matrix-vector product over the corpus (~160,000 windows for FinanceBench's 49,942 pages). The
+vectors are cached under ``cache_dir/static/<scorer>/`` per corpus and window policy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+
+from fincrowd_ltr.retrieval.static import SCORES_VERSION, StaticEncoder
+from fincrowd_ltr.retrieval.windows import WindowPolicy
+
+CHUNK = 2000  # pages embedded per call (bounds the word-piece lists held at once)
+
+
+class PageVectors:
+    """Window vectors of the pages ``pids`` (in that order) and the question scores they give.
+
+    Args:
+        vectors: ``(n_windows, dim)`` unit vectors, each page's windows contiguous.
+        starts: ``(n_pages,)`` index of each page's first window.
+        encoder: The static encoder that made them (it embeds the questions).
+    """
+
+    def __init__(self, vectors: np.ndarray, starts: np.ndarray, encoder: StaticEncoder) -> None:
+        self.vectors = vectors
+        self.starts = np.asarray(starts, dtype=np.int64)
+        self.encoder = encoder
+        ends = np.append(self.starts[1:], len(vectors))
+        self.empty = ends == self.starts  # a page with no word piece scores 0
+
+    @classmethod
+    def build(
+        cls,
+        pids: list[str],
+        passages,
+        cache_dir: Path | None,
+        corpus_key: str | None = None,
+        progress: bool = False,
+    ) -> PageVectors:
+        """The corpus's static scorer's vectors of ``pids`` (read from the cache when there),
+        cut into the default windows (:class:`~fincrowd_ltr.retrieval.windows.WindowPolicy`)."""
+        from fincrowd_ltr.retrieval.static_tuning import static_model_for
+
+        model = static_model_for(passages, cache_dir, corpus_key, progress=progress)
+        encoder = StaticEncoder(model, WindowPolicy())
+        path = None
+        if cache_dir is not None:
+            path = Path(cache_dir) / "static" / "pages" / f"{_key(model, pids, encoder)}.npz"
+            if path.is_file():
+                with np.load(path) as saved:
+                    return cls(saved["vectors"], saved["starts"], encoder)
+        parts, lengths = [], []
+        for i in range(0, len(pids), CHUNK):
+            texts = [passages[p].text for p in pids[i : i + CHUNK]]
+            for windows in encoder.window_vectors(texts):
+                parts.append(windows)
+                lengths.append(len(windows))
+        dim = model.dim
+        vectors = np.concatenate(parts) if parts else np.zeros((0, dim), dtype=np.float32)
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp.npz")
+            np.savez(tmp, vectors=vectors, starts=starts)
+            tmp.replace(path)
+        return cls(vectors, starts, encoder)
+
+    def scores(self, query: str) -> np.ndarray:
+        """Each page's best window cosine with the question (float64; 0 for an empty page)."""
+        if not len(self.vectors):
+            return np.zeros(len(self.starts))
+        q = self.encoder.encode_queries([query])[0]
+        sims = self.vectors @ q
+        best = np.maximum.reduceat(sims, np.minimum(self.starts, len(sims) - 1))
+        best[self.empty] = 0.0
+        return best.astype(np.float64)
+
+
+def _key(model, pids: list[str], encoder: StaticEncoder) -> str:
+    """The cache key: the scorer, the pages in order, the window policy, the scores' version."""
+    digest = hashlib.sha1(model.fingerprint().encode())
+    digest.update(repr((encoder.policy, SCORES_VERSION)).encode())
+    for pid in pids:
+        digest.update(pid.encode("utf-8", "replace") + b"\0")
+    return digest.hexdigest()[:16]
