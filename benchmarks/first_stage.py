@@ -14,7 +14,7 @@ from pathlib import Path
 from fincrowd_ltr.data import load_dataset
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.retrieval.bm25 import BM25Index
-from fincrowd_ltr.retrieval.first_stage import FIRST_STAGES, FirstStage, page_vectors_for
+from fincrowd_ltr.retrieval.first_stage import FIRST_STAGES, FirstStage, make_first_stage
 
 TARGET_QPS = 500
 
@@ -33,12 +33,9 @@ def main() -> None:
     rates = {}
     pages = None  # the static variants' page vectors (built or read once, not timed)
     for name in FIRST_STAGES:
-        if pages is None:
-            key = data.corpus_fingerprint()
-            pages = page_vectors_for(name, index, data.passages, Path(args.cache_dir), key)
-        stage = (
-            index if name == "bm25" else FirstStage(name, index, data.passages, extractor, pages)
-        )
+        stage = make_first_stage(name, index, data, extractor, Path(args.cache_dir), pages)
+        if isinstance(stage, FirstStage) and stage.pages is not None:
+            pages = stage.pages  # one set of page vectors for every static variant
         passes = []
         for _ in range(args.repeats):
             start = time.perf_counter()

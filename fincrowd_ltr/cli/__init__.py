@@ -333,14 +333,15 @@ def _calibrate_command(command) -> None:
         "--base-ranker",
         default=None,
         help="calibrate the correction for another base ranker than it was trained on (e.g. "
-        "'run', your --run); needs --out: the new checkpoint's only domain is --domain",
+        "'run', your --run; its banks then come from --first-stage, default 'run'); needs "
+        "--out: the new checkpoint's only domain is --domain",
     )
     p.add_argument(
         "--out",
         type=Path,
         default=None,
-        help="write the calibrated model to this folder instead of adding the domain to "
-        "--checkpoint",
+        help="write the calibrated model to this new (empty) folder instead of adding the "
+        "domain to --checkpoint",
     )
     _stage(p, None)
     _run(p)

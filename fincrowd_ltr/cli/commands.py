@@ -272,7 +272,7 @@ def calibrate(args: argparse.Namespace) -> None:
     from fincrowd_ltr.data.schema import DataError
     from fincrowd_ltr.model.correction import GatedCorrection
 
-    checkpoint = args.checkpoint
+    checkpoint, first_stage = args.checkpoint, args.first_stage
     if args.base_ranker is not None or args.out is not None:
         if args.out is None:
             raise DataError(
@@ -280,15 +280,23 @@ def calibrate(args: argparse.Namespace) -> None:
                 "give it a folder with --out",
                 "--out",
             )
+        if args.out.exists() and any(args.out.iterdir()):
+            raise DataError(
+                f"--out {args.out} already holds files; calibrate another domain into a "
+                "checkpoint with --checkpoint DIR (no --out), or choose an empty folder",
+                "--out",
+            )
         checkpoint = GatedCorrection.from_pretrained(args.checkpoint)
         if args.base_ranker is not None:
-            checkpoint = checkpoint.with_base_ranker(args.base_ranker)
+            if first_stage is None and args.base_ranker == "run":
+                first_stage = "run"  # your run's own top N, not the training stage's banks
+            checkpoint = checkpoint.with_base_ranker(args.base_ranker, first_stage)
     model, cal = calibrate_domain(
         checkpoint,
         args.domain,
         _dataset(args),
         fold=args.fold,
-        first_stage=args.first_stage,
+        first_stage=first_stage,
         run=args.run,
         replace=args.replace,
         folds=args.folds,

@@ -20,7 +20,7 @@ from fincrowd_ltr.evaluation.selection import best, choose_per_fold
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.metrics import bootstrap_ci, per_query
 from fincrowd_ltr.retrieval.bm25 import BM25Index
-from fincrowd_ltr.retrieval.first_stage import FirstStage, page_vectors_for
+from fincrowd_ltr.retrieval.first_stage import FirstStage, make_first_stage
 
 SELECT_ON = ("recall@100", "recall@10")  # the choice's criterion, then its tie-break
 SELECTED = "selected"
@@ -39,16 +39,11 @@ def retrieve_runs(
     extractor = extractor or FieldExtractor.from_passages(dataset.passages.values())
     qids = [q for q in dataset.queries if dataset.covered(q)]
     runs = {}
-    vectors = None
+    pages = None
     for name in variants:
-        if vectors is None:
-            key = dataset.corpus_fingerprint()
-            vectors = page_vectors_for(name, index, dataset.passages, cache_dir, key)
-        stage = (
-            index
-            if name == "bm25"
-            else FirstStage(name, index, dataset.passages, extractor, vectors)
-        )
+        stage = make_first_stage(name, index, dataset, extractor, cache_dir, pages)
+        if isinstance(stage, FirstStage) and stage.pages is not None:
+            pages = stage.pages  # one set of page vectors for every static variant
         runs[name] = {q: stage.search(dataset.queries[q].text, depth)[0] for q in qids}
     return runs
 

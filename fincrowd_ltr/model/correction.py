@@ -447,23 +447,31 @@ class GatedCorrection:
         other.domains = {**self.domains, domain: calibration}
         return other
 
-    def with_base_ranker(self, ranker: str) -> GatedCorrection:
+    def with_base_ranker(self, ranker: str, first_stage: str | None = None) -> GatedCorrection:
         """A model like this one that corrects ``ranker``'s order instead (e.g. ``"run"``, your
-        own ranker, for a checkpoint trained on BM25 banks of synthetic questions). The residual
-        reads base scores standardised per bank, so it applies to any base; whether it helps
-        yours is for a gate calibration with that base to find out: the domains calibrated for
-        the old base are dropped, and the training base stays on record
-        (``summary.extra["trained_base_ranker"]``)."""
+        own ranker, for a checkpoint trained on BM25 banks of synthetic questions), on banks of
+        ``first_stage`` when given (``"run"``: your run's own top N). The residual reads base
+        scores standardised per bank, so it applies to any base; whether it helps yours is for
+        a gate calibration with that base to find out: the domains calibrated for the old base
+        are dropped, and the training base and stage stay on record (``summary.extra``:
+        ``trained_base_ranker``, ``trained_first_stage``). The same ranker and stage: this
+        model, unchanged."""
         if not isinstance(ranker, str) or not ranker:
             raise DataError("a base ranker is a non-empty name", "base_ranker")
-        if ranker == self.base_ranker:
+        stage = first_stage or self.summary.first_stage
+        if ranker == self.base_ranker and stage == self.summary.first_stage:
             return self
         other = copy.copy(self)
-        trained = self.summary.extra.get("trained_base_ranker", self.base_ranker)
+        extra = self.summary.extra
         other.summary = dataclasses.replace(
             self.summary,
             base_ranker=ranker,
-            extra={**self.summary.extra, "trained_base_ranker": trained},
+            first_stage=stage,
+            extra={
+                **extra,
+                "trained_base_ranker": extra.get("trained_base_ranker", self.base_ranker),
+                "trained_first_stage": extra.get("trained_first_stage", self.summary.first_stage),
+            },
         )
         other.domains = {}
         return other

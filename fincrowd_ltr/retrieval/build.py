@@ -21,7 +21,6 @@ import numpy as np
 
 from fincrowd_ltr.data.ranking import rank_order
 from fincrowd_ltr.data.schema import DataError, Dataset, Query
-from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.fields.extractor import extractor_fingerprint
 from fincrowd_ltr.retrieval.banks import (
     DEFAULT_BANK_SIZE,
@@ -31,12 +30,7 @@ from fincrowd_ltr.retrieval.banks import (
 )
 from fincrowd_ltr.retrieval.bm25 import BM25Config, BM25Index
 from fincrowd_ltr.retrieval.filings import VERSION as FILINGS_VERSION
-from fincrowd_ltr.retrieval.first_stage import (
-    RUN,
-    FirstStage,
-    page_vectors_for,
-    resolve_first_stage,
-)
+from fincrowd_ltr.retrieval.first_stage import RUN, make_first_stage, resolve_first_stage
 from fincrowd_ltr.retrieval.query import synonyms_fingerprint
 from fincrowd_ltr.retrieval.rankers import (
     RunRanker,
@@ -77,6 +71,7 @@ class BankSpec:
             stage,
             extractor_fingerprint() if stage != "bm25" else None,
             FILINGS_VERSION if "filing" in stage else None,
+            _static_version(dataset) if "static" in stage else None,
             synonyms_fingerprint() if "synonyms" in stage or "query" in stage else None,
             dataset.corpus_fingerprint(),
             dataset.queries_fingerprint(with_qrels=self.mode == "injected"),
@@ -84,6 +79,15 @@ class BankSpec:
         digest = hashlib.sha1(json.dumps(parts).encode()).hexdigest()[:16]
         name = dataset.name.replace(":", "_").replace("/", "_")
         return f"{name}-{split.replace('/', '_')}-{self.mode}-{digest}"
+
+
+def _static_version(dataset: Dataset) -> str:
+    """What a ``static`` first stage's scores depend on beyond the corpus: the scorer's recipe
+    and the version of its scores."""
+    from fincrowd_ltr.retrieval.static import SCORES_VERSION
+    from fincrowd_ltr.retrieval.static_tuning import static_key
+
+    return f"{static_key(dataset.corpus_fingerprint())}/{SCORES_VERSION}"
 
 
 class RunFirstStage:
@@ -149,22 +153,10 @@ def build_banks(
         if needs_stage:
             if stage_name == RUN:
                 stage = RunFirstStage(run)
-            elif stage_name == "bm25":
-                stage = index
             else:
-                # metadata only: a page store's text-less headers spare reading every page (the
-                # first stage reads companies, periods and metrics, never harvested segment names)
-                pages = getattr(dataset.passages, "headers", dataset.passages)
-                extractor = FieldExtractor.from_passages(pages.values())
-                vectors = page_vectors_for(
-                    stage_name,
-                    index,
-                    dataset.passages,
-                    cache_dir,
-                    dataset.corpus_fingerprint(),
-                    progress,
-                )
-                stage = FirstStage(stage_name, index, pages, extractor, vectors)
+                # metadata from a page store's text-less headers: the first stage reads
+                # companies, periods and metrics, never harvested segment names
+                stage = make_first_stage(stage_name, index, dataset, cache_dir=cache_dir)
         if bankset is None:
             bankset = retrieve_candidates(dataset, stage, spec.size, spec.mode)
             bankset.split = split

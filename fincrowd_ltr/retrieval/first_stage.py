@@ -12,11 +12,13 @@ filing's compatibility with the question's fiscal period and implied filing type
 is added, so the right filing's pages lead while strong BM25 matches of other filings still make
 the bank. Questions that state no year fall back to the entity-aware order.
 
-Static-aware retrieval (``static=W``) adds ``W x`` the question's best score ``x`` each page's
-cosine with the question under the corpus's static scorer (its best window;
+Static-aware retrieval (``static=W``) then adds ``W x`` the question's best score so far ``x``
+each page's cosine with the question under the corpus's static scorer (its best window;
 :mod:`fincrowd_ltr.retrieval.page_vectors`), so that a page that says what the question asks in
-other words can enter the bank, within the right filing above all. The scorer is built from the
-corpus alone (no question, no label).
+other words can enter the bank. It comes after the company and filing lifts and is scaled by the
+lifted maximum, so it mostly reorders the named company's pages, but a page of another company
+close in meaning can pass that company's weakest ones. The scorer is built from the corpus alone
+(no question, no label).
 
 A first stage is named ``bm25`` followed by ``+step`` parts, any of ``instructions``, ``periods``,
 ``synonyms``, ``keywords`` (query processing, see :mod:`fincrowd_ltr.retrieval.query`), ``query``
@@ -32,7 +34,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fincrowd_ltr.data.schema import DataError, Passage
+from fincrowd_ltr.data.schema import DataError, Dataset, Passage
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.retrieval.bm25 import BM25Index, top_k
 from fincrowd_ltr.retrieval.filings import FilingPrior
@@ -185,7 +187,8 @@ class FirstStage:
 
     def _scores(self, query: str) -> np.ndarray:
         """First-stage scores of every passage: BM25 of the (processed) question, plus the filing
-        lift and a constant that ranks the named company's passages above all others."""
+        lift and a constant that ranks the named company's passages above all others, then the
+        static scorer's term (which may cross that line)."""
         text = self.process(query) if self.process is not None else query
         scores = self.index.scores(text)
         if self.by_company:
@@ -226,3 +229,25 @@ def page_vectors_for(
     from fincrowd_ltr.retrieval.page_vectors import PageVectors
 
     return PageVectors.build(list(index.pids), passages, cache_dir, corpus_key, progress)
+
+
+def make_first_stage(
+    name: str,
+    index: BM25Index,
+    dataset: Dataset,
+    extractor: FieldExtractor | None = None,
+    cache_dir: Path | None = None,
+    pages: PageVectors | None = None,
+    progress: bool = False,
+) -> BM25Index | FirstStage:
+    """First stage ``name`` over ``index`` (plain ``bm25``: the index itself). Metadata comes
+    from a page store's text-less headers where the corpus is one; a ``static`` stage reads
+    ``pages`` when given (several stages of one corpus share them), else builds them."""
+    if name == "bm25":
+        return index
+    headers = getattr(dataset.passages, "headers", dataset.passages)
+    extractor = extractor or FieldExtractor.from_passages(headers.values())
+    if pages is None:
+        key = dataset.corpus_fingerprint()
+        pages = page_vectors_for(name, index, dataset.passages, cache_dir, key, progress)
+    return FirstStage(name, index, headers, extractor, pages)

@@ -5,12 +5,14 @@ The corpus's static scorer (:func:`~fincrowd_ltr.retrieval.static_tuning.static_
 distilled from MiniLM and tuned on the corpus's own pages, no question, no label) embeds each
 page window by window once; a question then scores every page by its best window's cosine, one
 matrix-vector product over the corpus (~160,000 windows for FinanceBench's 49,942 pages). The
-vectors are cached under ``cache_dir/static/<scorer>/`` per corpus and window policy.
+vectors are cached under ``cache_dir/static/pages/``, keyed by the scorer, the pages' ids and
+texts, the window policy and the scores' version.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +37,7 @@ class PageVectors:
         self.starts = np.asarray(starts, dtype=np.int64)
         self.encoder = encoder
         ends = np.append(self.starts[1:], len(vectors))
-        self.empty = ends == self.starts  # a page with no word piece scores 0
+        self.filled = ends > self.starts  # a page without windows scores 0
 
     @classmethod
     def build(
@@ -54,7 +56,8 @@ class PageVectors:
         encoder = StaticEncoder(model, WindowPolicy())
         path = None
         if cache_dir is not None:
-            path = Path(cache_dir) / "static" / "pages" / f"{_key(model, pids, encoder)}.npz"
+            key = _key(model, pids, passages, encoder)
+            path = Path(cache_dir) / "static" / "pages" / f"{key}.npz"
             if path.is_file():
                 with np.load(path) as saved:
                     return cls(saved["vectors"], saved["starts"], encoder)
@@ -66,29 +69,30 @@ class PageVectors:
                 lengths.append(len(windows))
         dim = model.dim
         vectors = np.concatenate(parts) if parts else np.zeros((0, dim), dtype=np.float32)
-        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        lengths = np.asarray(lengths, dtype=np.int64)
+        starts = np.cumsum(lengths) - lengths
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(".tmp.npz")
+            tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
             np.savez(tmp, vectors=vectors, starts=starts)
             tmp.replace(path)
         return cls(vectors, starts, encoder)
 
     def scores(self, query: str) -> np.ndarray:
-        """Each page's best window cosine with the question (float64; 0 for an empty page)."""
-        if not len(self.vectors):
-            return np.zeros(len(self.starts))
-        q = self.encoder.encode_queries([query])[0]
-        sims = self.vectors @ q
-        best = np.maximum.reduceat(sims, np.minimum(self.starts, len(sims) - 1))
-        best[self.empty] = 0.0
-        return best.astype(np.float64)
+        """Each page's best window cosine with the question (float64; 0 for a page without
+        windows)."""
+        best = np.zeros(len(self.starts))
+        if self.filled.any():
+            sims = self.vectors @ self.encoder.encode_queries([query])[0]
+            best[self.filled] = np.maximum.reduceat(sims, self.starts[self.filled])
+        return best
 
 
-def _key(model, pids: list[str], encoder: StaticEncoder) -> str:
-    """The cache key: the scorer, the pages in order, the window policy, the scores' version."""
+def _key(model, pids: list[str], passages, encoder: StaticEncoder) -> str:
+    """The cache key: the scorer, the pages' ids and texts in order, the window policy, the
+    scores' version."""
     digest = hashlib.sha1(model.fingerprint().encode())
     digest.update(repr((encoder.policy, SCORES_VERSION)).encode())
     for pid in pids:
-        digest.update(pid.encode("utf-8", "replace") + b"\0")
+        digest.update(f"{pid}\0{passages[pid].text}\1".encode("utf-8", "replace"))
     return digest.hexdigest()[:16]

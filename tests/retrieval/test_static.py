@@ -138,12 +138,15 @@ def test_contrastive_pairs_pull_each_question_to_its_own_page(static):
     assert best == order and tuned.config["tuned"]["epoch"] == 40
 
 
-def test_page_vectors_score_like_the_encoder_and_lift_pages_in_the_first_stage(static, tmp_path):
+def test_page_vectors_score_like_the_encoder_and_lift_pages_in_the_first_stage(
+    static, tmp_path, monkeypatch
+):
     """The corpus's page vectors (cached, read back) give each page its best window's cosine;
     ``+static=W`` adds W x the best score x that cosine, and needs the vectors."""
     from fincrowd_ltr.fields import FieldExtractor
     from fincrowd_ltr.retrieval.bm25 import BM25Index
     from fincrowd_ltr.retrieval.first_stage import FirstStage, page_vectors_for
+    from fincrowd_ltr.retrieval.page_vectors import PageVectors
     from fincrowd_ltr.retrieval.static_tuning import static_key
 
     passages = {f"p{i}": Passage(f"p{i}", text) for i, text in enumerate(TEXTS)}
@@ -155,9 +158,21 @@ def test_page_vectors_score_like_the_encoder_and_lift_pages_in_the_first_stage(s
     expected = StaticEncoder(static).score(question, [passages[p].text for p in index.pids])
     np.testing.assert_allclose(pages.scores(question), expected, rtol=1e-5, atol=1e-6)
     assert pages.scores(question)[list(index.pids).index("p2")] == 0.0  # the empty page
-    again = page_vectors_for("bm25+static", index, passages, tmp_path, "corpus")
-    assert list(tmp_path.glob("static/pages/*.npz")) and again.vectors.shape == pages.vectors.shape
+    with monkeypatch.context() as m:  # read back from the cache, not embedded again
+        m.setattr(StaticEncoder, "window_vectors", lambda *a: pytest.fail("embedded again"))
+        again = page_vectors_for("bm25+static", index, passages, tmp_path, "corpus")
     np.testing.assert_array_equal(again.scores(question), pages.scores(question))
+    edited = {**passages, "p0": Passage("p0", "Operating expenses in the Americas segment.")}
+    changed = page_vectors_for("bm25+static", index, edited, tmp_path, "corpus")
+    assert len(list(tmp_path.glob("static/pages/*.npz"))) == 2  # new texts, new vectors
+    assert changed.scores(question)[0] > pages.scores(question)[0]
+
+    # pages without windows (anywhere, also last) score 0; the others their best window
+    windows = np.eye(3, dtype=np.float32)
+    encoder = StaticEncoder(static)
+    encoder._queries["q"] = np.array([0.2, 0.9, 0.1], dtype=np.float32)
+    by_hand = PageVectors(windows, np.array([0, 2, 2, 3]), encoder).scores("q")
+    np.testing.assert_allclose(by_hand, [0.9, 0.0, 0.1, 0.0], rtol=1e-6)
 
     extractor = FieldExtractor.from_passages(passages.values())
     with pytest.raises(DataError, match="static scorer"):

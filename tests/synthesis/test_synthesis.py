@@ -224,12 +224,19 @@ def test_zero_label_journey_synthesize_fit_calibrate_evaluate(tmp_path, capsys):
     capsys.readouterr()
     assert main([*calibrate, "--base-ranker=run", *yours]) == 2
     assert "give it a folder with --out" in capsys.readouterr().err
-    assert main([*calibrate[:-2], *yours, "--min-calibration=1", "--base-ranker=run",
-                 f"--out={mine_ckpt}"]) == 0  # fmt: skip
+    rebase = [*calibrate[:-2], f"--run={run}", "--min-calibration=1", "--base-ranker=run",
+              f"--out={mine_ckpt}"]  # fmt: skip
+    assert main(rebase) == 0  # banks: the run's own top N unless --first-stage says otherwise
     rebased = fc.GatedCorrection.from_pretrained(mine_ckpt)
     assert rebased.base_ranker == "run" and list(rebased.domains) == ["mine"]
+    assert rebased.summary.first_stage == "run"
     assert rebased.summary.extra["trained_base_ranker"] == "bm25"
+    assert rebased.summary.extra["trained_first_stage"] == "bm25"
     assert fc.GatedCorrection.from_pretrained(ckpt).base_ranker == "bm25"
+    capsys.readouterr()
+    assert main(rebase) == 2  # an existing checkpoint is never overwritten by --out
+    assert "already holds files" in capsys.readouterr().err
+    assert list(fc.GatedCorrection.from_pretrained(mine_ckpt).domains) == ["mine"]
     evaluate = ["evaluate", *mine, "--ranker=run", *yours, f"--checkpoint={mine_ckpt}",
                 "--domain=mine", f"--out={out}"]  # fmt: skip
     assert main(evaluate) == 0
