@@ -14,7 +14,7 @@ from pathlib import Path
 from fincrowd_ltr.data import load_dataset
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.retrieval.bm25 import BM25Index
-from fincrowd_ltr.retrieval.first_stage import FIRST_STAGES, FirstStage, make_first_stage
+from fincrowd_ltr.retrieval.first_stage import FIRST_STAGES, make_first_stages
 
 TARGET_QPS = 500
 
@@ -31,11 +31,8 @@ def main() -> None:
     extractor = FieldExtractor.from_passages(data.passages.values())
     queries = [q.text for q in data.queries.values()]
     rates = {}
-    pages = None  # the static variants' page vectors (built or read once, not timed)
-    for name in FIRST_STAGES:
-        stage = make_first_stage(name, index, data, extractor, Path(args.cache_dir), pages)
-        if isinstance(stage, FirstStage) and stage.pages is not None:
-            pages = stage.pages  # one set of page vectors for every static variant
+    stages = make_first_stages(FIRST_STAGES, index, data, extractor, Path(args.cache_dir))
+    for name, stage in stages:  # page vectors built or read before a stage is timed
         passes = []
         for _ in range(args.repeats):
             start = time.perf_counter()

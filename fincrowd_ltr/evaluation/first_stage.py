@@ -20,7 +20,7 @@ from fincrowd_ltr.evaluation.selection import best, choose_per_fold
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.metrics import bootstrap_ci, per_query
 from fincrowd_ltr.retrieval.bm25 import BM25Index
-from fincrowd_ltr.retrieval.first_stage import FirstStage, make_first_stage
+from fincrowd_ltr.retrieval.first_stage import make_first_stages
 
 SELECT_ON = ("recall@100", "recall@10")  # the choice's criterion, then its tie-break
 SELECTED = "selected"
@@ -39,11 +39,7 @@ def retrieve_runs(
     extractor = extractor or FieldExtractor.from_passages(dataset.passages.values())
     qids = [q for q in dataset.queries if dataset.covered(q)]
     runs = {}
-    pages = None
-    for name in variants:
-        stage = make_first_stage(name, index, dataset, extractor, cache_dir, pages)
-        if isinstance(stage, FirstStage) and stage.pages is not None:
-            pages = stage.pages  # one set of page vectors for every static variant
+    for name, stage in make_first_stages(variants, index, dataset, extractor, cache_dir):
         runs[name] = {q: stage.search(dataset.queries[q].text, depth)[0] for q in qids}
     return runs
 

@@ -28,6 +28,7 @@ A first stage is named ``bm25`` followed by ``+step`` parts, any of ``instructio
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -251,3 +252,20 @@ def make_first_stage(
         key = dataset.corpus_fingerprint()
         pages = page_vectors_for(name, index, dataset.passages, cache_dir, key, progress)
     return FirstStage(name, index, headers, extractor, pages)
+
+
+def make_first_stages(
+    names: Iterable[str],
+    index: BM25Index,
+    dataset: Dataset,
+    extractor: FieldExtractor | None = None,
+    cache_dir: Path | None = None,
+) -> Iterator[tuple[str, BM25Index | FirstStage]]:
+    """Each first stage of ``names`` in turn, as :func:`make_first_stage` makes it; the
+    ``static`` ones share one set of page vectors (built or read once)."""
+    pages = None
+    for name in names:
+        stage = make_first_stage(name, index, dataset, extractor, cache_dir, pages)
+        if isinstance(stage, FirstStage) and stage.pages is not None:
+            pages = stage.pages
+        yield name, stage
