@@ -100,11 +100,9 @@ _WEIGHTED = {"filing": FILING_WEIGHT, "static": STATIC_WEIGHT}
 
 
 def _weight(part: str) -> float | None:
-    """The weight of a ``filing``/``static`` part (``=W`` or the default); ``None`` if
-    ``part`` is not one or its weight is not positive."""
+    """The weight of a ``filing``/``static`` part (``=W`` or the default); ``None`` if it is not
+    positive."""
     head, eq, value = part.partition("=")
-    if head not in _WEIGHTED:
-        return None
     if not eq:
         return _WEIGHTED[head]
     try:
