@@ -119,25 +119,44 @@ class StaticEncoder:
     """Scores passages with a :class:`StaticModel`, pooling window scores like the MiniLM encoder
     (``score``, ``encode_texts``, ``encode_queries``: the interface ``EncoderRanker`` uses).
 
-    Window vectors are kept in memory per text (they cost microseconds to recompute, so nothing
-    is written to disk).
+    Window vectors are kept in memory per text, the most recent ``memo_size`` texts and queries
+    (they cost microseconds to recompute, so nothing is written to disk, and a long-running
+    service does not grow without bound).
     """
 
     def __init__(
-        self, model: StaticModel, policy: WindowPolicy | None = None, name: str = "static"
+        self,
+        model: StaticModel,
+        policy: WindowPolicy | None = None,
+        name: str = "static",
+        memo_size: int = 20_000,
     ):
+        if memo_size < 0:
+            raise ValueError(f"memo_size must be >= 0, got {memo_size}")
         self.model = model
         self.policy = policy or WindowPolicy()
         self.name = name
+        self.memo_size = memo_size
         self._texts: dict[str, np.ndarray] = {}
         self._queries: dict[str, np.ndarray] = {}
 
+    def _memoised(self, memo: dict[str, np.ndarray], texts: list[str], compute) -> dict:
+        """Each distinct text's array, from ``memo`` or ``compute(todo)``; the newest
+        ``memo_size`` entries are kept (oldest first out)."""
+        found = {t: memo[t] for t in dict.fromkeys(texts) if t in memo}
+        todo = [t for t in dict.fromkeys(texts) if t not in found]
+        if todo:
+            found.update(zip(todo, compute(todo), strict=True))
+        for text in todo[-self.memo_size :] if self.memo_size else ():
+            memo[text] = found[text]
+        for oldest in list(memo)[: max(0, len(memo) - self.memo_size)]:
+            del memo[oldest]
+        return found
+
     def encode_texts(self, texts: list[str], progress: bool = False) -> list[np.ndarray]:
         """Window vectors ``(n_windows, dim)`` of each text."""
-        todo = [t for t in dict.fromkeys(texts) if t not in self._texts]
-        for text, array in zip(todo, self.window_vectors(todo), strict=True):
-            self._texts[text] = array
-        return [self._texts[t] for t in texts]
+        found = self._memoised(self._texts, texts, self.window_vectors)
+        return [found[t] for t in texts]
 
     encode_passages = encode_texts
 
@@ -154,12 +173,13 @@ class StaticEncoder:
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:
         """One vector per query (its first window), memoised."""
-        todo = [t for t in dict.fromkeys(texts) if t not in self._queries]
-        if todo:
+
+        def first_windows(todo: list[str]) -> np.ndarray:
             ids = [i[: self.policy.window_tokens] for i in self.model.token_ids(todo)]
-            for text, vector in zip(todo, self.model.embed(ids), strict=True):
-                self._queries[text] = vector
-        return np.stack([self._queries[t] for t in texts])
+            return self.model.embed(ids)
+
+        found = self._memoised(self._queries, texts, first_windows)
+        return np.stack([found[t] for t in texts])
 
     def score(self, query: str, texts: list[str], progress: bool = False) -> np.ndarray:
         """Pooled cosine similarity of each text to the query, float64."""

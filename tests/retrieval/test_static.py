@@ -60,6 +60,23 @@ def test_windows_are_unit_vectors_and_batch_invariant(static):
     assert scores[3] == max(scores)  # max over windows: the page that repeats it wins
 
 
+def test_the_encoder_memo_is_bounded_and_changes_no_score(static):
+    """A long-running service keeps the newest ``memo_size`` texts and queries, not all."""
+    unbounded = StaticEncoder(static, WindowPolicy(window_tokens=16))
+    small = StaticEncoder(static, WindowPolicy(window_tokens=16), memo_size=2)
+    none = StaticEncoder(static, WindowPolicy(window_tokens=16), memo_size=0)
+    queries = ["operating cash", "revenue 2022", "net income", "operating cash"]
+    for q in queries:
+        expected = unbounded.score(q, TEXTS)
+        np.testing.assert_array_equal(small.score(q, TEXTS), expected)
+        np.testing.assert_array_equal(none.score(q, TEXTS), expected)
+    assert len(unbounded._texts) == len(set(TEXTS)) and len(unbounded._queries) == 3
+    assert len(small._texts) == len(small._queries) == 2 and not none._texts
+    assert list(small._queries) == ["net income", "operating cash"]  # oldest first out
+    with pytest.raises(ValueError, match="memo_size"):
+        StaticEncoder(static, memo_size=-1)
+
+
 def test_a_saved_model_scores_identically_and_bad_folders_name_the_file(static, tmp_path):
     static.save(tmp_path / "m")
     again = StaticModel.load(tmp_path / "m")
