@@ -53,6 +53,10 @@ class SyntheticSettings:
         weight: Weight of a synthetic bank in the objective (a labelled bank weighs 1).
         select_weights: Mixing weights to choose from per fold on the validation fold, like
             any other setting (0: the labelled banks alone); empty: ``weight`` throughout.
+        ranker: The base ranker that scores the synthetic banks (None: the training ranker).
+            A cheaper stand-in (``fused-static`` for ``fused``) makes thousands of synthetic
+            banks affordable, since the residual reads each bank's standardised base scores;
+            required when the training ranker is your ``run``, which has no synthetic questions.
     """
 
     n: int = 0
@@ -61,6 +65,7 @@ class SyntheticSettings:
     labelled: bool = True
     weight: float = 1.0
     select_weights: tuple[float, ...] = ()
+    ranker: str | None = None
 
     def __post_init__(self) -> None:
         if self.scope not in SCOPES:
@@ -403,6 +408,11 @@ def add_synthetic_arguments(parser: argparse.ArgumentParser) -> None:
         help="mixing weights chosen per fold on the validation fold (0: labelled banks alone), "
         "crossed with the selection grid (comma list)",
     )  # fmt: skip
+    parser.add_argument(
+        "--synthetic-ranker", dest="synthetic_ranker", default=d.ranker, metavar="R",
+        help="base ranker that scores the synthetic banks (default: --ranker), e.g. "
+        "fused-static, a cheap stand-in for fused",
+    )  # fmt: skip
 
 
 def from_arguments(args: argparse.Namespace) -> FitSettings:
@@ -429,5 +439,6 @@ def from_arguments(args: argparse.Namespace) -> FitSettings:
             labelled=not args.synthetic_only,
             weight=args.synthetic_weight,
             select_weights=tuple(float(w) for w in args.synthetic_weights.split(",") if w),
+            ranker=args.synthetic_ranker,
         ),
     )

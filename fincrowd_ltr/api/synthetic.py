@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fincrowd_ltr.api.corpus import DEFAULT_CACHE, load_dataset
-from fincrowd_ltr.data.schema import Dataset
+from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.features import BankFeaturizer
 from fincrowd_ltr.features.examples import BankExample, make_examples
 from fincrowd_ltr.retrieval.bm25 import BM25Index
 from fincrowd_ltr.retrieval.build import BankSpec
 from fincrowd_ltr.retrieval.build import build_banks as _build_banks
+from fincrowd_ltr.retrieval.first_stage import RUN
 from fincrowd_ltr.settings import SyntheticSettings  # noqa: E402
 from fincrowd_ltr.synthesis import Synthesis
 from fincrowd_ltr.synthesis import synthesize as _synthesize
@@ -99,8 +100,16 @@ def synthetic_examples(
     progress: bool,
 ) -> SyntheticExamples:
     """Banks of ``settings.n`` questions synthesised from ``data``'s passages, built by the same
-    first stage (``stage``, resolved), scored by ``ranker`` and featurised by the labelled
-    corpus's ``featurizer``; only banks with a relevant candidate are kept."""
+    first stage (``stage``, resolved), scored by ``settings.ranker`` (default ``ranker``) and
+    featurised by the labelled corpus's ``featurizer``; only banks with a relevant candidate are
+    kept. The residual reads a synthetic bank's standardised base scores like a labelled bank's."""
+    scorer = settings.ranker or ranker
+    if scorer == RUN or stage == RUN:
+        raise DataError(
+            "synthetic questions have no scores and no banks in your run: give the synthetic "
+            "banks a ranker and a first stage of the package (SyntheticSettings.ranker / "
+            "--synthetic-ranker, e.g. bm25, and a first stage such as auto)"
+        )
     found = _synthesize(
         data, settings.n, settings.seed, name=f"{data.name}-synthetic",
         extractor=featurizer.extractor,
@@ -108,9 +117,9 @@ def synthetic_examples(
     syn = found.dataset()
     spec = BankSpec(size=bank_size, mode=mode, first_stage=stage)
     cache = None if cache_dir is None else Path(cache_dir)
-    bankset = _build_banks(syn, "all", [ranker], spec, cache, progress=progress)
+    bankset = _build_banks(syn, "all", [scorer], spec, cache, progress=progress)
     examples = [
-        e for e in make_examples(syn, bankset, ranker, featurizer, cache=cache) if e.has_support
+        e for e in make_examples(syn, bankset, scorer, featurizer, cache=cache) if e.has_support
     ]
     for e in examples:
         e.weight, e.synthetic = settings.weight, True

@@ -245,6 +245,23 @@ def test_zero_label_journey_synthesize_fit_calibrate_evaluate(tmp_path, capsys):
     assert systems["residual:run"]["ndcg@10"] > systems["base:run:unseen"]["ndcg@10"] + 0.1
 
 
+def test_synthetic_banks_take_a_stand_in_ranker_when_the_base_is_your_run(tmp_path):
+    """Synthetic questions have no scores in a user's run: the synthetic banks are scored by a
+    ranker of the package (``SyntheticSettings.ranker``), and asking without one says so."""
+    data = filings_corpus(companies=10)
+    options = dict(
+        folds=5, test_fold=0, grid=None, gate=False, first_stage="bm25",
+        cache_dir=tmp_path / "c", progress=False, run=_overlap_run(data),
+    )  # fmt: skip
+    with pytest.raises(fc.DataError, match="--synthetic-ranker"):
+        fc.fit_correction(data, "run", synthetic=SyntheticSettings(n=40, labelled=False), **options)
+    stand_in = SyntheticSettings(n=40, labelled=False, ranker="bm25")
+    model, _ = fc.fit_correction(data, "run", synthetic=stand_in, **options)
+    assert model.base_ranker == "run"
+    assert model.summary.extra["synthetic"]["ranker"] == "bm25"
+    assert model.summary.extra["synthetic"]["n_banks"] > 0
+
+
 def _overlap_run(data: fc.Dataset, depth: int = 100) -> dict[str, dict[str, float]]:
     """A user's own ranker: the IDF of the question's words a page holds (blind to years)."""
 
