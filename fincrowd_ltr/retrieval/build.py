@@ -156,7 +156,9 @@ def build_banks(
             else:
                 # metadata from a page store's text-less headers: the first stage reads
                 # companies, periods and metrics, never harvested segment names
-                stage = make_first_stage(stage_name, index, dataset, cache_dir=cache_dir)
+                stage = make_first_stage(
+                    stage_name, index, dataset, cache_dir=cache_dir, progress=progress
+                )
         if bankset is None:
             bankset = retrieve_candidates(dataset, stage, spec.size, spec.mode)
             bankset.split = split
