@@ -63,6 +63,10 @@ def test_cli_end_to_end_on_a_question_slice(data_root, tmp_path, capsys):
                 "10",
                 "--bank-mode",
                 mode,
+                # the filing-aware stage: `auto` would build the corpus's static scorer (minutes)
+                # for three questions; the leakage test runs `auto` through the whole pipeline
+                "--first-stage",
+                "bm25+query+entity+filing",
                 "--cache-dir",
                 str(tmp_path / "cache"),
                 "--out",
