@@ -61,7 +61,7 @@ def test_windows_are_unit_vectors_and_batch_invariant(static):
 
 
 def test_the_encoder_memo_is_bounded_and_changes_no_score(static):
-    """A long-running service keeps the newest ``memo_size`` texts and queries, not all."""
+    """A long-running process can keep only the newest ``memo_size`` texts and queries."""
     unbounded = StaticEncoder(static, WindowPolicy(window_tokens=16))
     small = StaticEncoder(static, WindowPolicy(window_tokens=16), memo_size=2)
     none = StaticEncoder(static, WindowPolicy(window_tokens=16), memo_size=0)
@@ -75,6 +75,7 @@ def test_the_encoder_memo_is_bounded_and_changes_no_score(static):
     assert list(small._queries) == ["net income", "operating cash"]  # oldest first out
     with pytest.raises(ValueError, match="memo_size"):
         StaticEncoder(static, memo_size=-1)
+    assert StaticEncoder(static).memo_size is None  # bank scoring keeps every page
 
 
 def test_a_saved_model_scores_identically_and_bad_folders_name_the_file(static, tmp_path):
