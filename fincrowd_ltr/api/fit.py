@@ -18,7 +18,12 @@ from pathlib import Path
 import numpy as np
 
 from fincrowd_ltr.api.corpus import build_banks, load_dataset, read_run
-from fincrowd_ltr.api.synthetic import SyntheticExamples, SyntheticSettings, synthetic_examples
+from fincrowd_ltr.api.synthetic import (
+    SyntheticExamples,
+    SyntheticSettings,
+    synthetic_examples,
+    synthetic_scorer,
+)
 from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.data.splits import FoldPlan, Round
 from fincrowd_ltr.defaults import BANK_MODES
@@ -243,6 +248,8 @@ class _CrossValidation:
         self.extractor = FieldExtractor.from_passages(data.passages.values())
         featurizer = BankFeaturizer(self.extractor, data.passages)
         self.stage = BankSpec(first_stage=b.first_stage).stage(data)
+        if s.synthetic.active:  # before any bank is built
+            synthetic_scorer(s.synthetic, ranker, self.stage)
         modes = sorted({b.train_mode, b.val_mode, *MODES})
         cache = s.data.cache_dir
         self.examples, self.notes = _examples_by_mode(

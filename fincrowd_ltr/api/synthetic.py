@@ -22,6 +22,7 @@ from fincrowd_ltr.retrieval.bm25 import BM25Index
 from fincrowd_ltr.retrieval.build import BankSpec
 from fincrowd_ltr.retrieval.build import build_banks as _build_banks
 from fincrowd_ltr.retrieval.first_stage import RUN
+from fincrowd_ltr.retrieval.rankers import RANKERS
 from fincrowd_ltr.settings import SyntheticSettings  # noqa: E402
 from fincrowd_ltr.synthesis import Synthesis
 from fincrowd_ltr.synthesis import synthesize as _synthesize
@@ -88,6 +89,27 @@ class SyntheticExamples:
         return [e for e in self.examples if self.groups[e.qid] not in excluded]
 
 
+def synthetic_scorer(settings: SyntheticSettings, ranker: str, stage: str) -> str:
+    """The ranker that scores the synthetic banks (``settings.ranker``, else ``ranker``), checked
+    before any bank is built: your run holds no synthetic question, so it can neither score
+    their banks nor retrieve them."""
+    if stage == RUN:
+        raise DataError(
+            "synthetic questions are not in your run, so it cannot retrieve their banks: fit with "
+            "a first stage of the package (--first-stage auto or bm25...) and your run as the "
+            "ranker, or without --synthetic"
+        )
+    scorer = settings.ranker or ranker
+    if scorer == RUN:
+        raise DataError(
+            "synthetic questions have no scores in your run: score their banks with a ranker of "
+            "the package (SyntheticSettings.ranker / --synthetic-ranker, e.g. bm25)"
+        )
+    if scorer not in RANKERS:
+        raise DataError(f"unknown synthetic ranker {scorer!r}; choose from {RANKERS}")
+    return scorer
+
+
 def synthetic_examples(
     settings: SyntheticSettings,
     data: Dataset,
@@ -103,13 +125,7 @@ def synthetic_examples(
     first stage (``stage``, resolved), scored by ``settings.ranker`` (default ``ranker``) and
     featurised by the labelled corpus's ``featurizer``; only banks with a relevant candidate are
     kept. The residual reads a synthetic bank's standardised base scores like a labelled bank's."""
-    scorer = settings.ranker or ranker
-    if scorer == RUN or stage == RUN:
-        raise DataError(
-            "synthetic questions have no scores and no banks in your run: give the synthetic "
-            "banks a ranker and a first stage of the package (SyntheticSettings.ranker / "
-            "--synthetic-ranker, e.g. bm25, and a first stage such as auto)"
-        )
+    scorer = synthetic_scorer(settings, ranker, stage)
     found = _synthesize(
         data, settings.n, settings.seed, name=f"{data.name}-synthetic",
         extractor=featurizer.extractor,

@@ -255,6 +255,13 @@ def test_synthetic_banks_take_a_stand_in_ranker_when_the_base_is_your_run(tmp_pa
     )  # fmt: skip
     with pytest.raises(fc.DataError, match="--synthetic-ranker"):
         fc.fit_correction(data, "run", synthetic=SyntheticSettings(n=40, labelled=False), **options)
+    with pytest.raises(fc.DataError, match="unknown synthetic ranker 'bm52'"):
+        fc.fit_correction(data, "run", synthetic=SyntheticSettings(n=40, ranker="bm52"), **options)
+    with pytest.raises(fc.DataError, match="cannot retrieve their banks"):
+        fc.fit_correction(
+            data, "run", synthetic=SyntheticSettings(n=40, ranker="bm25"),
+            **{**options, "first_stage": "run"},
+        )  # fmt: skip
     stand_in = SyntheticSettings(n=40, labelled=False, ranker="bm25")
     model, _ = fc.fit_correction(data, "run", synthetic=stand_in, **options)
     assert model.base_ranker == "run"
