@@ -16,8 +16,9 @@ from fincrowd_ltr.defaults import BANK_MODES, DEFAULT_BANK_SIZE, DEFAULT_CACHE
 
 FIRST_STAGE_HELP = (
     "candidate retrieval: 'auto' (the one chosen on training folds for the dataset: FinanceBench "
-    "bm25+query+entity+filing, TAT-QA and other corpora bm25), 'run' (your --run's own top N), or "
-    "'bm25' plus any of +instructions +periods +synonyms +keywords +query +entity +filing[=W]"
+    "bm25+query+entity+filing+static=0.25, TAT-QA and other corpora bm25), 'run' (your --run's "
+    "own top N), or 'bm25' plus any of +instructions +periods +synonyms +keywords +query +entity "
+    "+filing[=W] +static[=W]"
 )
 
 

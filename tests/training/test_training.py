@@ -130,6 +130,7 @@ def test_a_checkpoint_of_a_python_built_data_module_exports(tmp_path):
         3,
         1,
     )  # fmt: skip  (BankSettings' own defaults)
+    assert summary.first_stage == "bm25"  # 'auto' resolved for the corpus, as its banks were built
     assert BankDataModule().banks.train_mode == "retrieved"  # the module's default is unchanged
     old = {"bank_mode": "injected", "val_bank_mode": None, "folds": 4, "split": "dev"}
     source, banks, folds = _settings(old)
