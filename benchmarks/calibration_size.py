@@ -9,7 +9,7 @@ delta (Recall@10, nDCG@10 against the base), the regression rate and the share o
 gated system fell below the base, with the always-on residual beside it.
 
     .venv/bin/python benchmarks/calibration_size.py --checkpoint runs/syn/ck_fb_zero \\
-        --dataset financebench --first-stage auto --sizes 10,20,40 --draws 5
+        --dataset financebench --first-stage bm25+query+entity+filing --sizes 10,20,40 --draws 5
 """
 
 from __future__ import annotations

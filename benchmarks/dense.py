@@ -55,7 +55,7 @@ def main() -> None:
     args = parser.parse_args()
     data = load_dataset("financebench", args.data_root, "all")
     bankset = build_banks(
-        data, ["bm25"], first_stage="auto", cache_dir=args.cache_dir, progress=False
+        data, ["bm25"], first_stage="bm25+query+entity", cache_dir=args.cache_dir, progress=False
     )
     cached = DenseEncoder(cache_dir=Path(args.cache_dir))
     banks = [

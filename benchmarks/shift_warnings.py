@@ -6,8 +6,12 @@ always-on correction and checked with the per-request rule of ``rerank`` (mean s
 feature beyond ``--thresholds``); prints the share of banks that warn.
 
     .venv/bin/python benchmarks/shift_warnings.py \\
-        financebench:all:runs/syn/ck_fb_zero:auto tatqa:dev:runs/syn/ck_tq_zero:bm25 \\
-        financebench:all:runs/syn/ck_fb_zero:bm25 financebench:all:runs/syn/ck_tq_base:auto
+        financebench:all:runs/syn/ck_fb_zero:bm25+query+entity+filing \\
+        tatqa:dev:runs/syn/ck_tq_zero:bm25 financebench:all:runs/syn/ck_fb_zero:bm25 \\
+        financebench:all:runs/syn/ck_tq_base:bm25+query+entity+filing
+
+(the checkpoints were trained on the filing-aware stage, ``auto`` on FinanceBench until
+2026-12-02; name the stage a checkpoint was trained on)
 """
 
 from __future__ import annotations

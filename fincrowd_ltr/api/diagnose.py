@@ -31,10 +31,10 @@ def diagnose(
     ``pool_sizes``, ``similarity``, ``caliper``) sets the matched pools: ``similarity`` is the
     ranker whose score is the matching covariate (``dense`` embeds every bank passage with MiniLM
     the first time; ``bm25`` is free). The pools are drawn from the ``first_stage``'s
-    gold-injected top ``pool_depth``: on FinanceBench the default (filing-aware) brings the named
-    company's pages of the asked period's filings and of other periods, so compatible and
-    incompatible distractors both exist. ``data`` (or ``split``, ``data_root``, ``cache_dir``)
-    says where the data and caches are."""
+    gold-injected top ``pool_depth``: on FinanceBench the default (filing-aware, with the
+    static scorer) brings the named company's pages of the asked period's filings and of other
+    periods, so compatible and incompatible distractors both exist. ``data`` (or ``split``,
+    ``data_root``, ``cache_dir``) says where the data and caches are."""
     where = data_settings(data, shortcuts)
     renamed = {"pool_sizes": "sizes", "similarity": "similarity_ranker"}
     fields = {renamed.get(k, k): v for k, v in shortcuts.items()}

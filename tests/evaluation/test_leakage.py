@@ -100,7 +100,8 @@ def _fold_preserving_name(group: str, k: int, seed: int) -> str:
 
 
 def test_the_shipped_pipeline_sees_no_question_metadata(financebench, tmp_path):
-    """Issue 25: the whole shipped pipeline (the filing-aware first stage, the fused base,
+    """Issue 25: the whole shipped pipeline (the `auto` first stage: filing-aware with the
+    corpus's static scorer, built label-free in this test's own cache; the fused base,
     segment harvesting, the residual, the gate with pooled calibration, fit then evaluate on a
     held-out fold) gives identical orders, metrics and gate decisions when the question records
     carry no company (the group that keeps a company's questions in one fold is renamed, with
