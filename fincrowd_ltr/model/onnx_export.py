@@ -15,7 +15,7 @@ from torch import nn
 
 from fincrowd_ltr.model.checkpoint import GATE_ONNX, RESIDUAL_ONNX
 from fincrowd_ltr.model.gate import IdentityGate
-from fincrowd_ltr.model.residual import ResidualScorer, normalise_base
+from fincrowd_ltr.model.residual import ResidualScorer
 
 OPSET = 18
 
@@ -26,8 +26,7 @@ class _Residual(nn.Module):
         self.scorer = scorer
 
     def forward(self, features: torch.Tensor, base: torch.Tensor):
-        standardised = self.scorer.standardise(features)
-        return self.scorer(features, base), normalise_base(base), standardised
+        return self.scorer.outputs(features, base)
 
 
 def export_onnx(scorer: ResidualScorer, gate: IdentityGate | None, directory: Path) -> list[Path]:

@@ -90,8 +90,17 @@ class ResidualScorer(nn.Module):
         self, features: torch.Tensor, base_scores: torch.Tensor, mask: torch.Tensor | None = None
     ) -> torch.Tensor:
         """Corrected scores, shape of ``base_scores`` (``(n,)`` or padded ``(banks, n)``)."""
-        correction = self.alpha * torch.tanh(self.gamma * self.residual(features))
-        final = normalise_base(base_scores, mask) + correction
+        return self.outputs(features, base_scores, mask)[0]
+
+    def outputs(
+        self, features: torch.Tensor, base_scores: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(final, s_hat, z)``: corrected scores, normalised base scores and standardised
+        features, each computed once (what a runtime returns)."""
+        z = self.standardise(features)
+        correction = self.alpha * torch.tanh(self.gamma * (z @ (self.weight * self.active)))
+        s_hat = normalise_base(base_scores, mask)
+        final = s_hat + correction
         if mask is not None:
             final = torch.where(mask, final, torch.full_like(final, float("-inf")))
-        return final
+        return final, s_hat, z

@@ -30,16 +30,10 @@ class TorchRuntime:
     def residual(self, features: np.ndarray, base: np.ndarray):
         import torch
 
-        from fincrowd_ltr.model.residual import normalise_base
-
         with torch.no_grad():
             x = torch.from_numpy(np.ascontiguousarray(features, dtype=np.float64))
             b = torch.from_numpy(np.ascontiguousarray(base, dtype=np.float64))
-            return (
-                self.scorer(x, b).numpy(),
-                normalise_base(b).numpy(),
-                self.scorer.standardise(x).numpy(),
-            )
+            return tuple(t.numpy() for t in self.scorer.outputs(x, b))
 
     def gate_logit(self, gate_features: np.ndarray) -> float:
         return float(self.gate.logits(np.atleast_2d(gate_features))[0])
