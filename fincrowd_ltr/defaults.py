@@ -19,3 +19,7 @@ SELECTION_GRID: tuple[dict, ...] = tuple(
     for alpha in (1.0, 0.5, 2.0, 4.0)
     for decay in (0.0, 1e-3, 1e-2)
 )
+# ``--first-stage auto``: the first stage chosen on training folds for each dataset (how and why:
+# ``fincrowd_ltr/retrieval/first_stage.py``); other corpora get the fallback
+AUTO_FIRST_STAGE = {"financebench": "bm25+query+entity+filing+static=0.25", "tatqa": "bm25"}
+AUTO_FALLBACK = "bm25"

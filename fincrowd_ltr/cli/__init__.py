@@ -12,13 +12,19 @@ from pathlib import Path
 
 from fincrowd_ltr import settings
 from fincrowd_ltr.cli import commands as c
-from fincrowd_ltr.defaults import BANK_MODES, DEFAULT_BANK_SIZE, DEFAULT_CACHE
+from fincrowd_ltr.defaults import (
+    AUTO_FALLBACK,
+    AUTO_FIRST_STAGE,
+    BANK_MODES,
+    DEFAULT_BANK_SIZE,
+    DEFAULT_CACHE,
+)
 
 FIRST_STAGE_HELP = (
-    "candidate retrieval: 'auto' (the one chosen on training folds for the dataset: FinanceBench "
-    "bm25+query+entity+filing+static=0.25, TAT-QA and other corpora bm25), 'run' (your --run's "
-    "own top N), or 'bm25' plus any of +instructions +periods +synonyms +keywords +query +entity "
-    "+filing[=W] +static[=W]"
+    "candidate retrieval: 'auto' (the one chosen on training folds for the dataset: "
+    + ", ".join(f"{name} {stage}" for name, stage in AUTO_FIRST_STAGE.items())
+    + f", other corpora {AUTO_FALLBACK}), 'run' (your --run's own top N), or 'bm25' plus any of "
+    "+instructions +periods +synonyms +keywords +query +entity +filing[=W] +static[=W]"
 )
 
 
