@@ -310,7 +310,8 @@ class FitSettings:
 
     def replace(self, **shortcuts) -> FitSettings:
         """A copy with flat keyword shortcuts applied (``folds=4``, ``regression_cap=0.02``,
-        ``synthetic=400`` or a ``SyntheticSettings``); an unknown name is a ``TypeError``."""
+        ``synthetic=400``: how many synthetic questions, the other synthetic settings kept,
+        or a whole ``SyntheticSettings``); an unknown name is a ``TypeError``."""
         groups = {
             name: dataclasses.asdict(getattr(self, name))
             for name in ("data", "banks", "training", "calibration")
@@ -318,7 +319,8 @@ class FitSettings:
         owner = {f: g for g, fields in groups.items() for f in fields}
         synthetic = shortcuts.pop("synthetic", self.synthetic)
         if isinstance(synthetic, int):
-            synthetic = SyntheticSettings(n=synthetic, seed=shortcuts.get("seed", 0))
+            seed = {"seed": shortcuts["seed"]} if "seed" in shortcuts else {}
+            synthetic = dataclasses.replace(self.synthetic, n=synthetic, **seed)
         unknown = sorted(set(shortcuts) - set(owner))
         if unknown:
             raise TypeError(f"unknown setting(s) {unknown}: a field of FitSettings' groups")

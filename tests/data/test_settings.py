@@ -21,6 +21,12 @@ def test_keyword_shortcuts_land_in_their_group_and_unknown_names_fail():
     assert s.training.folds == 4 and s.calibration.regression_cap == 0.02
     assert s.data.cache_dir is None and s.banks.bank_size == 50
     assert FitSettings().replace(synthetic=300).synthetic == SyntheticSettings(n=300)
+    stand_in = FitSettings(synthetic=SyntheticSettings(n=10, ranker="fused-static", seed=3))
+    # a count alone keeps the other synthetic settings (it once rebuilt them from defaults)
+    assert stand_in.replace(synthetic=300).synthetic == SyntheticSettings(
+        n=300, ranker="fused-static", seed=3
+    )
+    assert stand_in.replace(synthetic=300, seed=1).synthetic.seed == 1
     assert FitSettings().replace(extra_training=["tatqa"]).training.extra_training == ("tatqa",)
     with pytest.raises(TypeError, match="regresion_cap"):
         FitSettings().replace(regresion_cap=0.02)
