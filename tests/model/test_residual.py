@@ -35,6 +35,21 @@ def test_final_score_formula_by_hand():
     assert torch.allclose(final, torch.tensor(expected, dtype=torch.float64))
 
 
+def test_one_pass_outputs_equal_the_separate_computations_bit_for_bit():
+    scorer = ResidualScorer(4, alpha=2.0, gamma=0.7)
+    x = torch.randn(30, 4, dtype=torch.float64) * 3.0 + 1.0
+    scorer.fit_standardisation(x)
+    with torch.no_grad():
+        scorer.weight.copy_(torch.tensor([0.4, -1.3, 0.0, 2.2], dtype=torch.float64))
+    base = torch.randn(30, dtype=torch.float64) * 1e3
+    final, s_hat, z = scorer.outputs(x, base)
+    assert torch.equal(final, scorer(x, base))  # what runtimes serve is what training scores
+    assert torch.equal(s_hat, normalise_base(base))
+    assert torch.equal(z, scorer.standardise(x))
+    by_hand = normalise_base(base) + 2.0 * torch.tanh(0.7 * scorer.residual(x))
+    assert torch.equal(final, by_hand)
+
+
 def test_standardisation_round_trip():
     scorer = ResidualScorer(3)
     data = torch.randn(50, 3, dtype=torch.float64) * torch.tensor([1.0, 5.0, 0.1]) + 2.0
