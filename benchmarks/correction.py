@@ -10,9 +10,9 @@ checkpoint ``--checkpoint`` and its calibrated domain:
   explanations).
 
 Per-passage caches (fields, term counts) are warmed first, as in a serving process. Both sides check
-they produce the same orders. A baseline whose code cannot load this checkout's checkpoint (other
-features or extractor) takes its own, ``--baseline-checkpoint``, trained by that code; the orders
-then differ by construction and only the times compare.
+they produce the same orders, gated and always-on. A baseline whose code cannot load this
+checkout's checkpoint (other features or extractor) takes its own, ``--baseline-checkpoint``,
+trained by that code; the orders then differ by construction and only the times compare.
 
     .venv/bin/python benchmarks/correction.py [--data-root ../shared/data] [--banks 50]
         [--baseline REF --baseline-checkpoint DIR]
@@ -46,7 +46,7 @@ def measure(args: argparse.Namespace) -> dict:
     domain = args.domain or sorted(model.domains)[0]
     featurizer = model.featurizer(data.passages)
 
-    def decision(bank):
+    def decision(bank, domain=domain):
         text = data.queries[bank.qid].text
         x = featurizer.features(text, bank.pids)
         return model.decide(
@@ -64,7 +64,9 @@ def measure(args: argparse.Namespace) -> dict:
         )
         for b in banks
     ]
+    # gated and always-on orders: a closed gate alone would compare only the base orders
     orders = [list(decision(b).order) for b in banks]
+    orders += [list(decision(b, None).order) for b in banks]
     for query, candidates, scores in requests:  # warm the request cache
         model.rerank(query, candidates, scores, domain)
     timings: dict[str, list[float]] = {"decision": [], "rerank": []}
