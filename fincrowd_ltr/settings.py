@@ -319,8 +319,8 @@ class FitSettings:
         owner = {f: g for g, fields in groups.items() for f in fields}
         synthetic = shortcuts.pop("synthetic", self.synthetic)
         if isinstance(synthetic, int):
-            seed = {"seed": shortcuts["seed"]} if "seed" in shortcuts else {}
-            synthetic = dataclasses.replace(self.synthetic, n=synthetic, **seed)
+            seed = shortcuts.get("seed", self.synthetic.seed)
+            synthetic = dataclasses.replace(self.synthetic, n=synthetic, seed=seed)
         unknown = sorted(set(shortcuts) - set(owner))
         if unknown:
             raise TypeError(f"unknown setting(s) {unknown}: a field of FitSettings' groups")

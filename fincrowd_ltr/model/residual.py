@@ -84,7 +84,10 @@ class ResidualScorer(nn.Module):
 
     def residual(self, features: torch.Tensor) -> torch.Tensor:
         """``r = z @ w`` per candidate."""
-        return self.standardise(features) @ (self.weight * self.active)
+        return self._project(self.standardise(features))
+
+    def _project(self, standardised: torch.Tensor) -> torch.Tensor:
+        return standardised @ (self.weight * self.active)
 
     def forward(
         self, features: torch.Tensor, base_scores: torch.Tensor, mask: torch.Tensor | None = None
@@ -98,7 +101,7 @@ class ResidualScorer(nn.Module):
         """``(final, s_hat, z)``: corrected scores, normalised base scores and standardised
         features, each computed once (what a runtime returns)."""
         z = self.standardise(features)
-        correction = self.alpha * torch.tanh(self.gamma * (z @ (self.weight * self.active)))
+        correction = self.alpha * torch.tanh(self.gamma * self._project(z))
         s_hat = normalise_base(base_scores, mask)
         final = s_hat + correction
         if mask is not None:

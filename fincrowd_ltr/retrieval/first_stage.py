@@ -79,15 +79,13 @@ RUN = "run"  # a user's own run is the first stage (``build_banks(run=...)``)
 # +0.004]: a gain indistinguishable from zero does not pay for building a static scorer per
 # corpus (minutes). Other corpora get plain BM25 until their own ablation says otherwise (on the
 # FinQA subset the static term costs a little).
-# The table lives in ``defaults.py`` so that the command line's help reads it without importing
-# this module.
-CHOSEN = AUTO_FIRST_STAGE
-FALLBACK = AUTO_FALLBACK
+# The table is ``AUTO_FIRST_STAGE`` in ``defaults.py``, so that the command line's help reads it
+# without importing this module.
 
 
 def resolve_first_stage(name: str, dataset: str) -> str:
     """The first stage ``name`` stands for on ``dataset`` (``auto`` looks the dataset up)."""
-    return CHOSEN.get(dataset, FALLBACK) if name == AUTO else name
+    return AUTO_FIRST_STAGE.get(dataset, AUTO_FALLBACK) if name == AUTO else name
 
 
 @dataclass(frozen=True)

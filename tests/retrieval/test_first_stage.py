@@ -8,13 +8,12 @@ import pytest
 
 from fincrowd_ltr.data import load_dataset
 from fincrowd_ltr.data.schema import DataError, Passage
+from fincrowd_ltr.defaults import AUTO_FALLBACK, AUTO_FIRST_STAGE
 from fincrowd_ltr.evaluation.first_stage import ablation, retrieve_runs
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.retrieval.bm25 import BM25Index
 from fincrowd_ltr.retrieval.filings import filing_score, implied_kinds
 from fincrowd_ltr.retrieval.first_stage import (
-    CHOSEN,
-    FALLBACK,
     FILING_WEIGHT,
     STATIC_WEIGHT,
     FirstStage,
@@ -166,10 +165,11 @@ def test_first_stage_names_parse_and_auto_resolves_per_dataset():
     ):
         with pytest.raises(DataError, match="unknown first stage"):
             parse_first_stage(bad)
-    for name, stage in CHOSEN.items():  # 'auto' is whatever the ablation chose, per dataset
+    # 'auto' is whatever the ablation chose, per dataset
+    for name, stage in AUTO_FIRST_STAGE.items():
         assert resolve_first_stage("auto", name) == stage
         parse_first_stage(stage)
-    assert resolve_first_stage("auto", "my-corpus") == FALLBACK == "bm25"
+    assert resolve_first_stage("auto", "my-corpus") == AUTO_FALLBACK == "bm25"
     assert resolve_first_stage("bm25+periods", "financebench") == "bm25+periods"
 
 
