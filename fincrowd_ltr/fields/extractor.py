@@ -226,10 +226,10 @@ class FinancialFields:
 
 def looks_like_table(text: str, min_share: float = 0.3) -> bool:
     """Layout heuristic for extracted PDF text: many lines that are just numbers."""
-    lines = [line for line in text.splitlines() if line.strip()]
+    lines = list(filter(str.strip, text.splitlines()))
     if len(lines) < 8:
         return "|" in text and text.count("|") >= 4
-    numeric = sum(1 for line in lines if _TABLE_LINE.match(line))
+    numeric = len(list(filter(_TABLE_LINE.match, lines)))
     return numeric / len(lines) >= min_share
 
 

@@ -6,7 +6,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fincrowd_ltr.fields import vocabulary as V
-from fincrowd_ltr.fields.matcher import BOUNDARY_AFTER, BOUNDARY_BEFORE, TriggerMatcher, first_words
+from fincrowd_ltr.fields.matcher import (
+    BOUNDARY_AFTER,
+    BOUNDARY_BEFORE,
+    WORD,
+    TextIndex,
+    TriggerMatcher,
+    first_words,
+)
 
 
 def naive(vocab, text):
@@ -66,3 +73,14 @@ def test_matcher_equals_plain_scan(parts, sep):
     text = sep.join(parts)
     for vocab in (V.METRICS, V.UNITS, V.STATEMENTS, V.SEGMENTS, V.CURRENCIES):
         assert TriggerMatcher(vocab).find(text) == naive(vocab, text), text
+
+
+@settings(max_examples=300)
+@given(st.text(alphabet=st.sampled_from("ab9Z_&-é€ \n\t\u2028$."), max_size=40))
+def test_text_index_reads_the_words_and_offsets_the_regex_reads(text):
+    text = text.lower()  # the index's contract: lower-cased text
+    index = TextIndex(text)
+    assert index.words == set(WORD.findall(text))
+    for word in index.words:
+        starts = [m.start() for m in WORD.finditer(text) if m.group() == word]
+        assert index.positions(word) == starts
