@@ -6,10 +6,11 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,3 +55,29 @@ def measure_in(source: Path, script: Path, *args: str) -> dict:
     if done.returncode != 0:
         raise BaselineFailed(f"{source}: {script.name} failed\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def alternate(
+    before: Callable[[], dict], after: Callable[[], dict], rounds: int
+) -> tuple[list[dict], list[dict]]:
+    """Each side measured ``rounds`` times, the two taking turns (before, after, before, ...), so
+    that a shared machine whose speed drifts during the run slows both sides alike."""
+    befores, afters = [], []
+    for _ in range(rounds):
+        befores.append(before())
+        afters.append(after())
+    return befores, afters
+
+
+def paired(befores: list[dict], afters: list[dict], key, higher_is_better: bool = False) -> dict:
+    """Median of each side over rounds, and the median of the per-round ratios (before / after
+    for times, after / before for rates: above 1 is faster), with their range."""
+    b = [key(x) for x in befores]
+    a = [key(x) for x in afters]
+    ratios = [(y / x if higher_is_better else x / y) for x, y in zip(b, a, strict=True)]
+    return {
+        "before": statistics.median(b),
+        "after": statistics.median(a),
+        "ratio": statistics.median(ratios),
+        "ratio_range": (min(ratios), max(ratios)),
+    }

@@ -14,8 +14,12 @@ they produce the same orders, gated and always-on. A baseline whose code cannot 
 checkout's checkpoint (other features or extractor) takes its own, ``--baseline-checkpoint``,
 trained by that code; the orders then differ by construction and only the times compare.
 
+The sides take turns ``--rounds`` times (before, after, before, ...) and the ratio is the median of
+the rounds' ratios: a shared machine's speed drifts by 20-30% within minutes, which a single
+before-then-after pair reads as a speed-up or a slow-down of the code.
+
     .venv/bin/python benchmarks/correction.py [--data-root ../shared/data] [--banks 50]
-        [--baseline REF --baseline-checkpoint DIR]
+        [--rounds 3] [--baseline REF --baseline-checkpoint DIR]
 """
 
 from __future__ import annotations
@@ -95,6 +99,9 @@ def main() -> None:
     parser.add_argument("--banks", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument(
+        "--rounds", type=int, default=3, help="turns each side takes, alternating (default 3)"
+    )
+    parser.add_argument(
         "--baseline", default=None, help="git ref of the 'before' side (default: BASELINE_REF)"
     )
     parser.add_argument(
@@ -107,7 +114,15 @@ def main() -> None:
     if args.measure:
         print(json.dumps(measure(args)))
         return
-    from _baseline import BASELINE_REF, ROOT, BaselineFailed, checkout, measure_in
+    from _baseline import (
+        BASELINE_REF,
+        ROOT,
+        BaselineFailed,
+        alternate,
+        checkout,
+        measure_in,
+        paired,
+    )
 
     here = Path(__file__).resolve()
     extra = [
@@ -131,10 +146,19 @@ def main() -> None:
         )
     theirs = Path(args.baseline_checkpoint).resolve() if args.baseline_checkpoint else own
     load = os.getloadavg()[0]
+
+    def after() -> dict:
+        try:
+            return measure_in(ROOT, here, *extra, f"--checkpoint={own}")
+        except BaselineFailed as err:  # this checkout's own failure is not the baseline's
+            raise RuntimeError(str(err)) from None
+
     try:
         with checkout(ref) as old:
             (old / "benchmarks" / "_banks.py").write_text((here.parent / "_banks.py").read_text())
-            before = measure_in(old, here, *extra, f"--checkpoint={theirs}")
+            befores, afters = alternate(
+                lambda: measure_in(old, here, *extra, f"--checkpoint={theirs}"), after, args.rounds
+            )
     except BaselineFailed as err:
         print(
             f"the 'before' side ({ref}) could not load {theirs}: its features or extractor differ "
@@ -142,27 +166,32 @@ def main() -> None:
             "code) or --baseline HEAD (this code's last commit); timing this checkout alone.\n"
             f"({str(err).splitlines()[-1]})"
         )
-        before = None
-    after = measure_in(ROOT, here, *extra, f"--checkpoint={own}")
+        befores, afters = [], [after() for _ in range(args.rounds)]
     print(f"machine load (1 min) {load:.2f} before, {os.getloadavg()[0]:.2f} after")
-    if before is None:
-        print(f"{'path':<40}{'after':>8}")
+    rounds = f"{args.banks} banks x {args.repeats}, {args.rounds} rounds"
+    if not befores:
+        print(f"{'path':<40}{'after':>8}   (median over rounds of the medians of {rounds})")
         for key in ("decision", "rerank"):
-            print(f"{key:<40}{after[key]:>8.2f}")
+            print(f"{key:<40}{statistics.median(a[key] for a in afters):>8.2f}")
         return
     print(
-        f"correction per 100-candidate bank, one core, ms (median of {args.banks} banks x "
-        f"{args.repeats})"
+        f"correction per 100-candidate bank, one core, ms: medians over rounds of the medians of "
+        f"{rounds}, the sides taking turns; ratio: median of the rounds' ratios [their range]"
     )
-    print(f"{'path':<40}{'before':>8}{'after':>8}{'ratio':>8}")
+    print(f"{'path':<40}{'before':>8}{'after':>8}{'ratio':>8}{'range':>14}")
     for key, label in (
         ("decision", "features + residual + gate (target 5)"),
         ("rerank", "rerank() with candidate dicts"),
     ):
-        print(f"{label:<40}{before[key]:>8.2f}{after[key]:>8.2f}{before[key] / after[key]:>7.2f}x")
+        p = paired(befores, afters, lambda m, key=key: m[key])
+        low, high = p["ratio_range"]
+        print(
+            f"{label:<40}{p['before']:>8.2f}{p['after']:>8.2f}{p['ratio']:>7.2f}x"
+            f"{f'[{low:.2f}, {high:.2f}]':>14}"
+        )
     if theirs == own:
-        same = "yes" if before["digest"] == after["digest"] else "NO"
-        print(f"same orders before and after: {same}")
+        digests = {m["digest"] for m in befores + afters}
+        print(f"same orders before and after: {'yes' if len(digests) == 1 else 'NO'}")
     else:
         print(f"orders not compared: the baseline loads its own checkpoint ({theirs})")
     print(f"before = {ref}, after = this checkout (uncommitted changes included)")

@@ -2,10 +2,12 @@
 before the speed work (``_baseline.BASELINE_REF``), side by side.
 
 Both sides extract the same random FinanceBench pages and TAT-QA passages in separate processes
-(one core each, run one after the other), ``--repeats`` times; the script prints the medians, their
-ratio, and whether both produced identical fields for every passage.
+(one core each), ``--repeats`` times per process, the two sides taking turns ``--rounds`` times (a
+shared machine's speed drifts within minutes); the script prints the medians, the median of the
+rounds' ratios, and whether both produced identical fields for every passage.
 
     .venv/bin/python benchmarks/extraction.py [--data-root ../shared/data] [--n 2000] [--repeats 5]
+        [--rounds 3]
 """
 
 from __future__ import annotations
@@ -56,6 +58,9 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument(
+        "--rounds", type=int, default=3, help="turns each side takes, alternating (default 3)"
+    )
+    parser.add_argument(
         "--baseline", default=None, help="git ref of the 'before' side (default: BASELINE_REF)"
     )
     parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
@@ -63,28 +68,38 @@ def main() -> None:
     if args.measure:
         print(json.dumps(measure(args.data_root, args.n, args.repeats)))
         return
-    from _baseline import BASELINE_REF, ROOT, checkout, measure_in
+    from _baseline import BASELINE_REF, ROOT, alternate, checkout, measure_in, paired
 
     extra = [f"--n={args.n}", f"--repeats={args.repeats}"]
     if args.data_root:
         extra.append(f"--data-root={Path(args.data_root).resolve()}")
     ref = args.baseline or BASELINE_REF
     load = os.getloadavg()[0]
+    here = Path(__file__).resolve()
     with checkout(ref) as old:
-        before = measure_in(old, Path(__file__).resolve(), *extra)
-    after = measure_in(ROOT, Path(__file__).resolve(), *extra)
+        befores, afters = alternate(
+            lambda: measure_in(old, here, *extra),
+            lambda: measure_in(ROOT, here, *extra),
+            args.rounds,
+        )
     print(f"machine load (1 min) {load:.2f} before, {os.getloadavg()[0]:.2f} after")
-    print(f"field extraction, passages/s on one core, medians of {args.repeats} repeats")
     print(
-        f"{'corpus':<20}{'chars':>7}{'before':>9}{'after':>9}{'ratio':>7}{'target':>8}"
-        f"{'identical fields':>18}"
+        f"field extraction, passages/s on one core: medians over {args.rounds} rounds (the sides "
+        f"taking turns) of the medians of {args.repeats} repeats; ratio: median of the rounds' "
+        "ratios [their range]"
     )
-    for name in after:
-        b, a = before[name], after[name]
+    print(
+        f"{'corpus':<20}{'chars':>7}{'before':>9}{'after':>9}{'ratio':>7}{'range':>14}"
+        f"{'target':>8}{'identical fields':>18}"
+    )
+    for name in afters[0]:
+        p = paired(befores, afters, lambda m, name=name: m[name]["rate"], higher_is_better=True)
+        low, high = p["ratio_range"]
+        same = len({m[name]["digest"] for m in befores + afters}) == 1
         print(
-            f"{name:<20}{a['chars']:>7.0f}{b['rate']:>9.0f}{a['rate']:>9.0f}"
-            f"{a['rate'] / b['rate']:>6.2f}x{TARGET:>8.0f}"
-            f"{'yes' if a['digest'] == b['digest'] else 'NO':>18}"
+            f"{name:<20}{afters[0][name]['chars']:>7.0f}{p['before']:>9.0f}{p['after']:>9.0f}"
+            f"{p['ratio']:>6.2f}x{f'[{low:.2f}, {high:.2f}]':>14}{TARGET:>8.0f}"
+            f"{'yes' if same else 'NO':>18}"
         )
     print(f"before = {ref}, after = this checkout (uncommitted changes included)")
 
