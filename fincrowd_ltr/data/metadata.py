@@ -156,7 +156,7 @@ def normalise_metadata(metadata: dict, where: str = "metadata") -> dict:
     if not isinstance(metadata, dict):
         raise DataError(f"{where} must be an object", where)
     out = {k: v for k, v in metadata.items() if k not in METADATA_FIELDS}
-    named = tuple(metadata.get(key) for key in _NAMED)
+    named = tuple(map(metadata.get, _NAMED))
     try:  # a served model sees the same few companies and periods again and again
         canonical = _canonical_seen(*named)
     except (TypeError, DataError):  # a list (unhashable), or an error to name with ``where``

@@ -39,21 +39,23 @@ def parse_candidate(c: Candidate | dict, index: int) -> Candidate:
     (:func:`~fincrowd_ltr.data.metadata.normalise_metadata`); the caller's object is not
     changed."""
     if isinstance(c, dict):
-        missing = [k for k in ("id", "text") if k not in c]
-        if missing:
+        if "id" not in c or "text" not in c:
+            missing = [k for k in ("id", "text") if k not in c]
             raise DataError(
                 f"candidates[{index}]: missing field(s) {missing}",
                 f"candidates[{index}].{missing[0]}",
             )
-        c = Candidate(str(c["id"]), c["text"], c.get("metadata") or {})
-    where = f"candidates[{index}]"
-    if not str(c.id).strip():
-        raise DataError(f"{where}.id must be a non-empty string", f"{where}.id")
-    if not isinstance(c.text, str):
-        raise DataError(f"{where}.text must be a string", f"{where}.text")
-    if not isinstance(c.metadata, dict):
+        cid, text, metadata = str(c["id"]), c["text"], c.get("metadata") or {}
+    else:
+        cid, text, metadata = c.id, c.text, c.metadata
+    if not isinstance(text, str) or not isinstance(metadata, dict) or not str(cid).strip():
+        where = f"candidates[{index}]"
+        if not str(cid).strip():
+            raise DataError(f"{where}.id must be a non-empty string", f"{where}.id")
+        if not isinstance(text, str):
+            raise DataError(f"{where}.text must be a string", f"{where}.text")
         raise DataError(f"{where}.metadata must be an object", f"{where}.metadata")
-    return Candidate(c.id, c.text, normalise_metadata(c.metadata, f"{where}.metadata"))
+    return Candidate(cid, text, normalise_metadata(metadata, f"candidates[{index}].metadata"))
 
 
 def request_passage(key: str, c: Candidate) -> Passage:

@@ -127,6 +127,14 @@ def test_explanation_and_gate_decision(checkpoint):
         ([], [], "candidates is empty"),
         ([{"id": "a", "text": "x"}, {"id": "a", "text": "y"}], [1.0, 2.0], "unique"),
         ([{"id": "a"}], [1.0], r"candidates\[0\]: missing field\(s\) \['text'\]"),
+        ([{"text": "t"}], [1.0], r"candidates\[0\]: missing field\(s\) \['id'\]"),
+        ([{"id": " ", "text": "t"}], [1.0], r"candidates\[0\]\.id must be a non-empty string"),
+        ([{"id": "a", "text": 3}], [1.0], r"candidates\[0\]\.text must be a string"),
+        (
+            [{"id": "a", "text": "t"}, {"id": "b", "text": "t", "metadata": ["x"]}],
+            [1.0, 2.0],
+            r"candidates\[1\]\.metadata must be an object",
+        ),
         (
             [{"id": "a", "text": "t", "metadata": {"company": ["x"]}}],
             [1.0],
