@@ -60,12 +60,19 @@ def measure_in(source: Path, script: Path, *args: str) -> dict:
 def alternate(
     before: Callable[[], dict], after: Callable[[], dict], rounds: int
 ) -> tuple[list[dict], list[dict]]:
-    """Each side measured ``rounds`` times, the two taking turns (before, after, before, ...), so
-    that a shared machine whose speed drifts during the run slows both sides alike."""
+    """Each side measured ``rounds`` times, the two taking turns and swapping who goes first each
+    round (before-after, after-before, ...), so that a shared machine whose speed drifts during
+    the run slows both sides alike."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1; got {rounds}")
     befores, afters = [], []
-    for _ in range(rounds):
-        befores.append(before())
-        afters.append(after())
+    for i in range(rounds):
+        if i % 2:
+            afters.append(after())
+            befores.append(before())
+        else:
+            befores.append(before())
+            afters.append(after())
     return befores, afters
 
 
@@ -81,3 +88,13 @@ def paired(befores: list[dict], afters: list[dict], key, higher_is_better: bool 
         "ratio": statistics.median(ratios),
         "ratio_range": (min(ratios), max(ratios)),
     }
+
+
+def rounds_arg(text: str) -> int:
+    """``--rounds``: a positive integer (argparse type)."""
+    import argparse
+
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1; got {value}")
+    return value

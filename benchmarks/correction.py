@@ -14,9 +14,10 @@ they produce the same orders, gated and always-on. A baseline whose code cannot 
 checkout's checkpoint (other features or extractor) takes its own, ``--baseline-checkpoint``,
 trained by that code; the orders then differ by construction and only the times compare.
 
-The sides take turns ``--rounds`` times (before, after, before, ...) and the ratio is the median of
-the rounds' ratios: a shared machine's speed drifts by 20-30% within minutes, which a single
-before-then-after pair reads as a speed-up or a slow-down of the code.
+The sides take turns ``--rounds`` times, swapping who goes first each round (before-after,
+after-before, ...), and the ratio is the median of the rounds' ratios: a shared machine's speed
+drifts by 20-30% within minutes, which a single before-then-after pair reads as a speed-up or a
+slow-down of the code.
 
     .venv/bin/python benchmarks/correction.py [--data-root ../shared/data] [--banks 50]
         [--rounds 3] [--baseline REF --baseline-checkpoint DIR]
@@ -31,6 +32,8 @@ import os
 import statistics
 import time
 from pathlib import Path
+
+from _baseline import rounds_arg
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -99,7 +102,7 @@ def main() -> None:
     parser.add_argument("--banks", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument(
-        "--rounds", type=int, default=3, help="turns each side takes, alternating (default 3)"
+        "--rounds", type=rounds_arg, default=3, help="turns each side takes (default 3)"
     )
     parser.add_argument(
         "--baseline", default=None, help="git ref of the 'before' side (default: BASELINE_REF)"

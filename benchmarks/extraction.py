@@ -2,9 +2,10 @@
 before the speed work (``_baseline.BASELINE_REF``), side by side.
 
 Both sides extract the same random FinanceBench pages and TAT-QA passages in separate processes
-(one core each), ``--repeats`` times per process, the two sides taking turns ``--rounds`` times (a
-shared machine's speed drifts within minutes); the script prints the medians, the median of the
-rounds' ratios, and whether both produced identical fields for every passage.
+(one core each, one process at a time), ``--repeats`` times per process; the sides take turns
+``--rounds`` times, swapping who goes first each round (a shared machine's speed drifts within
+minutes). The script prints each side's median over rounds, the median of the rounds' ratios with
+their range, and whether both sides produced identical fields for every passage and question.
 
     .venv/bin/python benchmarks/extraction.py [--data-root ../shared/data] [--n 2000] [--repeats 5]
         [--rounds 3]
@@ -20,6 +21,8 @@ import random
 import statistics
 import time
 from pathlib import Path
+
+from _baseline import rounds_arg
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -58,7 +61,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument(
-        "--rounds", type=int, default=3, help="turns each side takes, alternating (default 3)"
+        "--rounds", type=rounds_arg, default=3, help="turns each side takes (default 3)"
     )
     parser.add_argument(
         "--baseline", default=None, help="git ref of the 'before' side (default: BASELINE_REF)"

@@ -37,17 +37,18 @@ class RerankResult:
 def parse_candidate(c: Candidate | dict, index: int) -> Candidate:
     """A checked candidate with its metadata in canonical form
     (:func:`~fincrowd_ltr.data.metadata.normalise_metadata`); the caller's object is not
-    changed."""
-    if isinstance(c, dict):
-        if "id" not in c or "text" not in c:
-            missing = [k for k in ("id", "text") if k not in c]
-            raise DataError(
-                f"candidates[{index}]: missing field(s) {missing}",
-                f"candidates[{index}].{missing[0]}",
-            )
+    changed. Any object with ``id`` and ``text`` attributes (and optionally ``metadata``) reads
+    like a :class:`Candidate`."""
+    is_dict = isinstance(c, dict)
+    missing = [k for k in ("id", "text") if (k not in c if is_dict else not hasattr(c, k))]
+    if missing:
+        raise DataError(
+            f"candidates[{index}]: missing field(s) {missing}", f"candidates[{index}].{missing[0]}"
+        )
+    if is_dict:
         cid, text, metadata = str(c["id"]), c["text"], c.get("metadata") or {}
-    else:
-        cid, text, metadata = c.id, c.text, c.metadata
+    else:  # a Candidate, or any object with the same attributes
+        cid, text, metadata = c.id, c.text, getattr(c, "metadata", {})
     if not isinstance(text, str) or not isinstance(metadata, dict) or not str(cid).strip():
         where = f"candidates[{index}]"
         if not str(cid).strip():
