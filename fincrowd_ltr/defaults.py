@@ -23,3 +23,6 @@ SELECTION_GRID: tuple[dict, ...] = tuple(
 # ``fincrowd_ltr/retrieval/first_stage.py``); other corpora get the fallback
 AUTO_FIRST_STAGE = {"financebench": "bm25+query+entity+filing+static=0.25", "tatqa": "bm25"}
 AUTO_FALLBACK = "bm25"
+# the command line's default for Hugging Face tokenizers' thread pool: off (residual fits run in
+# forked workers), on only while a corpus is tokenised in bulk (retrieval.static.bulk_tokenizing)
+TOKENIZERS_BULK_ONLY = ("FINCROWD_TOKENIZERS_PARALLELISM", "bulk")

@@ -10,10 +10,16 @@ from pathlib import Path
 
 
 def quiet_libraries() -> None:
-    """Offline, quiet libraries (set before any of them is imported)."""
+    """Offline, quiet libraries (set before any of them is imported). Tokenizers' thread pool is
+    off (residual fits run in forked workers) except while a corpus is tokenised in bulk
+    (``fincrowd_ltr.retrieval.static.bulk_tokenizing``), unless the user set it."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if "TOKENIZERS_PARALLELISM" not in os.environ:
+        from fincrowd_ltr.defaults import TOKENIZERS_BULK_ONLY
+
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
+        os.environ.setdefault(*TOKENIZERS_BULK_ONLY)
     os.environ.setdefault("WANDB_MODE", "offline")
     import logging
     import warnings

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from fincrowd_ltr.progress import Progress
-from fincrowd_ltr.retrieval.static import SCORES_VERSION, StaticEncoder
+from fincrowd_ltr.retrieval.static import SCORES_VERSION, StaticEncoder, bulk_tokenizing
 from fincrowd_ltr.retrieval.windows import WindowPolicy
 
 CHUNK = 2000  # pages embedded per call (bounds the word-piece lists held at once)
@@ -64,12 +64,13 @@ class PageVectors:
                     return cls(saved["vectors"], saved["starts"], encoder)
         parts, lengths = [], []
         bar = Progress(len(pids), "static page vectors (once per corpus)", progress, " pages")
-        for i in range(0, len(pids), CHUNK):
-            texts = [passages[p].text for p in pids[i : i + CHUNK]]
-            for windows in encoder.window_vectors(texts):
-                parts.append(windows)
-                lengths.append(len(windows))
-            bar.update(len(texts))
+        with bulk_tokenizing():
+            for i in range(0, len(pids), CHUNK):
+                texts = [passages[p].text for p in pids[i : i + CHUNK]]
+                for windows in encoder.window_vectors(texts):
+                    parts.append(windows)
+                    lengths.append(len(windows))
+                bar.update(len(texts))
         bar.close()
         dim = model.dim
         vectors = np.concatenate(parts) if parts else np.zeros((0, dim), dtype=np.float32)

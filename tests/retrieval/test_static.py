@@ -1,6 +1,7 @@
 """The static dense scorer: distillation, saving, batch invariance, tuning and its ranker
 names (a tiny random BERT as the teacher; the real MiniLM word-piece vocabulary)."""
 
+import os
 import shutil
 
 import numpy as np
@@ -198,3 +199,32 @@ def test_page_vectors_score_like_the_encoder_and_lift_pages_in_the_first_stage(
     plain = index.scores(question)
     lifted = FirstStage("bm25+static=0.5", index, passages, extractor, pages)._scores(question)
     np.testing.assert_allclose(lifted, plain + 0.5 * plain.max() * pages.scores(question))
+
+
+def test_bulk_tokenizing_turns_the_pool_on_only_over_the_cli_default(monkeypatch, static):
+    """Inside ``bulk_tokenizing`` the CLI's default (pool off, bulk only) turns the pool on; it is
+    off again afterwards, a user's own setting is never touched, and the counts and token ids are
+    the same with the pool on or off."""
+    from fincrowd_ltr.defaults import TOKENIZERS_BULK_ONLY
+    from fincrowd_ltr.retrieval.static import bulk_tokenizing, piece_frequencies
+
+    key, value = TOKENIZERS_BULK_ONLY
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+    monkeypatch.setenv(key, value)
+    with bulk_tokenizing():
+        assert os.environ["TOKENIZERS_PARALLELISM"] == "true"
+        with bulk_tokenizing():  # nested: still on, and the outer restore still wins
+            pass
+        assert os.environ["TOKENIZERS_PARALLELISM"] == "true"
+        parallel_ids = static.token_ids(TEXTS * 50)
+        parallel = piece_frequencies(static, TEXTS * 50, 30522)
+    assert os.environ["TOKENIZERS_PARALLELISM"] == "false"
+    assert static.token_ids(TEXTS * 50) == parallel_ids
+    # piece by piece, as the counts were made before (np.add.at), gives the same frequencies
+    counts = np.ones(30522)
+    for ids in static.token_ids(TEXTS * 50):
+        np.add.at(counts, np.asarray(ids, dtype=np.int64), 1)
+    assert np.array_equal(parallel, counts / counts.sum())
+    monkeypatch.delenv(key)  # the user's own "false": kept
+    with bulk_tokenizing():
+        assert os.environ["TOKENIZERS_PARALLELISM"] == "false"
