@@ -57,9 +57,11 @@ class StaticModel:
         return int(self.vectors.shape[1])
 
     def fingerprint(self) -> str:
-        """Content hash of the vectors and the config (the cache key of what it scores)."""
+        """Content hash of the vectors and the config (the cache key of what it scores), without
+        the build's duration: a scorer rebuilt identically keeps its page vectors."""
         h = hashlib.sha1(self.vectors.tobytes())
-        h.update(json.dumps(self.config, sort_keys=True).encode())
+        config = {k: v for k, v in self.config.items() if k != "seconds"}
+        h.update(json.dumps(config, sort_keys=True).encode())
         return h.hexdigest()[:16]
 
     def token_ids(self, texts: list[str]) -> list[list[int]]:

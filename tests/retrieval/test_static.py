@@ -228,3 +228,12 @@ def test_bulk_tokenizing_turns_the_pool_on_only_over_the_cli_default(monkeypatch
     monkeypatch.delenv(key)  # the user's own "false": kept
     with bulk_tokenizing():
         assert os.environ["TOKENIZERS_PARALLELISM"] == "false"
+
+
+def test_the_fingerprint_reads_content_not_the_build_time(static):
+    """Two builds that differ only in how long they took key the same page vectors."""
+    slow = StaticModel(static.vectors, static.tokenizer, {**static.config, "seconds": 99.0})
+    fast = StaticModel(static.vectors, static.tokenizer, {**static.config, "seconds": 1.0})
+    assert slow.fingerprint() == fast.fingerprint()
+    other = StaticModel(static.vectors, static.tokenizer, {**static.config, "dim": 17})
+    assert other.fingerprint() != fast.fingerprint()
