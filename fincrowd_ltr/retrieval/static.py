@@ -57,9 +57,11 @@ class StaticModel:
         return int(self.vectors.shape[1])
 
     def fingerprint(self) -> str:
-        """Content hash of the vectors and the config (the cache key of what it scores), without
-        the build's duration: a scorer rebuilt identically keeps its page vectors."""
+        """Content hash of the vectors, the tokenizer and the config (the cache key of what it
+        scores), without the build's duration: a scorer rebuilt identically keeps its page
+        vectors."""
         h = hashlib.sha1(self.vectors.tobytes())
+        h.update(self.tokenizer.to_str().encode())
         config = {k: v for k, v in self.config.items() if k != "seconds"}
         h.update(json.dumps(config, sort_keys=True).encode())
         return h.hexdigest()[:16]
@@ -203,8 +205,9 @@ def bulk_tokenizing() -> Iterator[None]:
     turned it off by default (``TOKENIZERS_PARALLELISM=false`` beside
     ``defaults.TOKENIZERS_BULK_ONLY``; a value the user set is kept). Off again afterwards, so
     that workers forked later (the residual fits) read ``false`` and never touch the pool. Token
-    ids do not depend on it; on 2 cores a corpus tokenises ~2x faster (752 -> 1,463 FinanceBench
-    pages/s)."""
+    ids do not depend on it; on 2 cores a corpus tokenises ~2x faster (FinanceBench pages,
+    tokenisation alone: 752 -> 1,463 pages/s). Nothing inside a section may fork: a child forked
+    while the pool is on hangs when it tokenises."""
     key, value = TOKENIZERS_BULK_ONLY
     if os.environ.get(key) != value:
         yield
@@ -216,7 +219,7 @@ def bulk_tokenizing() -> Iterator[None]:
             yield
         finally:
             if before is None:
-                del os.environ["TOKENIZERS_PARALLELISM"]
+                os.environ.pop("TOKENIZERS_PARALLELISM", None)
             else:
                 os.environ["TOKENIZERS_PARALLELISM"] = before
 
@@ -226,22 +229,20 @@ def piece_frequencies(model_or_tokenizer, texts: Iterable[str], vocab_size: int)
     tokenizer = getattr(model_or_tokenizer, "tokenizer", model_or_tokenizer)
     counts = np.ones(vocab_size, dtype=np.float64)
     batch: list[str] = []
-    with bulk_tokenizing():
-        for text in texts:
-            batch.append(text)
-            if len(batch) == 512:
-                _count(tokenizer, batch, counts)
-                batch = []
-        if batch:
+    for text in texts:  # the caller's iterable is read outside the bulk sections
+        batch.append(text)
+        if len(batch) == 512:
             _count(tokenizer, batch, counts)
+            batch = []
+    if batch:
+        _count(tokenizer, batch, counts)
     return counts / counts.sum()
 
 
 def _count(tokenizer, texts: list[str], counts: np.ndarray) -> None:
-    ids = [
-        np.asarray(e.ids, dtype=np.int64)
-        for e in tokenizer.encode_batch(texts, add_special_tokens=False)
-    ]
+    with bulk_tokenizing():
+        encodings = tokenizer.encode_batch(texts, add_special_tokens=False)
+    ids = [np.asarray(e.ids, dtype=np.int64) for e in encodings]
     if ids:  # whole counts, exact in float64: the same sums as adding one piece at a time
         counts += np.bincount(np.concatenate(ids), minlength=len(counts))
 

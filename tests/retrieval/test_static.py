@@ -237,3 +237,29 @@ def test_the_fingerprint_reads_content_not_the_build_time(static):
     assert slow.fingerprint() == fast.fingerprint()
     other = StaticModel(static.vectors, static.tokenizer, {**static.config, "dim": 17})
     assert other.fingerprint() != fast.fingerprint()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX-only")
+def test_a_worker_forked_after_a_bulk_section_tokenises(monkeypatch, static):
+    """After a bulk section has used the pool, a forked child (as the residual fits' workers)
+    reads ``false`` and tokenises without it: it finishes, with the parent's ids (a child forked
+    while the pool is on would hang)."""
+    import signal
+
+    from fincrowd_ltr.defaults import TOKENIZERS_BULK_ONLY
+    from fincrowd_ltr.retrieval.static import bulk_tokenizing
+
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+    monkeypatch.setenv(*TOKENIZERS_BULK_ONLY)
+    with bulk_tokenizing():
+        expected = static.token_ids(TEXTS * 200)
+    pid = os.fork()
+    if pid == 0:  # the child: any failure or a hang ends it with a non-zero status
+        code = 1
+        try:
+            signal.alarm(20)
+            code = 0 if static.token_ids(TEXTS * 200) == expected else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
