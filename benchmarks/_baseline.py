@@ -3,6 +3,7 @@ to run a benchmark function in a subprocess against either checkout."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -63,8 +64,6 @@ def alternate(
     """Each side measured ``rounds`` times, the two taking turns and swapping who goes first each
     round (before-after, after-before, ...), so that a shared machine whose speed drifts during
     the run slows both sides alike."""
-    if rounds < 1:
-        raise ValueError(f"rounds must be at least 1; got {rounds}")
     befores, afters = [], []
     for i in range(rounds):
         if i % 2:
@@ -92,8 +91,6 @@ def paired(befores: list[dict], afters: list[dict], key, higher_is_better: bool 
 
 def rounds_arg(text: str) -> int:
     """``--rounds``: a positive integer (argparse type)."""
-    import argparse
-
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1; got {value}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
+import string
 from collections import defaultdict
 
 try:  # Python >= 3.11
@@ -239,8 +240,8 @@ class TextIndex:
 
 
 _start = re.Match.start
-_SPACES = bytes(c if chr(c) in "abcdefghijklmnopqrstuvwxyz0123456789" else 32 for c in range(256))
-_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+_SPACES = bytes(c if chr(c) in string.ascii_lowercase + string.digits else 32 for c in range(256))
+_WORD_CHARS = frozenset(string.ascii_letters + string.digits)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -49,14 +49,14 @@ def parse_candidate(c: Candidate | dict, index: int) -> Candidate:
         cid, text, metadata = str(c["id"]), c["text"], c.get("metadata") or {}
     else:  # a Candidate, or any object with the same attributes
         cid, text, metadata = c.id, c.text, getattr(c, "metadata", {})
-    if not isinstance(text, str) or not isinstance(metadata, dict) or not str(cid).strip():
-        where = f"candidates[{index}]"
-        if not str(cid).strip():
-            raise DataError(f"{where}.id must be a non-empty string", f"{where}.id")
-        if not isinstance(text, str):
-            raise DataError(f"{where}.text must be a string", f"{where}.text")
+    where = f"candidates[{index}]"
+    if not str(cid).strip():
+        raise DataError(f"{where}.id must be a non-empty string", f"{where}.id")
+    if not isinstance(text, str):
+        raise DataError(f"{where}.text must be a string", f"{where}.text")
+    if not isinstance(metadata, dict):
         raise DataError(f"{where}.metadata must be an object", f"{where}.metadata")
-    return Candidate(cid, text, normalise_metadata(metadata, f"candidates[{index}].metadata"))
+    return Candidate(cid, text, normalise_metadata(metadata, f"{where}.metadata"))
 
 
 def request_passage(key: str, c: Candidate) -> Passage:
