@@ -46,9 +46,11 @@ _QUARTER = re.compile(
     rf"\bq([1-4])\s*(?:of\s+)?(?:the\s+)?(?:fy|fiscal(?: year)?)?\s*'?({_YEAR}|\d{{2}})\b"
     rf"|\b(?:fy\s?)?({_YEAR})\s*q([1-4])\b"
     rf"|\b([1-4])q\s?'?(\d{{2}}|{_YEAR})\b"
-    rf"|\b(first|second|third|fourth|1st|2nd|3rd|4th) (?:fiscal )?quarter (?:of |ended \w+ \d+, )?(?:fiscal )?(?:year )?({_YEAR})\b",
+    rf"|\b(first|second|third|fourth|1st|2nd|3rd|4th) (?:fiscal )?quarter (?:of |ended \w+ \d+, )?(?:fiscal )?(?:year )?({_YEAR})\b"
+    rf"|\b(?:fiscal (?:year )?|fy ?)?({_YEAR}) (first|second|third|fourth|1st|2nd|3rd|4th) (?:fiscal )?quarter\b",
     re.I,
 )
+_DATE = re.compile(r"(?<![\d/])(?:0?[1-9]|1[0-2])/(?:0?[1-9]|[12]\d|3[01])/(\d{4}|\d{2})(?![\d/])")
 _YEAR_RANGE = re.compile(
     rf"(?:fy\s?)?({_YEAR})\s*(?:-|–|to|through)\s*(?:fy\s?)?({_YEAR})\b"
     rf"|between (?:fy\s?)?({_YEAR}) and (?:fy\s?)?({_YEAR})\b",
@@ -393,8 +395,10 @@ class FieldExtractor:
                 year, quarter = _year(m.group(3)), int(m.group(4))
             elif m.group(5):
                 year, quarter = _year(m.group(6)), int(m.group(5))
-            else:
+            elif m.group(7):
                 year, quarter = _year(m.group(8)), _QUARTER_WORDS[m.group(7).lower()]
+            else:  # "the 2019 second quarter", "fiscal 2019 second quarter"
+                year, quarter = _year(m.group(9)), _QUARTER_WORDS[m.group(10).lower()]
             if year:
                 found.add(f"{year}Q{quarter}")
         for m in _FY.finditer(text):
@@ -410,6 +414,10 @@ class FieldExtractor:
                 )
                 if lo < hi <= lo + 10:
                     found.update(str(y) for y in range(lo, hi + 1))
+        for m in _DATE.finditer(text):  # 12/31/2016, 12/31/06
+            year = _year(m.group(1))
+            if year:
+                found.add(str(year))
         for m in _BARE_YEAR.finditer(text):
             # the year of "Q4 2019" belongs to the quarter, not to a separate period
             if not any(start <= m.start() < end for start, end in spans):

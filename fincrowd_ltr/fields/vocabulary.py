@@ -7,7 +7,7 @@ extractor sees: bump ``EXTRACTOR_VERSION`` so checkpoints record which vocabular
 
 from __future__ import annotations
 
-EXTRACTOR_VERSION = "1.3"
+EXTRACTOR_VERSION = "1.4"
 
 # Financial metrics: canonical name -> surface forms. Forms are specific enough that a
 # passage which mentions them is about that metric (e.g. the cash-flow line item for capex).
@@ -63,8 +63,8 @@ METRICS: dict[str, list[str]] = {
     "interest_expense": [r"interest expense", r"interest costs?", r"finance costs?",
                          r"interest coverage"],
     "income_tax": [r"(?:income )?tax (?:expense|provision|rate)", r"effective tax rate",
-                   r"provision for(?:/\(benefit from\))? income taxes", r"income tax benefits?"],
-    "research_development": [r"research(?:,| and) development", r"r&d"],
+                   r"provision for(?:/| )?(?:\(benefit from\) )?income taxes", r"income tax benefits?"],
+    "research_development": [r"research(?:,| and) development", r"r&d", r"rd&e"],
     "sga": [r"selling,? general,? and administrative", r"sg&a"],
     "goodwill": [r"goodwill", r"impairment (?:charges?|loss(?:es)?)"],
     "restructuring": [r"restructuring"],
@@ -128,11 +128,13 @@ STATEMENTS: dict[str, list[str]] = {
 # ("($ million)", "(in $ millions)", "($ in thousands)": magnitude headers written with the symbol)
 UNITS: dict[str, list[str]] = {
     "thousands": [r"in thousands", r"\(thousands\)", r"thousands of (?:u\.s\. )?dollars",
-                  r"usd thousands", r"\(in \$? ?thousands", r"\(\$ ?(?:in )?thousands?\)"],
+                  r"usd thousands", r"\(in \$? ?thousands", r"\(\$ ?(?:in )?thousands?\)",
+                  r"in (?:us\$|\$|usd) ?thousands?"],
     "millions": [r"in millions", r"\(millions\)", r"usd millions", r"millions of (?:u\.s\. )?dollars",
-                 r"\(in \$? ?millions", r"\(\$ ?(?:in )?millions?\)", r"dollars in millions", r"usdm"],
+                 r"\(in \$? ?millions", r"\(\$ ?(?:in )?millions?\)", r"dollars in millions", r"usdm",
+                 r"in (?:us\$|\$|usd) ?millions?"],
     "billions": [r"in billions", r"\(billions\)", r"usd billions", r"billions of (?:u\.s\. )?dollars",
-                 r"\(in \$? ?billions", r"\(\$ ?(?:in )?billions?\)"],
+                 r"\(in \$? ?billions", r"\(\$ ?(?:in )?billions?\)", r"in (?:us\$|\$|usd) ?billions?"],
     "percent": [r"percent(?:age)?s?", r"per cent", r"margins?", r"(?:tax|growth|discount) rates?"],
     "per_share": [r"per (?:diluted |common |basic )?share"],
 }

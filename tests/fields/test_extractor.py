@@ -19,6 +19,10 @@ fx = FieldExtractor()
         ("quick ratio for Q2 of FY2023", {"2023Q2"}),
         ("second quarter of 2023 sales", {"2023Q2"}),
         ("2Q23 margin", {"2023Q2"}),
+        ("margin in the fiscal 2021 third quarter", {"2021Q3"}),  # year before the quarter
+        ("the 2017 1st quarter low", {"2017Q1"}),
+        ("returns for the years ended 12/31/2015 and 12/31/07", {"2015", "2007"}),  # dates
+        ("shipped 13/45/2015 units in 2/2016", set()),  # not dates
         ("net income for the year ended December 31, 2019", {"2019"}),
         ("average capex over FY2017 - FY2019", {"2017", "2018", "2019"}),
         ("between 2015 and 2017", {"2015", "2016", "2017"}),
@@ -137,6 +141,10 @@ def test_extraction_is_deterministic_and_total(text):
         ("Which debt securities are registered under Acme's name?", "metric", {"debt"}),
         ("Net sales ($ million)", "unit", {"millions"}),
         ("(in $ thousands)", "unit", {"thousands"}),
+        ("net debt, in us$ million?", "unit", {"millions"}),
+        ("Provision for (benefit from) income taxes 12", "metric", {"income_tax"}),
+        ("Provision for/(benefit from) income taxes 12", "metric", {"income_tax"}),
+        ("growth in RD&E spending", "metric", {"research_development"}),
     ],
 )
 def test_pdf_text_is_read_as_printed(text, field, expected):
