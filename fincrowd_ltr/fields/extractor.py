@@ -25,6 +25,7 @@ from fincrowd_ltr.data.metadata import normalise_period, periods_of
 from fincrowd_ltr.data.schema import DataError, Passage
 from fincrowd_ltr.fields import vocabulary as V
 from fincrowd_ltr.fields.matcher import TextIndex, TriggerMatcher
+from fincrowd_ltr.fields.registrants import looks_like_ticker, registrant_names
 
 FIELD_NAMES = ("entity", "metric", "period", "segment", "table_scope", "unit", "currency")
 MIN_YEAR, MAX_YEAR = 1990, 2039
@@ -157,7 +158,7 @@ def extractor_fingerprint() -> str:
     pattern does, even when the version was not bumped."""
     here = Path(__file__).parent
     digest = hashlib.sha1()
-    for name in ("extractor.py", "vocabulary.py", "matcher.py"):
+    for name in ("extractor.py", "vocabulary.py", "matcher.py", "registrants.py"):
         digest.update((here / name).read_bytes())
     return f"{V.EXTRACTOR_VERSION}-{digest.hexdigest()[:12]}"
 
@@ -275,17 +276,29 @@ class FieldExtractor:
         companies: dict[str, list[str]] | None = None,
         segments: dict[str, list[str]] | None = None,
     ) -> FieldExtractor:
-        """An extractor whose entity vocabulary also covers every company in the metadata, and
-        whose segment names include those the corpus's own filings write as ``<name> segment``
-        (see :meth:`harvest_segments`), added to ``segments``."""
+        """An extractor whose entity vocabulary also covers every company in the metadata (a
+        company named by ticker under the name its own filings give it, the ticker an alias:
+        :func:`~fincrowd_ltr.fields.registrants.registrant_names`), and whose segment names
+        include those the corpus's own filings write as ``<name> segment`` (see
+        :meth:`harvest_segments`), added to ``segments``."""
         passages = list(passages)
         vocab = {k: list(v) for k, v in (companies or V.COMPANIES).items()}
-        lowered = {k.lower(): k for k in vocab}
+        known = {form.lower(): k for k, v in vocab.items() for form in (k, *v)}
+        added: list[str] = []
         for passage in passages:
             name = None if passage.company is None else str(passage.company)
-            if name and name.lower() not in lowered:
+            if name and name.lower() not in known:
+                added.append(name)
+                known[name.lower()] = name
+        named = registrant_names(passages, [n for n in added if looks_like_ticker(n)])
+        for name in added:  # a ticker the filings name: that name, the ticker an alias
+            full = named.get(name)
+            if full is None:
                 vocab[name] = []
-                lowered[name.lower()] = name
+            elif full.lower() in known and known[full.lower()] not in added:
+                vocab[known[full.lower()]].append(name.lower())  # a company the vocabulary has
+            else:
+                vocab.setdefault(full, []).append(name.lower())
         extractor = cls(vocab, segments)
         return extractor.with_segment_names(extractor.harvest_segments(passages))
 
@@ -414,7 +427,7 @@ class FieldExtractor:
                 )
                 if lo < hi <= lo + 10:
                     found.update(str(y) for y in range(lo, hi + 1))
-        for m in _DATE.finditer(text):  # 12/31/2016, 12/31/06
+        for m in _DATE.finditer(text) if "/" in text else ():  # 12/31/2016, 12/31/06
             year = _year(m.group(1))
             if year:
                 found.add(str(year))

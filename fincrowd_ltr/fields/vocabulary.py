@@ -7,7 +7,7 @@ extractor sees: bump ``EXTRACTOR_VERSION`` so checkpoints record which vocabular
 
 from __future__ import annotations
 
-EXTRACTOR_VERSION = "1.4"
+EXTRACTOR_VERSION = "1.5"
 
 # Financial metrics: canonical name -> surface forms. Forms are specific enough that a
 # passage which mentions them is about that metric (e.g. the cash-flow line item for capex).
