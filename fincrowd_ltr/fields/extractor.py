@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -51,7 +51,11 @@ _QUARTER = re.compile(
     rf"|\b(?:fiscal (?:year )?|fy ?)?({_YEAR}) (first|second|third|fourth|1st|2nd|3rd|4th) (?:fiscal )?quarter\b",
     re.I,
 )
-_DATE = re.compile(r"(?<![\d/])(?:0?[1-9]|1[0-2])/(?:0?[1-9]|[12]\d|3[01])/(\d{4}|\d{2})(?![\d/])")
+# month/day/year; a two-digit year only with two-digit month and day (12/31/06, not 1/2/10)
+_DATE = re.compile(
+    r"(?<![\d/.])(?:(?:0?[1-9]|1[0-2])/(?:0?[1-9]|[12]\d|3[01])/(\d{4})"
+    r"|(?:0[1-9]|1[0-2])/(?:0[1-9]|[12]\d|3[01])/(\d{2}))(?![\d/])"
+)
 _YEAR_RANGE = re.compile(
     rf"(?:fy\s?)?({_YEAR})\s*(?:-|–|to|through)\s*(?:fy\s?)?({_YEAR})\b"
     rf"|between (?:fy\s?)?({_YEAR}) and (?:fy\s?)?({_YEAR})\b",
@@ -275,12 +279,14 @@ class FieldExtractor:
         passages: Iterable[Passage],
         companies: dict[str, list[str]] | None = None,
         segments: dict[str, list[str]] | None = None,
+        texts: Mapping[str, Passage] | None = None,
     ) -> FieldExtractor:
         """An extractor whose entity vocabulary also covers every company in the metadata (a
         company named by ticker under the name its own filings give it, the ticker an alias:
         :func:`~fincrowd_ltr.fields.registrants.registrant_names`), and whose segment names
         include those the corpus's own filings write as ``<name> segment`` (see
-        :meth:`harvest_segments`), added to ``segments``."""
+        :meth:`harvest_segments`), added to ``segments``. ``texts`` gives the texts of text-less
+        ``passages`` (a page store's headers) for the ticker names; segments need the texts."""
         passages = list(passages)
         vocab = {k: list(v) for k, v in (companies or V.COMPANIES).items()}
         known = {form.lower(): k for k, v in vocab.items() for form in (k, *v)}
@@ -290,11 +296,11 @@ class FieldExtractor:
             if name and name.lower() not in known:
                 added.append(name)
                 known[name.lower()] = name
-        named = registrant_names(passages, [n for n in added if looks_like_ticker(n)])
+        named = registrant_names(passages, [n for n in added if looks_like_ticker(n)], texts)
         for name in added:  # a ticker the filings name: that name, the ticker an alias
             full = named.get(name)
             if full is None:
-                vocab[name] = []
+                vocab.setdefault(name, [])
             elif full.lower() in known and known[full.lower()] not in added:
                 vocab[known[full.lower()]].append(name.lower())  # a company the vocabulary has
             else:
@@ -428,7 +434,7 @@ class FieldExtractor:
                 if lo < hi <= lo + 10:
                     found.update(str(y) for y in range(lo, hi + 1))
         for m in _DATE.finditer(text) if "/" in text else ():  # 12/31/2016, 12/31/06
-            year = _year(m.group(1))
+            year = _year(m.group(1) or m.group(2))
             if year:
                 found.add(str(year))
         for m in _BARE_YEAR.finditer(text):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from fincrowd_ltr.data.schema import Passage
 
@@ -44,7 +44,7 @@ def _holds_ticker(name: str, ticker: str) -> bool:
     """Whether ``name`` starts with the ticker's first letter and holds its letters in order (a
     doubled letter once where two or more remain: "apple" holds AAPL)."""
     letters = "".join(ch for ch in name if ch.isalnum())
-    wanted = [ch for ch in ticker.lower() if ch.isalnum()]
+    wanted = [ch for ch in re.sub(r"[.\-][A-Z]$", "", ticker).lower() if ch.isalnum()]  # BRK.B
     collapsed = [ch for i, ch in enumerate(wanted) if i == 0 or ch != wanted[i - 1]]
     wanted = collapsed if len(collapsed) >= 2 else wanted
     if not letters or not wanted or letters[0] != wanted[0]:
@@ -90,31 +90,37 @@ def _as_written(name: str, ticker: str, texts: list[str]) -> str:
     return " ".join(w if w in _JOINERS else w[:1].upper() + w[1:] for w in name.split())
 
 
-def registrant_names(passages: Iterable[Passage], tickers: Iterable[str]) -> dict[str, str]:
+def registrant_names(
+    passages: Iterable[Passage],
+    tickers: Iterable[str],
+    texts: Mapping[str, Passage] | None = None,
+) -> dict[str, str]:
     """Ticker -> company name, read from each ticker's own pages (the first ``PAGES_READ``): the
     most frequent ``<name>, <legal suffix>`` that holds the ticker (see the module docstring),
     named at least ``MIN_MENTIONS`` times, and named (as a whole word, any context) in the
     ticker's pages at least as often as in all other companies' pages together (each company's
     first ``PAGES_READ`` pages: bounded work on a large corpus). Ties go to the
-    shorter name, then the first in alphabetical order; a ticker without one is left out."""
+    shorter name, then the first in alphabetical order; a ticker without one is left out.
+    ``texts`` gives the pages' texts where ``passages`` are text-less headers (a page store)."""
     wanted = set(tickers)
     if not wanted:
         return {}
     read: Counter[str | None] = Counter()
     counts: dict[str, Counter[str]] = {t: Counter() for t in wanted}
-    texts: list[tuple[str | None, str]] = []  # every company's first pages, for the word check
+    read_pages: list[tuple[str | None, str]] = []  # every company's first pages, for the word check
     written: dict[str, list[str]] = {t: [] for t in wanted}
     for passage in passages:
         ticker = passage.company
         if read[ticker] >= PAGES_READ:
             continue
         read[ticker] += 1
-        lowered = " ".join(passage.text.lower().split())
-        texts.append((ticker, lowered))
+        text = passage.text if texts is None else texts[passage.pid].text
+        lowered = " ".join(text.lower().split())
+        read_pages.append((ticker, lowered))
         if ticker in wanted:
             counts[ticker].update(_names_in(lowered, ticker))
-            written[ticker].append(passage.text)
-    best = {}
+            written[ticker].append(text)
+    best: dict[str, str] = {}
     for ticker, names in counts.items():
         ranked = sorted(names.items(), key=lambda item: (-item[1], len(item[0]), item[0]))
         if ranked and ranked[0][1] >= MIN_MENTIONS:
@@ -129,7 +135,7 @@ def registrant_names(passages: Iterable[Passage], tickers: Iterable[str]) -> dic
     own: Counter[str] = Counter()
     other: Counter[str] = Counter()
     owners = {name: {t for t, n in best.items() if n == name} for name in best.values()}
-    for company, lowered in texts:
+    for company, lowered in read_pages:
         for name in set(pattern.findall(lowered)):
             (own if company in owners[name] else other)[name] += 1
     return {t: _as_written(n, t, written[t]) for t, n in sorted(best.items()) if own[n] >= other[n]}

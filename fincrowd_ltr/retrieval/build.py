@@ -154,8 +154,9 @@ def build_banks(
             if stage_name == RUN:
                 stage = RunFirstStage(run)
             else:
-                # metadata from a page store's text-less headers: the first stage reads
-                # companies, periods and metrics, never harvested segment names
+                # metadata from a page store's text-less headers (texts read only for the
+                # names of ticker companies): the first stage reads companies, periods and
+                # metrics, never harvested segment names
                 stage = make_first_stage(
                     stage_name, index, dataset, cache_dir=cache_dir, progress=progress
                 )

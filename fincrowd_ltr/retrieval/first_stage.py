@@ -247,7 +247,8 @@ def make_first_stage(
     if name == "bm25":
         return index
     headers = getattr(dataset.passages, "headers", dataset.passages)
-    extractor = extractor or FieldExtractor.from_passages(headers.values())
+    texts = None if headers is dataset.passages else dataset.passages
+    extractor = extractor or FieldExtractor.from_passages(headers.values(), texts=texts)
     if pages is None:
         key = dataset.corpus_fingerprint()
         pages = page_vectors_for(name, index, dataset.passages, cache_dir, key, progress)

@@ -23,6 +23,7 @@ fx = FieldExtractor()
         ("the 2017 1st quarter low", {"2017Q1"}),
         ("returns for the years ended 12/31/2015 and 12/31/07", {"2015", "2007"}),  # dates
         ("shipped 13/45/2015 units in 2/2016", set()),  # not dates
+        ("a ratio of 1/2/10 and item .5/1/12", set()),  # short fields: not dates either
         ("net income for the year ended December 31, 2019", {"2019"}),
         ("average capex over FY2017 - FY2019", {"2017", "2018", "2019"}),
         ("between 2015 and 2017", {"2015", "2016", "2017"}),
@@ -142,6 +143,8 @@ def test_extraction_is_deterministic_and_total(text):
         ("Net sales ($ million)", "unit", {"millions"}),
         ("(in $ thousands)", "unit", {"thousands"}),
         ("net debt, in us$ million?", "unit", {"millions"}),
+        ("assets, in US$ billions", "unit", {"billions"}),
+        ("leases (in $ thousand)", "unit", {"thousands"}),
         ("Provision for (benefit from) income taxes 12", "metric", {"income_tax"}),
         ("Provision for/(benefit from) income taxes 12", "metric", {"income_tax"}),
         ("growth in RD&E spending", "metric", {"research_development"}),

@@ -60,3 +60,41 @@ def test_a_ticker_whose_filings_name_a_known_company_becomes_its_alias():
     assert fx.canonical_company("GBX") == "Globex"
     assert fx.extract_passage(pages[0]).entity == {"Globex"}
     assert set(fx.companies) == {"Globex"}
+
+
+def test_a_harvested_name_that_is_a_vocabulary_alias_joins_that_company():
+    pages = _pages("GBX", "Globex Corporation reported.", "Globex Corporation grew.")
+    fx = FieldExtractor.from_passages(pages, companies={"Globex Holdings": ["globex"]})
+    assert fx.canonical_company("GBX") == "Globex Holdings"
+    assert set(fx.companies) == {"Globex Holdings"}
+
+
+def test_a_metadata_name_that_is_an_alias_is_that_company_in_text_too():
+    # before: the alias became a second company whose text pattern overrode the first one's,
+    # so a question naming it conflicted with the company's own pages
+    pages = _pages("GBX", "Revenue grew 4%.")
+    fx = FieldExtractor.from_passages(pages, companies={"Globex": ["globex", "gbx"]})
+    assert set(fx.companies) == {"Globex"}
+    assert fx.extract_passage(pages[0]).entity == {"Globex"}
+    assert fx.extract_query("What was GBX's revenue?").entity == {"Globex"}
+
+
+def test_the_name_as_the_pages_write_it_and_no_name_across_a_sentence_end():
+    heading = "ACME WIDGETS CORPORATION"
+    cased = _pages("AWG", heading, heading, "Acme Widgets Corporation grew.")
+    assert registrant_names(cased, ["AWG"]) == {"AWG": "Acme Widgets"}
+    split = _pages("UPX", "Agreed upon. Parcel Xpress, Inc.", "Agreed upon. Parcel Xpress, Inc.")
+    assert registrant_names(split, ["UPX"]) == {}
+    assert registrant_names(_pages("BRK.B", *["Bark Rock Kilns, Inc."] * 2), ["BRK.B"]) == {
+        "BRK.B": "Bark Rock Kilns"
+    }
+
+
+def test_text_less_headers_read_their_texts_and_the_order_of_names_does_not_matter():
+    headers = [Passage(p.pid, "", company=p.company) for p in UPX]
+    fx = FieldExtractor.from_passages(headers, texts={p.pid: p for p in UPX})
+    assert fx.canonical_company("UPX") == "United Parcel Xpress"
+    named_first = [Passage("n", "Filler.", company="United Parcel Xpress"), *UPX]
+    for pages in (named_first, [*UPX, named_first[0]]):
+        fx = FieldExtractor.from_passages(pages)
+        assert fx.canonical_company("UPX") == "United Parcel Xpress"

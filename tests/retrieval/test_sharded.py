@@ -20,6 +20,7 @@ QUERIES = [
     "net revenue",
     "zzzz unknownword",  # nothing in the vocabulary: every score 0
     "revenue revenue margin",  # a repeated term counts twice, as in bm25s
+    "net income of Initech Xpress in 2019",  # the company by the name its pages give it
 ]
 
 
@@ -48,7 +49,9 @@ def made_up_pages() -> list[Passage]:
             text = pages[i - 1].text  # a tie
         if i == 13:
             text = ""
-        company = ("Acme", "Globex", "Initech")[i % 3]
+        company = ("Acme", "Globex", "INX")[i % 3]  # INX: a ticker its pages name
+        if i % 3 == 2 and i < 30:
+            text += " Initech Xpress, Inc."
         pages.append(Passage(f"p{i}", text, company=company, period=str(2018 + i % 3)))
     return pages
 
