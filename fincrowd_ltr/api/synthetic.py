@@ -38,14 +38,16 @@ def synthesize(
     generator=None,
     cache_dir: str | Path | None = DEFAULT_CACHE,
     difficulty: bool = True,
+    named_share: float = 1.0,
 ) -> Synthesis:
     """Synthesise ``n`` training questions from a corpus's pages (no labels read; see
     :func:`fincrowd_ltr.synthesis.synthesize`), with the share of questions BM25 finds first or
-    not at all when ``difficulty``."""
+    not at all when ``difficulty``; ``named_share`` of them name their company."""
     data = load_dataset(dataset, data_root, "all") if isinstance(dataset, str) else dataset
     found = _synthesize(
-        data, n, seed, companies=companies, generator=generator, name=f"{data.name}-synthetic"
-    )
+        data, n, seed, companies=companies, generator=generator, name=f"{data.name}-synthetic",
+        named_share=named_share,
+    )  # fmt: skip
     if difficulty and found.questions:
         cache = None if cache_dir is None else Path(cache_dir)
         found.measure_difficulty(BM25Index.build(found.passages, cache_dir=cache, progress=False))

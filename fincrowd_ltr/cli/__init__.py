@@ -301,6 +301,13 @@ def _synthesize_command(command) -> None:
     p.add_argument("--n", type=int, default=500, help="questions to synthesise")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
+        "--named-share",
+        type=float,
+        default=1.0,
+        help="share of questions that name their company (default 1); lower it when your "
+        "questions rarely name one ('What was the revenue in 2019?')",
+    )
+    p.add_argument(
         "--out", type=Path, required=True, help="the BEIR folder to write (corpus, queries, qrels)"
     )
 

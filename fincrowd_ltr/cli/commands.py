@@ -171,7 +171,12 @@ def synthesize(args: argparse.Namespace) -> None:
     from fincrowd_ltr.api.synthetic import write_beir
 
     found = run(
-        _dataset(args), args.n, args.seed, data_root=args.data_root, cache_dir=args.cache_dir
+        _dataset(args),
+        args.n,
+        args.seed,
+        data_root=args.data_root,
+        cache_dir=args.cache_dir,
+        named_share=args.named_share,
     )
     out = write_beir(found, args.out)
     report = found.report()

@@ -185,6 +185,7 @@ def synthesize(
     generator: Generator | None = None,
     name: str = "synthetic",
     extractor: FieldExtractor | None = None,
+    named_share: float = 1.0,
 ) -> Synthesis:
     """Synthesise ``n`` training questions from a corpus's pages, deterministically.
 
@@ -201,7 +202,14 @@ def synthesize(
         name: The synthetic dataset's name.
         extractor: The field extractor of these passages, when the caller has built it already
             (``FieldExtractor.from_passages``; built here otherwise).
+        named_share: The share of questions that name their company ("What was Acme's revenue
+            in 2019?"); the others ask about "the" company's figure ("What was the revenue in
+            2019?"), as the questions of a corpus of one company's pages often do. Each row's
+            choice is drawn from its page id and ``seed`` alone, so 1.0 (the default) writes
+            exactly the questions it always wrote.
     """
+    if not 0.0 <= named_share <= 1.0:
+        raise DataError(f"synthesize: named_share must be within [0, 1], got {named_share}")
     passages = dict(corpus.passages) if isinstance(corpus, Dataset) else _by_id(corpus)
     if not passages:
         raise DataError("synthesize: the corpus has no passages")
@@ -220,9 +228,9 @@ def synthesize(
         if (t := read_table(p.pid, headers.get(p.pid, "") + p.text, extractor, memo)) is not None
     }
     index = _RowIndex(passages, tables, pool)
-    items = _table_items(passages, tables, index, set(templates), seed)
+    items = _table_items(passages, tables, index, set(templates), seed, named_share)
     if "text_figure" in templates:
-        items += _text_items(pool, tables, extractor, seed)
+        items += _text_items(pool, tables, extractor, seed, named_share)
     picked = [index.expand(item) for item in _draw(items, n, seed)]
     rng = random.Random(seed + 2)
     questions = [
@@ -283,6 +291,12 @@ def _natural(pid: str) -> list:
 def _of(p: Passage) -> str:
     """Whose figure a question asks for: ``"Acme's "``, or ``"the "`` without a company."""
     return f"{p.company}'s " if p.company else "the "
+
+
+def _names_company(share: float, seed: int, pid: str, k: int) -> bool:
+    """Whether the question of row ``k`` of page ``pid`` names its company (``share`` of them);
+    drawn from its own seed, so that the other draws do not move."""
+    return share >= 1.0 or random.Random(f"{seed}/{pid}/{k}").random() < share
 
 
 def _period_words(year: str, rng: random.Random) -> str:
@@ -368,20 +382,24 @@ def _table_items(
     index: _RowIndex,
     templates: set[str],
     seed: int,
+    named_share: float = 1.0,
 ) -> list[_Item]:
     """Questions of every statement row (first column's period), with their relevant pages."""
     rng = random.Random(seed)
     items = []
     for pid in sorted(tables):
         table, page = tables[pid], passages[pid]
-        company, of = _company(page), _of(page)
+        company = _company(page)
         if not company:
             continue
         unit = _unit(page.text)
         for k, row in enumerate(table.rows):
+            named = _names_company(named_share, seed, pid, k)
+            of = _of(page) if named else "the "
             period, value = table.periods[0], figure_key(row.values[0])
             relevant = frozenset(index.stated[(company, row.metric, period, value)])
-            item = _phrase(rng, templates, page.company or "", row.label, row.metric, period, unit)
+            who = (page.company or "") if named else ""
+            item = _phrase(rng, templates, who, row.label, row.metric, period, unit)
             if item is not None:
                 template, text = item
                 items.append(
@@ -440,7 +458,11 @@ def _unit(text: str) -> str:
 
 
 def _text_items(
-    pool: list[Passage], tables: dict[str, PageTable], extractor: FieldExtractor, seed: int
+    pool: list[Passage],
+    tables: dict[str, PageTable],
+    extractor: FieldExtractor,
+    seed: int,
+    named_share: float = 1.0,
 ) -> list[_Item]:
     """Questions from prose sentences that state one metric's figure for one year."""
     rng = random.Random(seed + 1)
@@ -465,7 +487,8 @@ def _text_items(
             if surface is None:
                 continue
             year = years.pop()
-            text = f"What was {_of(page)}{surface} in {_period_words(year, rng)}?"
+            of = _of(page) if _names_company(named_share, seed, page.pid, -1) else "the "
+            text = f"What was {of}{surface} in {_period_words(year, rng)}?"
             figure = re.sub(r"^\$\s?|\s?(?:million|billion|%|percent)$", "", amount.group(0))
             items.append(
                 _Item("text_figure", company, page.pid, metric, year, text,

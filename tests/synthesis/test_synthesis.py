@@ -126,6 +126,29 @@ def test_synthesis_is_deterministic_balanced_and_scoped_to_companies():
         synthesize(data, templates=("poem",))
 
 
+def test_a_share_of_questions_leaves_their_company_unnamed():
+    data = filings_corpus(questions=False)
+    named = synthesize(data, n=80, seed=3)
+    assert all(q.company in q.text for q in named.questions)
+    assert [q.to_dict() for q in synthesize(data, n=80, seed=3, named_share=1.0).questions] == [
+        q.to_dict() for q in named.questions
+    ]
+    unnamed = synthesize(data, n=80, seed=3, named_share=0.0)
+    assert not any(q.company in q.text for q in unnamed.questions)
+    # the same rows, pages and relevance: only the wording drops the company
+    assert [(q.source, q.relevant) for q in unnamed.questions] == [
+        (q.source, q.relevant) for q in named.questions
+    ]
+    half = synthesize(data, n=80, seed=3, named_share=0.5)
+    share = sum(q.company in q.text for q in half.questions) / len(half.questions)
+    assert 0.25 < share < 0.75
+    assert [q.text for q in synthesize(data, n=80, seed=3, named_share=0.5).questions] == [
+        q.text for q in half.questions
+    ]
+    with pytest.raises(fc.DataError, match="named_share"):
+        synthesize(data, named_share=1.5)
+
+
 class _Forbidden(dict):
     def _refuse(self, *args, **kwargs):
         raise AssertionError("synthesis read a question or a relevance judgement")
