@@ -57,6 +57,8 @@ class SyntheticSettings:
             A cheaper stand-in (``fused-static`` for ``fused``) makes thousands of synthetic
             banks affordable, since the residual reads each bank's standardised base scores;
             required when the training ranker is your ``run``, which has no synthetic questions.
+        named_share: The share of synthetic questions that name their company (the others ask
+            about "the" company's figure): lower it when your questions rarely name one.
     """
 
     n: int = 0
@@ -66,8 +68,11 @@ class SyntheticSettings:
     weight: float = 1.0
     select_weights: tuple[float, ...] = ()
     ranker: str | None = None
+    named_share: float = 1.0
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.named_share <= 1.0:
+            raise _data_error(f"synthetic named_share must be in [0, 1]; got {self.named_share}")
         if self.scope not in SCOPES:
             raise _data_error(f"synthetic scope must be one of {SCOPES}; got {self.scope!r}")
         if self.n < 0 or self.weight <= 0 or any(w < 0 for w in self.select_weights):
@@ -415,6 +420,11 @@ def add_synthetic_arguments(parser: argparse.ArgumentParser) -> None:
         help="base ranker that scores the synthetic banks (default: --ranker), e.g. "
         "fused-static, a cheap stand-in for fused",
     )  # fmt: skip
+    parser.add_argument(
+        "--synthetic-named-share", dest="synthetic_named_share", type=float,
+        default=d.named_share, metavar="S",
+        help="share of synthetic questions that name their company (default 1)",
+    )  # fmt: skip
 
 
 def from_arguments(args: argparse.Namespace) -> FitSettings:
@@ -442,5 +452,6 @@ def from_arguments(args: argparse.Namespace) -> FitSettings:
             weight=args.synthetic_weight,
             select_weights=tuple(float(w) for w in args.synthetic_weights.split(",") if w),
             ranker=args.synthetic_ranker,
+            named_share=args.synthetic_named_share,
         ),
     )

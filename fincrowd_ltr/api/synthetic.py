@@ -130,7 +130,7 @@ def synthetic_examples(
     scorer = synthetic_scorer(settings, ranker, stage)
     found = _synthesize(
         data, settings.n, settings.seed, name=f"{data.name}-synthetic",
-        extractor=featurizer.extractor,
+        extractor=featurizer.extractor, named_share=settings.named_share,
     )  # fmt: skip
     syn = found.dataset()
     spec = BankSpec(size=bank_size, mode=mode, first_stage=stage)

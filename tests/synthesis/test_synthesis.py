@@ -208,6 +208,20 @@ def test_training_sets_take_only_their_own_companies_synthetic_banks():
     assert len(everything.train((0,))) == 48
 
 
+def test_fit_synthesises_with_the_settings_named_share():
+    from fincrowd_ltr.api.synthetic import synthetic_examples
+    from fincrowd_ltr.features.bank_features import BankFeaturizer
+
+    data = filings_corpus(questions=False)
+    featurizer = BankFeaturizer(FieldExtractor.from_passages(data.passages.values()), data.passages)
+    found = synthetic_examples(
+        SyntheticSettings(n=24, named_share=0.0), data, featurizer, "bm25", "bm25", "injected",
+        20, None, False,
+    )  # fmt: skip
+    assert found.synthesis.questions
+    assert not any(q.company in q.text for q in found.synthesis.questions)
+
+
 def test_zero_label_journey_synthesize_fit_calibrate_evaluate(tmp_path, capsys):
     """The README's journey from the command line: a corpus and no labelled training questions;
     synthesise, fit residual and gate on the synthetic folder, calibrate the gate on a few
