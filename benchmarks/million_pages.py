@@ -140,7 +140,7 @@ def run_path(paths: list[Path], data, workers: int, work: Path, correct: bool, a
         out["pages"], out["shards"] = len(index), len(index.names)
         start = time.perf_counter()
         store = index.page_store()
-        extractor = FieldExtractor.from_passages(store.headers.values())
+        extractor = FieldExtractor.from_passages(store.headers.values(), texts=store)
         stage = FirstStage(STAGE, index, store.headers, extractor)
         out["open_s"] = time.perf_counter() - start
         corpus = Dataset("financebench-synthetic", data.queries, store, data.qrels)

@@ -51,10 +51,10 @@ _QUARTER = re.compile(
     rf"|\b(?:fiscal (?:year )?|fy ?)?({_YEAR}) (first|second|third|fourth|1st|2nd|3rd|4th) (?:fiscal )?quarter\b",
     re.I,
 )
-# month/day/year; a two-digit year only with two-digit month and day (12/31/06, not 1/2/10)
+# month/day/year; a two-digit year only after a two-digit day (6/30/19, not 1/2/10)
 _DATE = re.compile(
-    r"(?<![\d/.])(?:(?:0?[1-9]|1[0-2])/(?:0?[1-9]|[12]\d|3[01])/(\d{4})"
-    r"|(?:0[1-9]|1[0-2])/(?:0[1-9]|[12]\d|3[01])/(\d{2}))(?![\d/])"
+    r"(?<![\d/.])(?:0?[1-9]|1[0-2])/(?:(?:0?[1-9]|[12]\d|3[01])/(\d{4})"
+    r"|(?:0[1-9]|[12]\d|3[01])/(\d{2}))(?![\d/])"
 )
 _YEAR_RANGE = re.compile(
     rf"(?:fy\s?)?({_YEAR})\s*(?:-|–|to|through)\s*(?:fy\s?)?({_YEAR})\b"
@@ -303,8 +303,8 @@ class FieldExtractor:
                 vocab.setdefault(name, [])
             elif full.lower() in known and known[full.lower()] not in added:
                 vocab[known[full.lower()]].append(name.lower())  # a company the vocabulary has
-            else:
-                vocab.setdefault(full, []).append(name.lower())
+            else:  # a name of the metadata too (as it writes it), or a new one
+                vocab.setdefault(known.get(full.lower(), full), []).append(name.lower())
         extractor = cls(vocab, segments)
         return extractor.with_segment_names(extractor.harvest_segments(passages))
 

@@ -154,9 +154,9 @@ def build_banks(
             if stage_name == RUN:
                 stage = RunFirstStage(run)
             else:
-                # metadata from a page store's text-less headers (texts read only for the
-                # names of ticker companies): the first stage reads companies, periods and
-                # metrics, never harvested segment names
+                # metadata from a page store's text-less headers (where the metadata names a
+                # company by ticker, every company's first pages are read for the names): the
+                # first stage reads companies, periods and metrics, never harvested segments
                 stage = make_first_stage(
                     stage_name, index, dataset, cache_dir=cache_dir, progress=progress
                 )

@@ -173,6 +173,7 @@ class _Item:
     text: str
     relevant: frozenset[str]
     figure: str = ""  # the figure as printed, when one figure answers the question
+    unnamed: str = ""  # the same question about "the" company's figure ("" when none)
 
 
 def synthesize(
@@ -228,25 +229,31 @@ def synthesize(
         if (t := read_table(p.pid, headers.get(p.pid, "") + p.text, extractor, memo)) is not None
     }
     index = _RowIndex(passages, tables, pool)
-    items = _table_items(passages, tables, index, set(templates), seed, named_share)
+    items = _table_items(passages, tables, index, set(templates), seed)
     if "text_figure" in templates:
-        items += _text_items(pool, tables, extractor, seed, named_share)
+        items += _text_items(pool, tables, extractor, seed)
     picked = [index.expand(item) for item in _draw(items, n, seed)]
     rng = random.Random(seed + 2)
-    questions = [
-        SyntheticQuestion(
-            qid=f"syn-{i:06d}",
-            text=item.text,
-            template=item.template,
-            company=item.company,
-            source=item.source,
-            metric=item.metric,
-            period=item.period,
-            relevant=tuple(sorted(item.relevant)),
-            negatives=index.negatives(item, rng),
+    questions = []
+    for i, item in enumerate(picked):
+        negatives = index.negatives(item, rng)
+        text = item.text
+        if not _names_company(named_share, seed, item, extractor):
+            text = item.unnamed  # nothing in it rules out another company's page
+            negatives = {k: v for k, v in negatives.items() if k != "other_company"}
+        questions.append(
+            SyntheticQuestion(
+                qid=f"syn-{i:06d}",
+                text=text,
+                template=item.template,
+                company=item.company,
+                source=item.source,
+                metric=item.metric,
+                period=item.period,
+                relevant=tuple(sorted(item.relevant)),
+                negatives=negatives,
+            )
         )
-        for i, item in enumerate(picked)
-    ]
     if generator is not None:
         questions += _generated(generator, pool, passages, len(questions))
     return Synthesis(name, passages, questions, candidates=len(items))
@@ -293,10 +300,16 @@ def _of(p: Passage) -> str:
     return f"{p.company}'s " if p.company else "the "
 
 
-def _names_company(share: float, seed: int, pid: str, k: int) -> bool:
-    """Whether the question of row ``k`` of page ``pid`` names its company (``share`` of them);
-    drawn from its own seed, so that the other draws do not move."""
-    return share >= 1.0 or random.Random(f"{seed}/{pid}/{k}").random() < share
+def _names_company(share: float, seed: int, item: _Item, extractor: FieldExtractor) -> bool:
+    """Whether a drawn question keeps its company's name: ``share`` of them, each drawn from its
+    own seed (so that the draw of questions, their negatives and their wording otherwise stay
+    as they are), and always where no wording without it exists or where that wording still
+    names a company (a row label such as "net income attributable to Acme")."""
+    if share >= 1.0 or not item.unnamed:
+        return True
+    if random.Random(f"{seed}/{item.source}/{item.text}").random() < share:
+        return True
+    return bool(extractor.extract_query(item.unnamed).entity)
 
 
 def _period_words(year: str, rng: random.Random) -> str:
@@ -382,7 +395,6 @@ def _table_items(
     index: _RowIndex,
     templates: set[str],
     seed: int,
-    named_share: float = 1.0,
 ) -> list[_Item]:
     """Questions of every statement row (first column's period), with their relevant pages."""
     rng = random.Random(seed)
@@ -393,60 +405,83 @@ def _table_items(
         if not company:
             continue
         unit = _unit(page.text)
+        of = _of(page)
         for k, row in enumerate(table.rows):
-            named = _names_company(named_share, seed, pid, k)
-            of = _of(page) if named else "the "
             period, value = table.periods[0], figure_key(row.values[0])
             relevant = frozenset(index.stated[(company, row.metric, period, value)])
-            who = (page.company or "") if named else ""
-            item = _phrase(rng, templates, who, row.label, row.metric, period, unit)
+            item = _phrase(rng, templates, page.company or "", row.label, row.metric, period, unit)
             if item is not None:
-                template, text = item
+                template, text, unnamed = item
                 items.append(
-                    _Item(template, company, pid, row.metric, period, text, relevant, row.values[0])
-                )
+                    _Item(template, company, pid, row.metric, period, text, relevant,
+                          row.values[0], unnamed)
+                )  # fmt: skip
             if "change" in templates and len(table.periods) > 1:
                 before = table.periods[1]
                 also = index.stated[(company, row.metric, before, figure_key(row.values[1]))]
-                text = (
-                    f"By how much did {of}{_display(row.label)} change from "
+                rest = (
+                    f"{_display(row.label)} change from "
                     f"{_period_words(before, rng)} to {_period_words(period, rng)}?"
                 )
                 both = (relevant & also) | {pid}
-                items.append(_Item("change", company, pid, row.metric, period, text, both))
+                items.append(
+                    _Item("change", company, pid, row.metric, period, f"By how much did {of}{rest}",
+                          both, unnamed=_unnamed(page, f"By how much did the {rest}"))
+                )  # fmt: skip
             if "ratio" in templates and k + 1 < len(table.rows):
                 other = table.rows[k + 1]
                 if other.metric != row.metric:
-                    text = (
-                        f"What was {of}ratio of {_display(row.label)} to "
+                    rest = (
+                        f"ratio of {_display(row.label)} to "
                         f"{_display(other.label)} in {_period_words(period, rng)}?"
                     )
                     items.append(
-                        _Item("ratio", company, pid, row.metric, period, text, frozenset({pid}))
-                    )
+                        _Item("ratio", company, pid, row.metric, period, f"What was {of}{rest}",
+                              frozenset({pid}), unnamed=_unnamed(page, f"What was the {rest}"))
+                    )  # fmt: skip
     return items
 
 
-def _phrase(rng, templates, company, label, metric, period, unit) -> tuple[str, str] | None:
+def _phrase(rng, templates, company, label, metric, period, unit) -> tuple[str, str, str] | None:
     """One of the single-row templates, chosen at random among those enabled (``company``:
-    the name to write, ``""`` when the corpus names none)."""
+    the name to write, ``""`` when the corpus names none): the template, the question, and the
+    same question without the company (``""`` when the corpus names none)."""
     choices = [t for t in ("line_item", "financebench", "how_much") if t in templates]
     if not choices:
         return None
     template = rng.choice(choices)
     item, when = _display(label), _period_words(period, rng)
-    of = f"{company}'s " if company else "the "
     if template == "line_item":
-        return template, f"What was {of}{item} in {when}?"
+        text = f"What was {{}}{item} in {when}?"
+        return (
+            template,
+            text.format(f"{company}'s " if company else "the "),
+            _without(company, text.format("the ")),
+        )
     if template == "how_much":
-        who = company or "the company"
-        return template, f"How much {item} did {who} report for {when}?"
+        text = f"How much {item} did {{}} report for {when}?"
+        return (
+            template,
+            text.format(company or "the company"),
+            _without(company, text.format("the company")),
+        )
     scale = f" (in USD {unit})" if unit else ""
     statement = _STATEMENT.get(metric, "financial statements")
-    whose = f" for {company}" if company else ""
-    return template, (
-        f"What is the FY{period} {item}{scale}{whose}? Please base your answer on the {statement}."
+    text = f"What is the FY{period} {item}{scale}{{}}? Please base your answer on the {statement}."
+    return (
+        template,
+        text.format(f" for {company}" if company else ""),
+        _without(company, text.format("")),
     )
+
+
+def _without(company: str, text: str) -> str:
+    """The company-less wording, where the corpus names a company (else there is no other)."""
+    return text if company else ""
+
+
+def _unnamed(page: Passage, text: str) -> str:
+    return _without(page.company or "", text)
 
 
 def _unit(text: str) -> str:
@@ -458,11 +493,7 @@ def _unit(text: str) -> str:
 
 
 def _text_items(
-    pool: list[Passage],
-    tables: dict[str, PageTable],
-    extractor: FieldExtractor,
-    seed: int,
-    named_share: float = 1.0,
+    pool: list[Passage], tables: dict[str, PageTable], extractor: FieldExtractor, seed: int
 ) -> list[_Item]:
     """Questions from prose sentences that state one metric's figure for one year."""
     rng = random.Random(seed + 1)
@@ -487,12 +518,11 @@ def _text_items(
             if surface is None:
                 continue
             year = years.pop()
-            of = _of(page) if _names_company(named_share, seed, page.pid, -1) else "the "
-            text = f"What was {of}{surface} in {_period_words(year, rng)}?"
+            rest = f"{surface} in {_period_words(year, rng)}?"
             figure = re.sub(r"^\$\s?|\s?(?:million|billion|%|percent)$", "", amount.group(0))
             items.append(
-                _Item("text_figure", company, page.pid, metric, year, text,
-                      frozenset({page.pid}), figure)
+                _Item("text_figure", company, page.pid, metric, year, f"What was {_of(page)}{rest}",
+                      frozenset({page.pid}), figure, _unnamed(page, f"What was the {rest}"))
             )  # fmt: skip
             break  # one question per page
     return items

@@ -24,6 +24,7 @@ fx = FieldExtractor()
         ("returns for the years ended 12/31/2015 and 12/31/07", {"2015", "2007"}),  # dates
         ("shipped 13/45/2015 units in 2/2016", set()),  # not dates
         ("a ratio of 1/2/10 and item .5/1/12", set()),  # short fields: not dates either
+        ("cash as of 6/30/19", {"2019"}),
         ("net income for the year ended December 31, 2019", {"2019"}),
         ("average capex over FY2017 - FY2019", {"2017", "2018", "2019"}),
         ("between 2015 and 2017", {"2015", "2016", "2017"}),

@@ -98,3 +98,10 @@ def test_text_less_headers_read_their_texts_and_the_order_of_names_does_not_matt
     for pages in (named_first, [*UPX, named_first[0]]):
         fx = FieldExtractor.from_passages(pages)
         assert fx.canonical_company("UPX") == "United Parcel Xpress"
+
+
+def test_a_name_the_metadata_writes_in_other_capitals_stays_one_company():
+    pages = [*UPX, Passage("n", "Filler.", company="united parcel xpress")]
+    fx = FieldExtractor.from_passages(pages)
+    assert fx.canonical_company("UPX") == fx.canonical_company("united parcel xpress")
+    assert len([c for c in fx.companies if c.lower() == "united parcel xpress"]) == 1

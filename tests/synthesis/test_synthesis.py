@@ -127,26 +127,45 @@ def test_synthesis_is_deterministic_balanced_and_scoped_to_companies():
 
 
 def test_a_share_of_questions_leaves_their_company_unnamed():
+    import hashlib
+
     data = filings_corpus(questions=False)
     named = synthesize(data, n=80, seed=3)
     assert all(q.company in q.text for q in named.questions)
-    assert [q.to_dict() for q in synthesize(data, n=80, seed=3, named_share=1.0).questions] == [
-        q.to_dict() for q in named.questions
-    ]
-    unnamed = synthesize(data, n=80, seed=3, named_share=0.0)
-    assert not any(q.company in q.text for q in unnamed.questions)
-    # the same rows, pages and relevance: only the wording drops the company
-    assert [(q.source, q.relevant) for q in unnamed.questions] == [
-        (q.source, q.relevant) for q in named.questions
-    ]
-    half = synthesize(data, n=80, seed=3, named_share=0.5)
-    share = sum(q.company in q.text for q in half.questions) / len(half.questions)
-    assert 0.25 < share < 0.75
-    assert [q.text for q in synthesize(data, n=80, seed=3, named_share=0.5).questions] == [
-        q.text for q in half.questions
-    ]
+    # the default writes the questions written before the option existed (008ac41)
+    texts = "\n".join(q.text for q in named.questions).encode()
+    assert hashlib.sha1(texts).hexdigest()[:16] == "63eb3f814f0b6889"
+    for share in (0.0, 0.5):
+        other = synthesize(data, n=80, seed=3, named_share=share)
+        # the same questions, pages and relevance: only the wording drops the company
+        assert [(q.source, q.relevant, q.template) for q in other.questions] == [
+            (q.source, q.relevant, q.template) for q in named.questions
+        ]
+        for q, was in zip(other.questions, named.questions, strict=True):
+            if q.text != was.text:
+                assert q.company not in q.text and "other_company" not in q.negatives
+                assert {k: v for k, v in was.negatives.items() if k != "other_company"} == (
+                    q.negatives
+                )
+            else:
+                assert q.negatives == was.negatives
+        unnamed = sum(q.company not in q.text for q in other.questions) / len(other.questions)
+        assert unnamed == 1.0 if share == 0.0 else 0.25 < unnamed < 0.75
     with pytest.raises(fc.DataError, match="named_share"):
         synthesize(data, named_share=1.5)
+
+
+def test_a_row_label_that_names_the_company_keeps_the_question_named():
+    label = "Net income attributable to Firm0"
+    page = statement_page("Firm0", 0, 2021).replace("Net income", label)
+    data = fc.Dataset(
+        "one", {}, {"Firm0:1": fc.Passage("Firm0:1", page, company="Firm0", document="D")}, {}
+    )
+    found = synthesize(data, n=20, seed=0, named_share=0.0, templates=("line_item",))
+    labelled = [q for q in found.questions if "attributable" in q.text]
+    assert labelled
+    assert all("Firm0's" in q.text and "other_company" in q.negatives for q in labelled)
+    assert any("Firm0" not in q.text for q in found.questions)
 
 
 class _Forbidden(dict):
