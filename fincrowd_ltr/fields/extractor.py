@@ -301,9 +301,7 @@ class FieldExtractor:
             full = named.get(name)
             if full is None:
                 vocab.setdefault(name, [])
-            elif full.lower() in known and known[full.lower()] not in added:
-                vocab[known[full.lower()]].append(name.lower())  # a company the vocabulary has
-            else:  # a name of the metadata too (as it writes it), or a new one
+            else:  # a company the vocabulary or the metadata names (as written there), or new
                 vocab.setdefault(known.get(full.lower(), full), []).append(name.lower())
         extractor = cls(vocab, segments)
         return extractor.with_segment_names(extractor.harvest_segments(passages))
