@@ -205,9 +205,10 @@ def synthesize(
             (``FieldExtractor.from_passages``; built here otherwise).
         named_share: The share of questions that name their company ("What was Acme's revenue
             in 2019?"); the others ask about "the" company's figure ("What was the revenue in
-            2019?"), as the questions of a corpus of one company's pages often do. Each row's
-            choice is drawn from its page id and ``seed`` alone, so 1.0 (the default) writes
-            exactly the questions it always wrote.
+            2019?"), as the questions of a corpus of one company's pages often do. The same
+            questions are drawn whatever the share: only a drawn question's wording (and its
+            other-company negatives) changes, so 1.0 (the default) writes exactly the questions
+            it always wrote.
     """
     if not 0.0 <= named_share <= 1.0:
         raise DataError(f"synthesize: named_share must be within [0, 1], got {named_share}")
@@ -401,11 +402,10 @@ def _table_items(
     items = []
     for pid in sorted(tables):
         table, page = tables[pid], passages[pid]
-        company = _company(page)
+        company, of = _company(page), _of(page)
         if not company:
             continue
         unit = _unit(page.text)
-        of = _of(page)
         for k, row in enumerate(table.rows):
             period, value = table.periods[0], figure_key(row.values[0])
             relevant = frozenset(index.stated[(company, row.metric, period, value)])
@@ -426,7 +426,7 @@ def _table_items(
                 both = (relevant & also) | {pid}
                 items.append(
                     _Item("change", company, pid, row.metric, period, f"By how much did {of}{rest}",
-                          both, unnamed=_unnamed(page, f"By how much did the {rest}"))
+                          both, unnamed=_without(page.company, f"By how much did the {rest}"))
                 )  # fmt: skip
             if "ratio" in templates and k + 1 < len(table.rows):
                 other = table.rows[k + 1]
@@ -435,9 +435,10 @@ def _table_items(
                         f"ratio of {_display(row.label)} to "
                         f"{_display(other.label)} in {_period_words(period, rng)}?"
                     )
+                    unnamed = _without(page.company, f"What was the {rest}")
                     items.append(
                         _Item("ratio", company, pid, row.metric, period, f"What was {of}{rest}",
-                              frozenset({pid}), unnamed=_unnamed(page, f"What was the {rest}"))
+                              frozenset({pid}), unnamed=unnamed)
                     )  # fmt: skip
     return items
 
@@ -475,13 +476,9 @@ def _phrase(rng, templates, company, label, metric, period, unit) -> tuple[str, 
     )
 
 
-def _without(company: str, text: str) -> str:
+def _without(company: str | None, text: str) -> str:
     """The company-less wording, where the corpus names a company (else there is no other)."""
     return text if company else ""
-
-
-def _unnamed(page: Passage, text: str) -> str:
-    return _without(page.company or "", text)
 
 
 def _unit(text: str) -> str:
@@ -522,7 +519,7 @@ def _text_items(
             figure = re.sub(r"^\$\s?|\s?(?:million|billion|%|percent)$", "", amount.group(0))
             items.append(
                 _Item("text_figure", company, page.pid, metric, year, f"What was {_of(page)}{rest}",
-                      frozenset({page.pid}), figure, _unnamed(page, f"What was the {rest}"))
+                      frozenset({page.pid}), figure, _without(page.company, f"What was the {rest}"))
             )  # fmt: skip
             break  # one question per page
     return items
