@@ -167,6 +167,13 @@ class _Folds:
                 excluded |= groups
         return self.synthetic.allowed(excluded)
 
+    def validating(self, train, calibration: int) -> list[int]:
+        """The folds that validate (early-stop and select) a residual trained on folds ``train``:
+        with labelled training banks, ``calibration`` (every other labelled fold trains); with
+        synthetic questions only, the labelled folds of ``train`` themselves, whose banks train
+        nothing, so the fold that calibrates the gate never shapes the model it calibrates."""
+        return [calibration] if self.settings.labelled else list(train)
+
     def of(self, mode: str, folds, covered_only: Dataset | None = None) -> list[BankExample]:
         found = self.examples[mode]
         out = [found[q] for q in self.plan.qids(folds) if q in found]
@@ -289,7 +296,8 @@ class _CrossValidation:
         )
 
     def _split(self, r) -> tuple[list[BankExample], list[BankExample]]:
-        return self.ex.train(r.train), self.ex.of(self.s.banks.val_mode, [r.validation])
+        val = self.ex.validating(r.train, r.validation)
+        return self.ex.train(r.train), self.ex.of(self.s.banks.val_mode, val)
 
     def _gate_jobs(self, r, validation: int, setting: dict) -> list[tuple]:
         seed, b = self.s.training.seed, self.s.banks
@@ -612,7 +620,11 @@ def _gate_splits(ex, train, validation, train_mode, val_mode):
     examples) per inner round."""
     for inner in FoldPlan.inner(train, validation):
         inner_val = validation if validation != inner.test else inner.train[0]
-        yield inner.test, ex.train(inner.train), ex.of(val_mode, [inner_val])
+        yield (
+            inner.test,
+            ex.train(inner.train),
+            ex.of(val_mode, ex.validating(inner.train, inner_val)),
+        )
 
 
 def _final_round(data, plan):
@@ -637,12 +649,16 @@ def _fit_final(
 ):  # fmt: skip
     if not gate:
         train = tuple(range(len(plan)))
-        module, _ = fits.get(ex.train(train), ex.of(val_mode, [0]), setting, seed)
+        module, _ = fits.get(
+            ex.train(train), ex.of(val_mode, ex.validating(train, 0)), setting, seed
+        )
         final = model(module.scorer)
         final.summary.train_banks = sum(e.has_support for e in ex.train(train))
         return final
     calib, r, val = _final_round(data, plan)  # the largest calibration set
-    module, _ = fits.get(ex.train(r.train), ex.of(val_mode, [val]), setting, seed)
+    module, _ = fits.get(
+        ex.train(r.train), ex.of(val_mode, ex.validating(r.train, val)), setting, seed
+    )
     gate_module, oof = _fit_gate(
         data, ex, fits, model, r.train, val, setting, seed, train_mode, val_mode, pooled
     )

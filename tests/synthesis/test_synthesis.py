@@ -227,6 +227,47 @@ def test_training_sets_take_only_their_own_companies_synthetic_banks():
     assert len(everything.train((0,))) == 48
 
 
+@pytest.mark.parametrize("labelled", [False, True])
+def test_the_calibration_fold_never_validates_a_residual_trained_on_synthetic_questions(
+    tmp_path, labelled
+):
+    """With synthetic training questions only, the labelled training folds early-stop and select
+    every residual (the round's, the gate's cross-fitted ones, the final one) and the calibration
+    fold shapes none of them; with labelled training banks the calibration fold validates, as
+    before (every other labelled fold trains)."""
+    from fincrowd_ltr.api.fit import _CrossValidation, _final_round, _gate_splits
+    from fincrowd_ltr.data.splits import Round
+    from fincrowd_ltr.settings import FitSettings
+
+    data = filings_corpus(companies=10)
+    settings = FitSettings().replace(
+        folds=5, grid=None, first_stage="bm25", cache_dir=tmp_path / "c",
+        synthetic=SyntheticSettings(n=40, labelled=labelled),
+    )  # fmt: skip
+    cv = _CrossValidation(data, "bm25", settings, None, {}, False)
+    plan, ex = cv.plan, cv.ex
+
+    def qids(examples):
+        return {e.qid for e in examples if not e.synthetic}
+
+    calib, final, val = _final_round(data, plan)
+    # the final model: calibrated on fold calib, validated on fold val when labelled
+    rounds = [(r, r.validation, r.validation) for r in plan.rounds()] + [(final, calib, val)]
+    for r, calibrating, validation in rounds:
+        calibration = set(plan.qids([calibrating]))
+        _, validating = cv._split(Round(r.test, validation, r.train))
+        splits = list(_gate_splits(ex, r.train, validation, "retrieved", "retrieved"))
+        if labelled:
+            assert qids(validating) == set(plan.qids([validation])) & set(cv.examples["retrieved"])
+            continue
+        assert qids(validating) and not qids(validating) & calibration
+        assert qids(validating) == set(plan.qids(r.train)) & set(cv.examples["retrieved"])
+        for inner_test, inner_train, inner_val in splits:
+            assert all(e.synthetic for e in inner_train)
+            assert qids(inner_val) and not qids(inner_val) & calibration
+            assert not qids(inner_val) & set(plan.qids([inner_test]))
+
+
 def test_fit_synthesises_with_the_settings_named_share():
     from fincrowd_ltr.api.synthetic import synthetic_examples
     from fincrowd_ltr.features.bank_features import BankFeaturizer
