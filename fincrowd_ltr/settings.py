@@ -31,6 +31,7 @@ MODES = BANK_MODES
 GATE_CALIBRATIONS = ("pooled", "fold")
 OBJECTIVES = ("pairwise", "listnet")
 SCOPES = ("folds", "transductive")
+AUTO = "auto"  # a named share read from the questions
 
 
 def _data_error(message: str) -> Exception:
@@ -38,6 +39,19 @@ def _data_error(message: str) -> Exception:
     from fincrowd_ltr.data.schema import DataError
 
     return DataError(message)
+
+
+def share_or_auto(value: str) -> float | str:
+    """A command-line share: a number in [0, 1] or ``auto``."""
+    if value == AUTO:
+        return AUTO
+    try:
+        share = float(value)
+    except ValueError:
+        share = -1.0
+    if not 0.0 <= share <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a share in [0, 1] or 'auto', got {value!r}")
+    return share
 
 
 @dataclass(frozen=True)
@@ -58,7 +72,9 @@ class SyntheticSettings:
             banks affordable, since the residual reads each bank's standardised base scores;
             required when the training ranker is your ``run``, which has no synthetic questions.
         named_share: The share of synthetic questions that name their company (the others ask
-            about "the" company's figure): lower it when your questions rarely name one.
+            about "the" company's figure): lower it when your questions rarely name one;
+            ``"auto"``: the share of the fit's questions (outside a held-out test fold; texts
+            only, never their relevance) in which the extractor reads a company.
     """
 
     n: int = 0
@@ -68,11 +84,12 @@ class SyntheticSettings:
     weight: float = 1.0
     select_weights: tuple[float, ...] = ()
     ranker: str | None = None
-    named_share: float = 1.0
+    named_share: float | str = 1.0
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.named_share <= 1.0:
-            raise _data_error(f"synthetic named_share must be in [0, 1]; got {self.named_share}")
+        share = self.named_share
+        if share != AUTO and (isinstance(share, str) or not 0.0 <= share <= 1.0):
+            raise _data_error(f"synthetic named_share must be in [0, 1] or 'auto'; got {share!r}")
         if self.scope not in SCOPES:
             raise _data_error(f"synthetic scope must be one of {SCOPES}; got {self.scope!r}")
         if self.n < 0 or self.weight <= 0 or any(w < 0 for w in self.select_weights):
@@ -421,9 +438,10 @@ def add_synthetic_arguments(parser: argparse.ArgumentParser) -> None:
         "fused-static, a cheap stand-in for fused",
     )  # fmt: skip
     parser.add_argument(
-        "--synthetic-named-share", dest="synthetic_named_share", type=float,
+        "--synthetic-named-share", dest="synthetic_named_share", type=share_or_auto,
         default=d.named_share, metavar="S",
-        help="share of synthetic questions that name their company (default 1)",
+        help="share of synthetic questions that name their company (default 1); 'auto': the "
+        "share of the fit's questions that name one",
     )  # fmt: skip
 
 

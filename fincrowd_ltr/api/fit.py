@@ -269,9 +269,11 @@ class _CrossValidation:
         )  # fmt: skip
         self.syn = None
         if s.synthetic.active:
+            held = set(self.held or ())
+            asked = [q.text for qid, q in data.queries.items() if qid not in held]
             self.syn = synthetic_examples(
                 s.synthetic, data, featurizer, ranker, self.stage, b.train_mode, b.bank_size,
-                cache, progress,
+                cache, progress, asked,
             )  # fmt: skip
         fold_groups = [{data.queries[q].group for q in fold} for fold in plan.folds]
         held_groups = {data.queries[q].group for q in self.held or ()}
@@ -424,6 +426,7 @@ class _CrossValidation:
                 **asdict(s.synthetic),
                 "n_banks": len(self.syn.examples),
                 "n_companies": len({self.syn.groups[e.qid] for e in self.syn.examples}),
+                "named_share_used": self.syn.synthesis.named_share,
                 "per_template": self.syn.synthesis.report(sample=0)["per_template"],
             }
         return info
@@ -448,7 +451,11 @@ class _CrossValidation:
         if self.extra_qids:
             extra["extra_training"] = _by_dataset(self.extra_qids)
         if self.syn is not None:
-            extra["synthetic"] = {**asdict(s.synthetic), "n_banks": len(self.syn.examples)}
+            extra["synthetic"] = {
+                **asdict(s.synthetic),
+                "n_banks": len(self.syn.examples),
+                "named_share_used": self.syn.synthesis.named_share,
+            }
         final.summary = TrainingSummary(
             dataset=data.name,
             base_ranker=self.ranker,

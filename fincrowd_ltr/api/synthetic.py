@@ -11,6 +11,7 @@ user's setting, reported beside the other.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,13 +19,14 @@ from fincrowd_ltr.api.corpus import DEFAULT_CACHE, load_dataset
 from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.features import BankFeaturizer
 from fincrowd_ltr.features.examples import BankExample, make_examples
+from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.retrieval.bm25 import BM25Index
 from fincrowd_ltr.retrieval.build import BankSpec
 from fincrowd_ltr.retrieval.build import build_banks as _build_banks
 from fincrowd_ltr.retrieval.first_stage import RUN
 from fincrowd_ltr.retrieval.rankers import RANKERS
-from fincrowd_ltr.settings import SyntheticSettings  # noqa: E402
-from fincrowd_ltr.synthesis import Synthesis
+from fincrowd_ltr.settings import AUTO, SyntheticSettings
+from fincrowd_ltr.synthesis import Synthesis, named_share_of
 from fincrowd_ltr.synthesis import synthesize as _synthesize
 
 
@@ -38,20 +40,30 @@ def synthesize(
     generator=None,
     cache_dir: str | Path | None = DEFAULT_CACHE,
     difficulty: bool = True,
-    named_share: float = 1.0,
+    named_share: float | str = 1.0,
 ) -> Synthesis:
     """Synthesise ``n`` training questions from a corpus's pages (no labels read; see
     :func:`fincrowd_ltr.synthesis.synthesize`), with the share of questions BM25 finds first or
-    not at all when ``difficulty``; ``named_share`` of them name their company."""
+    not at all when ``difficulty``; ``named_share`` of them name their company (``"auto"``: as
+    many as of the dataset's own questions, whose texts alone are read)."""
     data = load_dataset(dataset, data_root, "all") if isinstance(dataset, str) else dataset
+    extractor = FieldExtractor.from_passages(data.passages.values())
+    share = resolve_named_share(named_share, (q.text for q in data.queries.values()), extractor)
     found = _synthesize(
         data, n, seed, companies=companies, generator=generator, name=f"{data.name}-synthetic",
-        named_share=named_share,
+        extractor=extractor, named_share=share,
     )  # fmt: skip
     if difficulty and found.questions:
         cache = None if cache_dir is None else Path(cache_dir)
         found.measure_difficulty(BM25Index.build(found.passages, cache_dir=cache, progress=False))
     return found
+
+
+def resolve_named_share(
+    share: float | str, questions: Iterable[str], extractor: FieldExtractor
+) -> float:
+    """``share``, or with ``"auto"`` the share of ``questions`` (texts) naming a company."""
+    return named_share_of(questions, extractor) if share == AUTO else float(share)
 
 
 def write_beir(synthesis: Synthesis, out: str | Path) -> Path:
@@ -122,15 +134,18 @@ def synthetic_examples(
     bank_size: int,
     cache_dir,
     progress: bool,
+    questions: Iterable[str] = (),
 ) -> SyntheticExamples:
     """Banks of ``settings.n`` questions synthesised from ``data``'s passages, built by the same
     first stage (``stage``, resolved), scored by ``settings.ranker`` (default ``ranker``) and
     featurised by the labelled corpus's ``featurizer``; only banks with a relevant candidate are
-    kept. The residual reads a synthetic bank's standardised base scores like a labelled bank's."""
+    kept. The residual reads a synthetic bank's standardised base scores like a labelled bank's.
+    ``questions``: the texts an ``"auto"`` named share is read from."""
     scorer = synthetic_scorer(settings, ranker, stage)
+    share = resolve_named_share(settings.named_share, questions, featurizer.extractor)
     found = _synthesize(
         data, settings.n, settings.seed, name=f"{data.name}-synthetic",
-        extractor=featurizer.extractor, named_share=settings.named_share,
+        extractor=featurizer.extractor, named_share=share,
     )  # fmt: skip
     syn = found.dataset()
     spec = BankSpec(size=bank_size, mode=mode, first_stage=stage)

@@ -302,10 +302,11 @@ def _synthesize_command(command) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
         "--named-share",
-        type=float,
+        type=settings.share_or_auto,
         default=1.0,
         help="share of questions that name their company (default 1); lower it when your "
-        "questions rarely name one ('What was the revenue in 2019?')",
+        "questions rarely name one ('What was the revenue in 2019?'); 'auto': the share of the "
+        "dataset's own questions that name one (their texts alone are read)",
     )
     p.add_argument(
         "--out", type=Path, required=True, help="the BEIR folder to write (corpus, queries, qrels)"

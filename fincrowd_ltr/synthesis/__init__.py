@@ -5,6 +5,7 @@ from fincrowd_ltr.synthesis.questions import (
     TEMPLATES,
     Synthesis,
     SyntheticQuestion,
+    named_share_of,
     synthesize,
 )
 from fincrowd_ltr.synthesis.tables import PageTable, StatementRow, read_table
@@ -16,6 +17,7 @@ __all__ = [
     "StatementRow",
     "Synthesis",
     "SyntheticQuestion",
+    "named_share_of",
     "read_table",
     "synthesize",
 ]

@@ -95,6 +95,7 @@ class Synthesis:
     questions: list[SyntheticQuestion]
     candidates: int = 0  # questions the templates could write before sampling
     difficulty: dict | None = None
+    named_share: float = 1.0  # the share of drawn questions asked to name their company
 
     def dataset(self, groups: Iterable[str] | None = None) -> Dataset:
         """A ``Dataset`` over the same passages with the synthetic questions (group = company);
@@ -128,6 +129,7 @@ class Synthesis:
             "n_questions": len(self.questions),
             "n_candidates": self.candidates,
             "n_companies": len(per_company),
+            "named_share": self.named_share,
             "per_template": dict(sorted(per_template.items())),
             "per_company": dict(sorted(per_company.items())),
             "questions_with_negatives": dict(sorted(negatives.items())),
@@ -257,7 +259,20 @@ def synthesize(
         )
     if generator is not None:
         questions += _generated(generator, pool, passages, len(questions))
-    return Synthesis(name, passages, questions, candidates=len(items))
+    return Synthesis(name, passages, questions, candidates=len(items), named_share=named_share)
+
+
+def named_share_of(questions: Iterable[str], extractor: FieldExtractor) -> float:
+    """The share of ``questions`` (texts) in which ``extractor`` reads a company: the
+    ``named_share`` that makes synthetic questions name their company as often as yours do
+    (FinanceBench's nearly all do, FinQA's rarely)."""
+    texts = list(questions)
+    if not texts:
+        raise DataError(
+            "named_share 'auto' reads the share from your questions' texts and there are none: "
+            "give a share in [0, 1]"
+        )
+    return sum(bool(extractor.extract_query(t).entity) for t in texts) / len(texts)
 
 
 def _by_id(passages: Iterable[Passage]) -> dict[str, Passage]:

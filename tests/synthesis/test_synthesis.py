@@ -282,6 +282,50 @@ def test_fit_synthesises_with_the_settings_named_share():
     assert not any(q.company in q.text for q in found.synthesis.questions)
 
 
+def test_an_auto_named_share_is_read_from_the_questions_texts(tmp_path):
+    """``named_share="auto"``: synthetic questions name their company as often as the user's
+    questions do (the extractor reads them; the fit leaves its held-out test fold out)."""
+    import argparse
+    import dataclasses
+
+    from fincrowd_ltr.settings import share_or_auto
+    from fincrowd_ltr.synthesis import named_share_of
+
+    data = filings_corpus(companies=8)
+    for i, qid in enumerate(sorted(data.queries)):
+        if i % 4:  # three questions of four ask about "the" company
+            data.queries[qid] = dataclasses.replace(
+                data.queries[qid], text="What were the net sales in FY2021?"
+            )
+    extractor = FieldExtractor.from_passages(data.passages.values())
+    assert named_share_of((q.text for q in data.queries.values()), extractor) == 0.25
+    found = fc.synthesize(data, n=24, named_share="auto", cache_dir=None)
+    assert found.named_share == 0.25 and found.report()["named_share"] == 0.25
+    assert fc.synthesize(data, n=24, cache_dir=None).named_share == 1.0
+    named = [any(f"Firm{c}" in q.text for c in range(8)) for q in found.questions]
+    assert 0 < sum(named) < len(named)
+
+    settings = SyntheticSettings(n=24, labelled=False, named_share="auto")
+    model, _ = fc.fit_correction(
+        data, "bm25", synthetic=settings, folds=4, test_fold=0, grid=None, gate=False,
+        first_stage="bm25", cache_dir=tmp_path / "c", progress=False,
+    )  # fmt: skip
+    held = set(FoldPlan.by_group(data, 4, 0).folds[0])
+    asked = [q.text for qid, q in data.queries.items() if qid not in held]
+    synthetic = model.summary.extra["synthetic"]
+    assert synthetic["named_share"] == "auto"
+    assert synthetic["named_share_used"] == named_share_of(asked, extractor) != 0.25
+
+    with pytest.raises(fc.DataError, match="there are none"):
+        fc.synthesize(filings_corpus(questions=False), n=4, named_share="auto", cache_dir=None)
+    with pytest.raises(fc.DataError, match="or 'auto'"):
+        SyntheticSettings(named_share="half")
+    assert share_or_auto("auto") == "auto" and share_or_auto("0.3") == 0.3
+    for bad in ("1.5", "most"):
+        with pytest.raises(argparse.ArgumentTypeError, match=bad):
+            share_or_auto(bad)
+
+
 def test_zero_label_journey_synthesize_fit_calibrate_evaluate(tmp_path, capsys):
     """The README's journey from the command line: a corpus and no labelled training questions;
     synthesise, fit residual and gate on the synthetic folder, calibrate the gate on a few
