@@ -73,8 +73,8 @@ class SyntheticSettings:
             required when the training ranker is your ``run``, which has no synthetic questions.
         named_share: The share of synthetic questions that name their company (the others ask
             about "the" company's figure): lower it when your questions rarely name one;
-            ``"auto"``: the share of the fit's questions (outside a held-out test fold; texts
-            only, never their relevance) in which the extractor reads a company.
+            ``"auto"``: the share of the fit's questions (every fold's but a held-out test
+            fold's; texts only, never their relevance) in which the extractor reads a company.
     """
 
     n: int = 0
@@ -429,7 +429,7 @@ def add_synthetic_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--synthetic-weights", dest="synthetic_weights", default="", metavar="W,W,...",
-        help="mixing weights chosen per fold on the validation fold (0: labelled banks alone), "
+        help="mixing weights chosen per fold like any other setting (0: labelled banks alone), "
         "crossed with the selection grid (comma list)",
     )  # fmt: skip
     parser.add_argument(

@@ -2,8 +2,9 @@
 user keeps.
 
 One fold plan (:class:`~fincrowd_ltr.data.splits.FoldPlan`): round ``k`` tests on fold ``k``,
-validates and calibrates on fold ``k + 1`` and trains on the rest; the gate's labels come from
-cross-fitting inside the training folds. Every residual is fitted once
+validates and calibrates on fold ``k + 1`` and trains on the rest (with synthetic training
+questions only, the labelled training folds validate and fold ``k + 1`` only calibrates); the
+gate's labels come from cross-fitting inside the training folds. Every residual is fitted once
 (:class:`~fincrowd_ltr.training.fitting.ResidualFits`) and reused by the residual rows, the gated
 rows and the cross-fitting. The final model is trained on every fold but the one that calibrates
 its domain (or, with ``gate=False``, on every fold). ``test_fold`` holds a fold out of everything,
@@ -167,12 +168,13 @@ class _Folds:
                 excluded |= groups
         return self.synthetic.allowed(excluded)
 
-    def validating(self, train, calibration: int) -> list[int]:
+    def validating(self, train, fold: int) -> list[int]:
         """The folds that validate (early-stop and select) a residual trained on folds ``train``:
-        with labelled training banks, ``calibration`` (every other labelled fold trains); with
-        synthetic questions only, the labelled folds of ``train`` themselves, whose banks train
-        nothing, so the fold that calibrates the gate never shapes the model it calibrates."""
-        return [calibration] if self.settings.labelled else list(train)
+        with labelled training banks, ``fold`` (the round's validation fold, which also
+        calibrates; every other labelled fold trains); with synthetic questions only, the
+        labelled folds of ``train`` themselves, whose banks train nothing, so the fold that
+        calibrates the gate never shapes the model it calibrates."""
+        return [fold] if self.settings.labelled else list(train)
 
     def of(self, mode: str, folds, covered_only: Dataset | None = None) -> list[BankExample]:
         found = self.examples[mode]
@@ -269,6 +271,8 @@ class _CrossValidation:
         )  # fmt: skip
         self.syn = None
         if s.synthetic.active:
+            # an "auto" named share reads the question texts (never qrels) of every fold but a
+            # held-out test fold: a cross-validation's test folds' texts included
             held = set(self.held or ())
             asked = [q.text for qid, q in data.queries.items() if qid not in held]
             self.syn = synthetic_examples(
@@ -322,10 +326,17 @@ class _CrossValidation:
         self.setting = self.grid[_best_setting([row[2] for row in selected])[0]]
         jobs = []
         if self.s.calibration.gate:
+            _, final, val = _final_round(self.data, self.plan)
+            final_split = self._split(Round(None, val, final.train))
+            if not self.s.synthetic.labelled and len(self.grid) > 1:
+                # the rounds' validation folds include the final model's calibration fold: its
+                # setting is chosen on its own validation folds instead (its training folds)
+                self.fits.prefetch([(*final_split, g, seed) for g in self.grid])
+                _, index, _ = select_residual(*final_split, self.grid, seed, self.fits)
+                self.setting = self.grid[index]
             for r, (_, setting, _) in zip(rounds, selected, strict=True):
                 jobs += self._gate_jobs(r, r.validation, setting)
-            _, final, val = _final_round(self.data, self.plan)
-            jobs.append((*self._split(Round(None, val, final.train)), self.setting, seed))
+            jobs.append((*final_split, self.setting, seed))
             jobs += self._gate_jobs(final, val, self.setting)
         else:
             everything = tuple(range(len(self.plan)))
@@ -415,6 +426,7 @@ class _CrossValidation:
                 "grid": list(self.grid),
                 "chosen_per_fold": [row[1] for row in selected],
                 "mean_val_ndcg10": _best_setting([row[2] for row in selected])[1],
+                "validated_on": "validation fold" if s.synthetic.labelled else "training folds",
             },
             "regression_cap": s.calibration.regression_cap,
             "gate_calibration": s.calibration.gate_calibration,

@@ -63,7 +63,11 @@ def resolve_named_share(
     share: float | str, questions: Iterable[str], extractor: FieldExtractor
 ) -> float:
     """``share``, or with ``"auto"`` the share of ``questions`` (texts) naming a company."""
-    return named_share_of(questions, extractor) if share == AUTO else float(share)
+    if share == AUTO:
+        return named_share_of(questions, extractor)
+    if isinstance(share, str):
+        raise DataError(f"named_share must be a share in [0, 1] or 'auto'; got {share!r}")
+    return float(share)
 
 
 def write_beir(synthesis: Synthesis, out: str | Path) -> Path:

@@ -212,8 +212,11 @@ def synthesize(
             other-company negatives) changes, so 1.0 (the default) writes exactly the questions
             it always wrote.
     """
-    if not 0.0 <= named_share <= 1.0:
-        raise DataError(f"synthesize: named_share must be within [0, 1], got {named_share}")
+    if isinstance(named_share, str) or not 0.0 <= named_share <= 1.0:
+        raise DataError(
+            f"synthesize: named_share must be within [0, 1], got {named_share!r} (for 'auto', "
+            "fincrowd_ltr.synthesize or named_share_of reads it from your questions)"
+        )
     passages = dict(corpus.passages) if isinstance(corpus, Dataset) else _by_id(corpus)
     if not passages:
         raise DataError("synthesize: the corpus has no passages")
@@ -269,8 +272,8 @@ def named_share_of(questions: Iterable[str], extractor: FieldExtractor) -> float
     texts = list(questions)
     if not texts:
         raise DataError(
-            "named_share 'auto' reads the share from your questions' texts and there are none: "
-            "give a share in [0, 1]"
+            "named_share 'auto' reads the share from your questions' texts and none were given "
+            "(the dataset has no questions): give a share in [0, 1]"
         )
     return sum(bool(extractor.extract_query(t).entity) for t in texts) / len(texts)
 

@@ -8,6 +8,7 @@ import re
 from collections import Counter
 
 import pytest
+import torch
 
 import fincrowd_ltr as fc
 from fincrowd_ltr.api.fit import _Folds
@@ -259,6 +260,9 @@ def test_the_calibration_fold_never_validates_a_residual_trained_on_synthetic_qu
         splits = list(_gate_splits(ex, r.train, validation, "retrieved", "retrieved"))
         if labelled:
             assert qids(validating) == set(plan.qids([validation])) & set(cv.examples["retrieved"])
+            for inner_test, _, inner_val in splits:  # as before: one labelled fold validates
+                assert any(qids(inner_val) <= set(fold) for fold in plan.folds)
+                assert not qids(inner_val) & set(plan.qids([inner_test]))
             continue
         assert qids(validating) and not qids(validating) & calibration
         assert qids(validating) == set(plan.qids(r.train)) & set(cv.examples["retrieved"])
@@ -266,6 +270,69 @@ def test_the_calibration_fold_never_validates_a_residual_trained_on_synthetic_qu
             assert all(e.synthetic for e in inner_train)
             assert qids(inner_val) and not qids(inner_val) & calibration
             assert not qids(inner_val) & set(plan.qids([inner_test]))
+
+
+def test_a_synthetic_only_fit_trains_each_fit_once_and_its_final_model_never_sees_its_calibration(
+    tmp_path, monkeypatch
+):
+    """The whole run: every fit is trained by the prefetches (none trained again because a later
+    lookup asked for other validation banks), and the final model's residual and its gate's
+    cross-fitted residuals, setting chosen among two, never validate on its calibration fold."""
+    from fincrowd_ltr.api.fit import _CrossValidation
+    from fincrowd_ltr.settings import FitSettings
+    from fincrowd_ltr.training import fitting
+    from fincrowd_ltr.training.fitting import ResidualFits, select_residual
+
+    data = filings_corpus(companies=10)
+    settings = FitSettings().replace(
+        folds=5, grid=({"alpha": 1.0}, {"alpha": 2.0}), first_stage="bm25",
+        cache_dir=tmp_path / "c", min_calibration=1,
+        synthetic=SyntheticSettings(n=40, labelled=False),
+    )  # fmt: skip
+    cv = _CrossValidation(data, "bm25", settings, None, {}, False)
+    prefetched, validations = set(), []
+    prefetch, get = ResidualFits.prefetch, ResidualFits.get
+
+    def counting_prefetch(self, jobs):
+        prefetched.update(self.key(*job) for job in jobs)
+        return prefetch(self, jobs)
+
+    def recording_get(self, train, val, setting, seed=0):
+        validations.append({e.qid for e in val})
+        return get(self, train, val, setting, seed)
+
+    selections = []
+
+    def recording_select(train, val, grid, seed=0, fits=None):
+        found = select_residual(train, val, grid, seed, fits)
+        selections.append(({e.qid for e in val}, grid[found[1]]))
+        return found
+
+    monkeypatch.setattr(ResidualFits, "prefetch", counting_prefetch)
+    monkeypatch.setattr(ResidualFits, "get", recording_get)
+    monkeypatch.setattr(fitting, "select_residual", recording_select)
+    cv.cross_validate()
+    validations.clear()
+    final = cv.final_model()
+    assert cv.fits.trained == len(prefetched)
+    calibration = set(cv.plan.qids([final.summary.calibration_fold]))
+    assert validations and all(v and not v & calibration for v in validations)
+    # its setting was chosen on its own training folds, not averaged over rounds whose
+    # validation folds hold its calibration fold
+    chosen_on = set(cv.plan.qids(r for r in range(5) if r != final.summary.calibration_fold))
+    assert (chosen_on & set(cv.examples["retrieved"]), final.summary.setting) in selections
+
+    # the calibration fold's labels decide nothing but the gate's calibration: point them at
+    # each company's cover page and the final residual, its setting included, stays the same
+    moved = fc.Dataset(data.name, data.queries, data.passages, dict(data.qrels))
+    for q in calibration:
+        moved.qrels[q] = {f"{data.queries[q].group}_2021_10K:1": 1}
+    again = _CrossValidation(moved, "bm25", settings, None, {}, False)
+    again.cross_validate()
+    refit = again.final_model()
+    assert refit.summary.calibration_fold == final.summary.calibration_fold
+    assert refit.summary.setting == final.summary.setting
+    assert torch.equal(refit.residual.weight, final.residual.weight)
 
 
 def test_fit_synthesises_with_the_settings_named_share():
@@ -312,14 +379,17 @@ def test_an_auto_named_share_is_read_from_the_questions_texts(tmp_path):
     )  # fmt: skip
     held = set(FoldPlan.by_group(data, 4, 0).folds[0])
     asked = [q.text for qid, q in data.queries.items() if qid not in held]
-    synthetic = model.summary.extra["synthetic"]
+    model.save_pretrained(tmp_path / "ckpt")
+    synthetic = fc.GatedCorrection.from_pretrained(tmp_path / "ckpt").summary.extra["synthetic"]
     assert synthetic["named_share"] == "auto"
     assert synthetic["named_share_used"] == named_share_of(asked, extractor) != 0.25
 
-    with pytest.raises(fc.DataError, match="there are none"):
+    with pytest.raises(fc.DataError, match="none were given"):
         fc.synthesize(filings_corpus(questions=False), n=4, named_share="auto", cache_dir=None)
     with pytest.raises(fc.DataError, match="or 'auto'"):
         SyntheticSettings(named_share="half")
+    with pytest.raises(fc.DataError, match="named_share_of reads it"):
+        synthesize(data, n=4, named_share="auto")
     assert share_or_auto("auto") == "auto" and share_or_auto("0.3") == 0.3
     for bad in ("1.5", "most"):
         with pytest.raises(argparse.ArgumentTypeError, match=bad):
