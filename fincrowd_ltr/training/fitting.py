@@ -13,6 +13,7 @@ import dataclasses
 import json
 import multiprocessing
 import os
+import signal
 from concurrent.futures import ProcessPoolExecutor
 
 import lightning as L
@@ -162,28 +163,47 @@ class ResidualFits:
         method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
         shared = list(examples.values())
         _WORKER_EXAMPLES[:] = shared if method == "fork" else []
-        with ProcessPoolExecutor(
+        pool = ProcessPoolExecutor(
             workers,
             mp_context=multiprocessing.get_context(method),
             initializer=_worker_init,
             initargs=(None if method == "fork" else shared,),
-        ) as pool:
+        )
+        try:
             for key, setting, state, score in pool.map(_worker_fit, payload):
                 module = ResidualModule(**_module_setting(setting))
                 module.load_state_dict(state)
                 self._fits[key] = (module, score)
                 self.trained += 1
                 bar.update()
-        _WORKER_EXAMPLES.clear()
-        bar.close()
+        except BaseException:  # interrupted (a signal, Ctrl-C) or a fit failed: stop the rest now
+            _stop(pool)
+            raise
+        finally:
+            _WORKER_EXAMPLES.clear()
+            bar.close()
+        pool.shutdown()
 
 
 _WORKER_EXAMPLES: list[BankExample] = []
 
 
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Cancel the pool's pending fits and end its workers at once (leaving the pool's block
+    would otherwise wait for every queued fit)."""
+    processes = list(getattr(pool, "_processes", {}).values())  # no public handle before 3.14
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
+
+
 def _worker_init(examples: list[BankExample] | None) -> None:
     import torch
 
+    # a forked worker inherits the command line's handlers (SIGTERM raises in the parent): a
+    # worker ends on SIGTERM and leaves Ctrl-C to the parent, which stops the pool
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
     if examples is not None:
         _WORKER_EXAMPLES[:] = examples

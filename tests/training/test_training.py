@@ -137,3 +137,50 @@ def test_a_checkpoint_of_a_python_built_data_module_exports(tmp_path):
     assert (source.split, banks.train_mode, banks.val_mode, folds.folds) == (
         "dev", "injected", "injected", 4,
     )  # fmt: skip
+
+
+STOPPED_RUN = """
+import os, signal, sys, threading, time
+from pathlib import Path
+from fincrowd_ltr.features.examples import BankExample
+from fincrowd_ltr.training import fitting
+
+marks = Path(sys.argv[1])
+
+def slow_fit(train, val, setting, seed=0):
+    time.sleep(20)
+    (marks / f"done-{setting['alpha']}").touch()
+    raise RuntimeError("never reached while the run is stopped")
+
+class Terminated(Exception):
+    pass
+
+def on_signal(signum, frame):  # as the command line does
+    raise Terminated(signum)
+
+fitting.fit_residual = slow_fit  # forked workers inherit it
+signal.signal(signal.SIGTERM, on_signal)
+(marks / "pid").write_text(str(os.getpid()))
+bank = BankExample("q", [], None, None, None)
+jobs = [([bank], [bank], {"alpha": float(a)}, 0) for a in range(8)]
+threading.Timer(3, os.kill, (os.getpid(), signal.SIGTERM)).start()
+try:
+    fitting.ResidualFits(workers=2).prefetch(jobs)
+except Terminated:
+    print("stopped")
+"""
+
+
+def test_a_signal_stops_parallel_fits_at_once(tmp_path):
+    """A run told to stop while worker processes train residuals stops them instead of waiting
+    for every queued fit (it waited before: a killed `fincrowd fit` lived on)."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "run.py"
+    script.write_text(STOPPED_RUN)
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
+    assert "stopped" in done.stdout, done.stderr
+    assert not list(tmp_path.glob("done-*"))  # no queued fit ran to its end
