@@ -194,16 +194,21 @@ def _stop(pool: ProcessPoolExecutor) -> None:
     processes = list(getattr(pool, "_processes", {}).values())  # no public handle before 3.14
     pool.shutdown(wait=False, cancel_futures=True)
     for process in processes:
-        process.terminate()
+        process.kill()  # not terminate(): Lightning turns SIGTERM into a flag inside a fit
+
+
+def _exit_now(signum, frame) -> None:
+    os._exit(128 + signum)
 
 
 def _worker_init(examples: list[BankExample] | None) -> None:
+    # a forked worker inherits the command line's handlers (SIGTERM raises in the parent): a
+    # worker ends on SIGTERM (a handler, not the default, so that Lightning's own handler
+    # during a fit chains to it) and leaves Ctrl-C to the parent, which stops the pool
+    signal.signal(signal.SIGTERM, _exit_now)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     import torch
 
-    # a forked worker inherits the command line's handlers (SIGTERM raises in the parent): a
-    # worker ends on SIGTERM and leaves Ctrl-C to the parent, which stops the pool
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
     if examples is not None:
         _WORKER_EXAMPLES[:] = examples

@@ -147,8 +147,25 @@ from fincrowd_ltr.training import fitting
 
 marks = Path(sys.argv[1])
 
-def slow_fit(train, val, setting, seed=0):
-    time.sleep(20)
+def slow_fit(train, val, setting, seed=0):  # a Lightning fit of ~20 s (it handles SIGTERM)
+    import lightning as L
+    import torch
+    from fincrowd_ltr.training.trainer import quiet_trainer
+
+    class Slow(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(1))
+
+        def training_step(self, batch, index):
+            time.sleep(0.5)
+            return (self.w - batch[0]).pow(2).sum()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.ones(40, 1)))
+    quiet_trainer(1, accelerator="cpu").fit(Slow(), data)
     (marks / f"done-{setting['alpha']}").touch()
     raise RuntimeError("never reached while the run is stopped")
 
