@@ -41,15 +41,18 @@ def _data_error(message: str) -> Exception:
     return DataError(message)
 
 
+def _is_share(value) -> bool:
+    """Whether ``value`` is a named share: a number in [0, 1] or ``auto``."""
+    return value == AUTO or (not isinstance(value, str) and 0.0 <= value <= 1.0)
+
+
 def share_or_auto(value: str) -> float | str:
     """A command-line share: a number in [0, 1] or ``auto``."""
-    if value == AUTO:
-        return AUTO
     try:
-        share = float(value)
+        share = value if value == AUTO else float(value)
     except ValueError:
-        share = -1.0
-    if not 0.0 <= share <= 1.0:
+        share = None
+    if share is None or not _is_share(share):
         raise argparse.ArgumentTypeError(f"expected a share in [0, 1] or 'auto', got {value!r}")
     return share
 
@@ -87,9 +90,10 @@ class SyntheticSettings:
     named_share: float | str = 1.0
 
     def __post_init__(self) -> None:
-        share = self.named_share
-        if share != AUTO and (isinstance(share, str) or not 0.0 <= share <= 1.0):
-            raise _data_error(f"synthetic named_share must be in [0, 1] or 'auto'; got {share!r}")
+        if not _is_share(self.named_share):
+            raise _data_error(
+                f"synthetic named_share must be in [0, 1] or 'auto'; got {self.named_share!r}"
+            )
         if self.scope not in SCOPES:
             raise _data_error(f"synthetic scope must be one of {SCOPES}; got {self.scope!r}")
         if self.n < 0 or self.weight <= 0 or any(w < 0 for w in self.select_weights):

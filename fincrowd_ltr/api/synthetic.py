@@ -61,13 +61,10 @@ def synthesize(
 
 def resolve_named_share(
     share: float | str, questions: Iterable[str], extractor: FieldExtractor
-) -> float:
-    """``share``, or with ``"auto"`` the share of ``questions`` (texts) naming a company."""
-    if share == AUTO:
-        return named_share_of(questions, extractor)
-    if isinstance(share, str):
-        raise DataError(f"named_share must be a share in [0, 1] or 'auto'; got {share!r}")
-    return float(share)
+) -> float | str:
+    """``share``, or with ``"auto"`` the share of ``questions`` (texts) naming a company
+    (:func:`fincrowd_ltr.synthesis.synthesize` checks any other value)."""
+    return named_share_of(questions, extractor) if share == AUTO else share
 
 
 def write_beir(synthesis: Synthesis, out: str | Path) -> Path:
