@@ -41,7 +41,7 @@ def fold_corrections(
     from fincrowd_ltr.features import BankFeaturizer
     from fincrowd_ltr.features.corpus import CorpusFeaturizers
     from fincrowd_ltr.model.correction import GatedCorrection, TrainingSummary
-    from fincrowd_ltr.training.fitting import ResidualFits
+    from fincrowd_ltr.training.fitting import ResidualFits, choose_setting
 
     extractor = FieldExtractor.from_passages(data.passages.values())
     featurizer = BankFeaturizer(extractor, data.passages)
@@ -64,11 +64,11 @@ def fold_corrections(
         )  # fmt: skip
 
     out = {}
-    for r in plan.rounds():
-        module, _ = fits.get(ex.train(r.train), ex.of("retrieved", [r.validation]), {}, seed)
-        gate, _ = _fit_gate(
-            data, ex, fits, model, r.train, r.validation, {}, seed, "injected", "retrieved"
-        )
+    for r in plan.rounds():  # fold r.validation calibrates: the training folds choose the epochs
+        _, _, epochs = choose_setting(ex.selection_splits(r.train, r.validation), ({},), seed, fits)
+        setting = ex.fixed({}, epochs)
+        module, _ = fits.get(*ex.split(r.train, r.validation), setting, seed)
+        gate, _ = _fit_gate(data, ex, fits, model, r.train, r.validation, setting, seed)
         out[r.test] = model(module.scorer, gate)
     return out
 

@@ -26,7 +26,7 @@ from fincrowd_ltr.api.synthetic import (
     synthetic_scorer,
 )
 from fincrowd_ltr.data.schema import DataError, Dataset
-from fincrowd_ltr.data.splits import FoldPlan, Round
+from fincrowd_ltr.data.splits import FoldPlan
 from fincrowd_ltr.defaults import BANK_MODES
 from fincrowd_ltr.diagnostics.crowding import crowded_labels, repair_counts
 from fincrowd_ltr.evaluation.reports import CrossValidationReport
@@ -133,7 +133,15 @@ class _Folds:
     """Examples per bank mode, indexed by the fold plan; training sets add ``extra`` (banks of
     other datasets, in every training set, never in validation, calibration or test) and the
     ``synthetic`` banks their scope allows (with scope ``folds``, none of a company in a fold
-    outside the training set, nor of ``held_groups``, the held-out test fold's)."""
+    outside the training set, nor of ``held_groups``, the held-out test fold's).
+
+    Which folds validate a residual (early stopping, setting selection): never one that
+    calibrates its gate (``calibrates``), whose rows the Learn-then-Test bound needs independent
+    of the model. With labelled training banks and a gate, the setting and the epoch count are
+    chosen by cross-validation over the training folds and the residual is refit on all of them
+    for that many epochs; with synthetic training questions only, the labelled training folds
+    (which train nothing) validate; without a gate, the round's validation fold does.
+    """
 
     def __init__(
         self,
@@ -145,11 +153,16 @@ class _Folds:
         settings: SyntheticSettings | None = None,
         fold_groups: list[set[str]] | None = None,
         held_groups: set[str] | None = None,
+        val_mode: str = "retrieved",
+        calibrates: bool = True,
     ) -> None:
         self.plan, self.examples = plan, examples
-        self.train_mode, self.extra = train_mode, list(extra or [])
+        self.train_mode, self.val_mode = train_mode, val_mode
+        self.extra = list(extra or [])
         self.synthetic, self.settings = synthetic, settings or SyntheticSettings()
         self.fold_groups, self.held_groups = fold_groups or [], set(held_groups or ())
+        # labelled folds train, and the validation fold calibrates: refit for a chosen epoch count
+        self.refits = self.settings.labelled and calibrates
 
     def train(self, folds) -> list[BankExample]:
         labelled = self.of(self.train_mode, folds) if self.settings.labelled else []
@@ -169,12 +182,37 @@ class _Folds:
         return self.synthetic.allowed(excluded)
 
     def validating(self, train, fold: int) -> list[int]:
-        """The folds that validate (early-stop and select) a residual trained on folds ``train``:
-        with labelled training banks, ``fold`` (the round's validation fold, which also
-        calibrates; every other labelled fold trains); with synthetic questions only, the
-        labelled folds of ``train`` themselves, whose banks train nothing, so the fold that
-        calibrates the gate never shapes the model it calibrates."""
+        """The folds that validate a residual trained on folds ``train`` whose round validates
+        (or calibrates) on ``fold``: none for a refit (its epoch count is in its setting), the
+        labelled training folds with synthetic questions only, else ``fold``."""
+        if self.refits:
+            return []
         return [fold] if self.settings.labelled else list(train)
+
+    def split(self, train, fold: int) -> tuple[list[BankExample], list[BankExample]]:
+        """The training and validation banks of the residual trained on folds ``train``."""
+        return self.train(train), self.of(self.val_mode, self.validating(train, fold))
+
+    def selection_splits(self, train, fold: int) -> list[tuple[list, list]]:
+        """The (training, validation) banks a residual's settings are compared on: for a refit,
+        each training fold validating a fit on the others; else the residual's own split."""
+        if not self.refits:
+            return [self.split(train, fold)]
+        return [
+            (self.train(tuple(f for f in train if f != j)), self.of(self.val_mode, [j]))
+            for j in train
+        ]
+
+    @property
+    def validated_on(self) -> str:
+        """What validates the residuals, in the fit report's words."""
+        if self.refits:
+            return "training folds (cross-validated; refit on all of them for the chosen epochs)"
+        return "validation fold" if self.settings.labelled else "training folds"
+
+    def fixed(self, setting: dict, epochs: int) -> dict:
+        """``setting`` as the residual is trained: with its epoch count for a refit."""
+        return {**setting, "epochs": epochs} if self.refits else setting
 
     def of(self, mode: str, folds, covered_only: Dataset | None = None) -> list[BankExample]:
         found = self.examples[mode]
@@ -283,7 +321,7 @@ class _CrossValidation:
         held_groups = {data.queries[q].group for q in self.held or ()}
         self.ex = _Folds(
             plan, self.examples, b.train_mode, extra, self.syn, s.synthetic, fold_groups,
-            held_groups,
+            held_groups, b.val_mode, s.calibration.gate,
         )  # fmt: skip
         self.fits = ResidualFits(t.workers, progress)
         self.chosen: list[dict] = []
@@ -301,48 +339,42 @@ class _CrossValidation:
             features=self.features,
         )
 
-    def _split(self, r) -> tuple[list[BankExample], list[BankExample]]:
-        val = self.ex.validating(r.train, r.validation)
-        return self.ex.train(r.train), self.ex.of(self.s.banks.val_mode, val)
-
     def _gate_jobs(self, r, validation: int, setting: dict) -> list[tuple]:
-        seed, b = self.s.training.seed, self.s.banks
-        return [
-            (t, v, setting, seed)
-            for _, t, v in _gate_splits(self.ex, r.train, validation, b.train_mode, b.val_mode)
-        ]
+        seed = self.s.training.seed
+        return [(t, v, setting, seed) for _, t, v in _gate_splits(self.ex, r.train, validation)]
 
     def _fit_batches(self) -> list[tuple]:
         """Train every fit the run needs; returns each round's (module, setting, val scores)."""
-        from fincrowd_ltr.training.fitting import select_residual
+        from fincrowd_ltr.training.fitting import choose_setting
 
-        seed, rounds = self.s.training.seed, self.plan.rounds()
-        splits = [self._split(r) for r in rounds]
-        self.fits.prefetch([(t, v, g, seed) for t, v in splits for g in self.grid])
-        selected = []
-        for train, val in splits:
-            module, index, scores = select_residual(train, val, self.grid, seed, self.fits)
-            selected.append((module, self.grid[index], scores))
-        self.setting = self.grid[_best_setting([row[2] for row in selected])[0]]
-        jobs = []
-        if self.s.calibration.gate:
+        seed, rounds, ex = self.s.training.seed, self.plan.rounds(), self.ex
+        gate = self.s.calibration.gate
+        if gate:  # the final model's calibration fold, round and validation fold
             _, final, val = _final_round(self.data, self.plan)
-            final_split = self._split(Round(None, val, final.train))
-            if not self.s.synthetic.labelled and len(self.grid) > 1:
-                # the rounds' validation folds include the final model's calibration fold: its
-                # setting is chosen on its own validation folds instead (its training folds)
-                self.fits.prefetch([(*final_split, g, seed) for g in self.grid])
-                _, index, _ = select_residual(*final_split, self.grid, seed, self.fits)
-                self.setting = self.grid[index]
-            for r, (_, setting, _) in zip(rounds, selected, strict=True):
+        choices = [ex.selection_splits(r.train, r.validation) for r in rounds]
+        if gate:  # the final model's setting is chosen on its own training folds
+            choices.append(ex.selection_splits(final.train, val))
+        self.fits.prefetch([(t, v, g, seed) for c in choices for t, v in c for g in self.grid])
+        chosen = []
+        for splits in choices:
+            index, scores, epochs = choose_setting(splits, self.grid, seed, self.fits)
+            chosen.append((ex.fixed(self.grid[index], epochs), scores))
+        if gate:
+            self.setting = chosen.pop()[0]
+        round_jobs = [(*ex.split(r.train, r.validation), setting, seed)
+                      for r, (setting, _) in zip(rounds, chosen, strict=True)]  # fmt: skip
+        jobs = []
+        if gate:
+            for r, (setting, _) in zip(rounds, chosen, strict=True):
                 jobs += self._gate_jobs(r, r.validation, setting)
-            jobs.append((*final_split, self.setting, seed))
+            jobs.append((*ex.split(final.train, val), self.setting, seed))
             jobs += self._gate_jobs(final, val, self.setting)
         else:
-            everything = tuple(range(len(self.plan)))
-            jobs.append((*self._split(Round(None, 0, everything)), self.setting, seed))
-        self.fits.prefetch(jobs)
-        return selected
+            self.setting = self.grid[_best_setting([row[1] for row in chosen])[0]]
+            jobs.append((*ex.split(tuple(range(len(self.plan))), 0), self.setting, seed))
+        self.fits.prefetch(round_jobs + jobs)
+        return [(self.fits.get(*job)[0], setting, scores)
+                for job, (setting, scores) in zip(round_jobs, chosen, strict=True)]  # fmt: skip
 
     def cross_validate(self) -> CrossValReport:
         """The held-out rows of every round, pooled."""
@@ -379,10 +411,10 @@ class _CrossValidation:
                 pooled[mode]["ideal"][qid] = ideal_order(self.data, res.base_ranking, qid)
 
     def _gated_round(self, r, module, setting, pooled) -> dict:
-        c, b = self.s.calibration, self.s.banks
+        c = self.s.calibration
         gate_module, oof = _fit_gate(
             self.data, self.ex, self.fits, self.model, r.train, r.validation, setting,
-            self.s.training.seed, b.train_mode, b.val_mode, c.gate_calibration == "pooled",
+            self.s.training.seed, c.gate_calibration == "pooled",
         )  # fmt: skip
         gated = self.model(module.scorer, gate_module)
         calibration = fit_calibration(
@@ -426,7 +458,7 @@ class _CrossValidation:
                 "grid": list(self.grid),
                 "chosen_per_fold": [row[1] for row in selected],
                 "mean_val_ndcg10": _best_setting([row[2] for row in selected])[1],
-                "validated_on": "validation fold" if s.synthetic.labelled else "training folds",
+                "validated_on": self.ex.validated_on,
             },
             "regression_cap": s.calibration.regression_cap,
             "gate_calibration": s.calibration.gate_calibration,
@@ -448,8 +480,7 @@ class _CrossValidation:
         data, s, plan = self.data, self.s, self.plan
         c, b, t = s.calibration, s.banks, s.training
         final = _fit_final(
-            data, self.ex, self.fits, self.model, plan, self.setting, t.seed, c.gate,
-            b.train_mode, b.val_mode, c,
+            data, self.ex, self.fits, self.model, plan, self.setting, t.seed, c.gate, c,
             c.domain or data.name, c.gate_calibration == "pooled",
         )  # fmt: skip
         calibration_qids = set(final.summary.extra.pop("calibration_qids", []))
@@ -580,14 +611,12 @@ def _held_out(data, ranker, systems: dict, labels: dict | None, gate: bool) -> H
     )
 
 
-def _fit_gate(
-    data, ex, fits, model, train, validation, setting, seed, train_mode, val_mode, oof=False
-):
+def _fit_gate(data, ex, fits, model, train, validation, setting, seed, oof=False):
     """The gate trained on cross-fitted rows of the training folds (each scored by a residual
     trained without it), both bank modes; with ``oof``, also each training fold's retrieved rows
     as ``(qids, logits, gains)`` with logits of a gate trained without that fold (else None)."""
     rows = []
-    for test, inner_train, inner_val in _gate_splits(ex, train, validation, train_mode, val_mode):
+    for test, inner_train, inner_val in _gate_splits(ex, train, validation):
         module, _ = fits.get(inner_train, inner_val, setting, seed)
         scorer = model(module.scorer)
         for mode in MODES:
@@ -634,16 +663,12 @@ def _train_gate_on(rows, seed):
     return train_gate(feats, labels, seed=seed)
 
 
-def _gate_splits(ex, train, validation, train_mode, val_mode):
+def _gate_splits(ex, train, validation):
     """The gate's cross-fitting inside ``train``: (inner test fold, training examples, validation
     examples) per inner round."""
     for inner in FoldPlan.inner(train, validation):
         inner_val = validation if validation != inner.test else inner.train[0]
-        yield (
-            inner.test,
-            ex.train(inner.train),
-            ex.of(val_mode, ex.validating(inner.train, inner_val)),
-        )
+        yield (inner.test, *ex.split(inner.train, inner_val))
 
 
 def _final_round(data, plan):
@@ -662,25 +687,16 @@ def _best_setting(val_scores: list[list[float]]) -> tuple[int, list[float]]:
     return max(range(len(mean_val)), key=lambda i: (mean_val[i], -i)), mean_val
 
 
-def _fit_final(
-    data, ex, fits, model, plan, setting, seed, gate, train_mode, val_mode, c, domain,
-    pooled=False,
-):  # fmt: skip
+def _fit_final(data, ex, fits, model, plan, setting, seed, gate, c, domain, pooled=False):
     if not gate:
         train = tuple(range(len(plan)))
-        module, _ = fits.get(
-            ex.train(train), ex.of(val_mode, ex.validating(train, 0)), setting, seed
-        )
+        module, _ = fits.get(*ex.split(train, 0), setting, seed)
         final = model(module.scorer)
         final.summary.train_banks = sum(e.has_support for e in ex.train(train))
         return final
     calib, r, val = _final_round(data, plan)  # the largest calibration set
-    module, _ = fits.get(
-        ex.train(r.train), ex.of(val_mode, ex.validating(r.train, val)), setting, seed
-    )
-    gate_module, oof = _fit_gate(
-        data, ex, fits, model, r.train, val, setting, seed, train_mode, val_mode, pooled
-    )
+    module, _ = fits.get(*ex.split(r.train, val), setting, seed)
+    gate_module, oof = _fit_gate(data, ex, fits, model, r.train, val, setting, seed, pooled)
     final = model(module.scorer, gate_module)
     calibration = fit_calibration(
         final, data, ex.of("retrieved", [calib]), c.regression_cap, c.min_calibration,

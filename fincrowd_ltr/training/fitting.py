@@ -1,9 +1,11 @@
 """Fitting the residual on in-memory banks, with Lightning.
 
 :func:`fit_residual` trains one residual (early stopping on the validation banks, the best
-validation epoch restored); :func:`select_residual` trains every setting of a grid and keeps the
-best on validation; :class:`ResidualFits` remembers every fit by (training questions, validation
-questions, setting), so a workflow never trains the same residual twice.
+validation epoch restored, or a fixed number of epochs); :func:`select_residual` trains every
+setting of a grid and keeps the best on validation; :func:`choose_setting` does so over several
+(training, validation) splits and says how many epochs a refit takes; :class:`ResidualFits`
+remembers every fit by (training questions, validation questions, setting), so a workflow never
+trains the same residual twice.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import signal
 from concurrent.futures import ProcessPoolExecutor
 
 import lightning as L
+import numpy as np
 from lightning.pytorch.callbacks import Callback, EarlyStopping
 
 from fincrowd_ltr.defaults import SELECTION_GRID
@@ -41,6 +44,7 @@ class KeepBest(Callback):
     def __init__(self, monitor: str = MONITOR) -> None:
         self.monitor = monitor
         self.best_score = float("-inf")
+        self.best_epochs = 0  # epochs trained when the best validation score was reached
         self._state: dict | None = None
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -49,6 +53,7 @@ class KeepBest(Callback):
             return
         if float(score) > self.best_score:
             self.best_score = float(score)
+            self.best_epochs = trainer.current_epoch + 1
             self._state = copy.deepcopy(pl_module.state_dict())
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -67,22 +72,38 @@ def fit_residual(
     """One residual trained on ``train`` banks (those with a supporting candidate), stopped and
     restored on ``val``; returns the module, its best validation nDCG@10 and the number of
     training banks used. A ``synthetic_weight`` in ``setting`` reweighs the synthetic banks
-    (0 leaves them out), so the mixing weight is chosen like any other setting."""
+    (0 leaves them out), so the mixing weight is chosen like any other setting; an ``epochs``
+    in ``setting`` trains exactly that many epochs with no validation banks (``val`` empty,
+    score NaN): a refit whose epoch count was chosen on other folds. The number of epochs to
+    the best validation score is the module's ``best_epochs``."""
     setting = dict(setting or {})
     if "synthetic_weight" in setting:
         train = with_synthetic_weight(train, setting.pop("synthetic_weight"))
+    epochs = setting.pop("epochs", None)
+    if (epochs is None) == (not val):
+        raise ValueError(
+            "a residual fit needs validation banks or a fixed epoch count (setting 'epochs'), "
+            f"not {'neither' if epochs is None else 'both'}"
+        )
     L.seed_everything(seed, verbose=False)
     dm = BankDataModule(examples={"train": train, "val": val}, batch_size=batch_size)
-    model = ResidualModule(**(setting or {}))
+    model = ResidualModule(**setting)
+    if epochs is not None:
+        trainer = quiet_trainer(int(epochs), accelerator="cpu", limit_val_batches=0)
+        trainer.fit(model, datamodule=dm)
+        model.best_epochs = int(epochs)
+        return model, float("nan"), len(dm.examples["train"])
     best = KeepBest()
     callbacks = [EarlyStopping(monitor=MONITOR, mode="max", patience=PATIENCE), best]
     quiet_trainer(max_epochs, callbacks=callbacks, accelerator="cpu").fit(model, datamodule=dm)
+    model.best_epochs = best.best_epochs
     return model, best.best_score, len(dm.examples["train"])
 
 
 def _module_setting(setting: dict) -> dict:
-    """The part of a setting that the residual module takes (the rest selects its data)."""
-    return {k: v for k, v in setting.items() if k != "synthetic_weight"}
+    """The part of a setting that the residual module takes (the rest selects its data or its
+    epoch count)."""
+    return {k: v for k, v in setting.items() if k not in ("synthetic_weight", "epochs")}
 
 
 def with_synthetic_weight(train: list[BankExample], weight: float) -> list[BankExample]:
@@ -170,9 +191,10 @@ class ResidualFits:
             initargs=(None if method == "fork" else shared,),
         )
         try:
-            for key, setting, state, score in pool.map(_worker_fit, payload):
+            for key, setting, state, score, epochs in pool.map(_worker_fit, payload):
                 module = ResidualModule(**_module_setting(setting))
                 module.load_state_dict(state)
+                module.best_epochs = epochs
                 self._fits[key] = (module, score)
                 self.trained += 1
                 bar.update()
@@ -219,7 +241,7 @@ def _worker_fit(job: tuple) -> tuple:
     model, score, _ = fit_residual(
         [_WORKER_EXAMPLES[i] for i in train], [_WORKER_EXAMPLES[i] for i in val], setting, seed
     )
-    return key, setting, model.state_dict(), score
+    return key, setting, model.state_dict(), score, model.best_epochs
 
 
 def select_residual(
@@ -239,3 +261,21 @@ def select_residual(
             best_model, best_index = model, i
     assert best_model is not None
     return best_model, best_index, scores
+
+
+def choose_setting(
+    splits: list[tuple[list[BankExample], list[BankExample]]],
+    grid: tuple[dict, ...] = ({},),
+    seed: int = 0,
+    fits: ResidualFits | None = None,
+) -> tuple[int, list[float], int]:
+    """The grid setting whose fits on ``splits`` (``(train, val)`` pairs, e.g. the folds of an
+    inner cross-validation) have the best mean validation nDCG@10 (the first wins ties); returns
+    its index, every setting's mean and the median number of epochs its fits took to their best
+    score (the epoch count of a refit on all of the splits' banks)."""
+    fits = fits or ResidualFits()
+    found = [[fits.get(train, val, setting, seed) for train, val in splits] for setting in grid]
+    means = [float(np.mean([score for _, score in row])) for row in found]
+    best = max(range(len(grid)), key=lambda i: (means[i], -i))
+    epochs = int(np.median([module.best_epochs for module, _ in found[best]]) + 0.5)
+    return best, means, max(epochs, 1)

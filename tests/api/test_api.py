@@ -40,15 +40,33 @@ def test_readme_example_trains_calibrates_saves_reloads_and_reranks(tmp_path):
     assert report.info["residual_fits"] > 0
 
 
-def test_residual_fits_are_never_trained_twice():
+def test_residual_fits_are_never_trained_twice(monkeypatch):
+    from fincrowd_ltr.training.fitting import ResidualFits
+
+    prefetched, asked = set(), set()
+    prefetch, get = ResidualFits.prefetch, ResidualFits.get
+
+    def recording_prefetch(self, jobs):
+        prefetched.update(self.key(*job) for job in jobs)
+        return prefetch(self, jobs)
+
+    def recording_get(self, train, val, setting, seed=0):
+        asked.add(self.key(train, val, setting, seed))
+        return get(self, train, val, setting, seed)
+
+    monkeypatch.setattr(ResidualFits, "prefetch", recording_prefetch)
+    monkeypatch.setattr(ResidualFits, "get", recording_get)
     data = user_corpus()
     _, report = fc.fit_correction(
         data, "bm25", folds=4, min_calibration=2, cache_dir=None, grid=None
     )
-    # without a selection grid: 4 rounds x (1 outer + 2 cross-fitted inner residuals) + the
-    # final residual and its 3 inner ones = 16; training the outer residuals again for the
-    # gated rows would make 20
-    assert report.info["residual_fits"] == 4 * 3 + 1 + 3
+    # without a selection grid, per round: 2 selection fits (each training fold validating a
+    # fit on the other), the refit and 2 cross-fitted inner residuals; the final model: 3
+    # selection fits, the refit and 3 inner ones: 4 x 5 + 7 = 27 at most (refits of the same
+    # folds for the same epochs are one fit); training any of them again would add to the count
+    assert asked == prefetched
+    assert report.info["residual_fits"] == len(prefetched) <= 4 * 5 + 7
+    assert len(prefetched) >= 2 * 4 + 3 + 4  # the selection fits and the rounds' refits differ
 
 
 def test_held_out_fold_is_left_out_of_training_and_reported(tmp_path):

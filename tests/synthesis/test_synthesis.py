@@ -229,15 +229,13 @@ def test_training_sets_take_only_their_own_companies_synthetic_banks():
 
 
 @pytest.mark.parametrize("labelled", [False, True])
-def test_the_calibration_fold_never_validates_a_residual_trained_on_synthetic_questions(
-    tmp_path, labelled
-):
-    """With synthetic training questions only, the labelled training folds early-stop and select
-    every residual (the round's, the gate's cross-fitted ones, the final one) and the calibration
-    fold shapes none of them; with labelled training banks the calibration fold validates, as
-    before (every other labelled fold trains)."""
+def test_the_calibration_fold_never_validates_a_residual(tmp_path, labelled):
+    """No residual (the round's, the gate's cross-fitted ones, the final one) is early-stopped or
+    selected on the fold that calibrates its gate. With synthetic training questions only, the
+    labelled training folds validate; with labelled training banks, each training fold validates
+    a fit on the others (the setting and epoch count), and the residuals are refit for that many
+    epochs on their whole training folds with no validation banks."""
     from fincrowd_ltr.api.fit import _CrossValidation, _final_round, _gate_splits
-    from fincrowd_ltr.data.splits import Round
     from fincrowd_ltr.settings import FitSettings
 
     data = filings_corpus(companies=10)
@@ -247,22 +245,26 @@ def test_the_calibration_fold_never_validates_a_residual_trained_on_synthetic_qu
     )  # fmt: skip
     cv = _CrossValidation(data, "bm25", settings, None, {}, False)
     plan, ex = cv.plan, cv.ex
+    assert ex.refits == labelled
 
     def qids(examples):
         return {e.qid for e in examples if not e.synthetic}
 
     calib, final, val = _final_round(data, plan)
-    # the final model: calibrated on fold calib, validated on fold val when labelled
+    # the final model: calibrated on fold calib, its training folds validate
     rounds = [(r, r.validation, r.validation) for r in plan.rounds()] + [(final, calib, val)]
     for r, calibrating, validation in rounds:
         calibration = set(plan.qids([calibrating]))
-        _, validating = cv._split(Round(r.test, validation, r.train))
-        splits = list(_gate_splits(ex, r.train, validation, "retrieved", "retrieved"))
+        training, validating = ex.split(r.train, validation)
+        assert not qids(training) & calibration
+        splits = list(_gate_splits(ex, r.train, validation))
         if labelled:
-            assert qids(validating) == set(plan.qids([validation])) & set(cv.examples["retrieved"])
-            for inner_test, _, inner_val in splits:  # as before: one labelled fold validates
-                assert any(qids(inner_val) <= set(fold) for fold in plan.folds)
-                assert not qids(inner_val) & set(plan.qids([inner_test]))
+            assert not validating and all(not v for _, _, v in splits)
+            selection = ex.selection_splits(r.train, validation)
+            assert len(selection) == len(r.train)
+            for (train, val), fold in zip(selection, r.train, strict=True):
+                assert qids(val) == set(plan.qids([fold])) & set(cv.examples["retrieved"])
+                assert not qids(train) & (calibration | qids(val))
             continue
         assert qids(validating) and not qids(validating) & calibration
         assert qids(validating) == set(plan.qids(r.train)) & set(cv.examples["retrieved"])
@@ -272,22 +274,25 @@ def test_the_calibration_fold_never_validates_a_residual_trained_on_synthetic_qu
             assert not qids(inner_val) & set(plan.qids([inner_test]))
 
 
-def test_a_synthetic_only_fit_trains_each_fit_once_and_its_final_model_never_sees_its_calibration(
-    tmp_path, monkeypatch
+@pytest.mark.parametrize("labelled", [False, True])
+def test_a_fit_trains_each_fit_once_and_its_final_model_never_sees_its_calibration(
+    tmp_path, monkeypatch, labelled
 ):
     """The whole run: every fit is trained by the prefetches (none trained again because a later
-    lookup asked for other validation banks), and the final model's residual and its gate's
-    cross-fitted residuals, setting chosen among two, never validate on its calibration fold."""
+    lookup asked for other validation banks); the final model's residual and its gate's
+    cross-fitted residuals, setting chosen among two, never validate on its calibration fold;
+    its calibration labels moved, the final residual is the same (with labelled training banks
+    as with synthetic questions only)."""
     from fincrowd_ltr.api.fit import _CrossValidation
     from fincrowd_ltr.settings import FitSettings
     from fincrowd_ltr.training import fitting
-    from fincrowd_ltr.training.fitting import ResidualFits, select_residual
+    from fincrowd_ltr.training.fitting import ResidualFits, choose_setting
 
     data = filings_corpus(companies=10)
     settings = FitSettings().replace(
         folds=5, grid=({"alpha": 1.0}, {"alpha": 2.0}), first_stage="bm25",
         cache_dir=tmp_path / "c", min_calibration=1,
-        synthetic=SyntheticSettings(n=40, labelled=False),
+        synthetic=SyntheticSettings(n=40, labelled=labelled),
     )  # fmt: skip
     cv = _CrossValidation(data, "bm25", settings, None, {}, False)
     prefetched, validations = set(), []
@@ -303,24 +308,28 @@ def test_a_synthetic_only_fit_trains_each_fit_once_and_its_final_model_never_see
 
     selections = []
 
-    def recording_select(train, val, grid, seed=0, fits=None):
-        found = select_residual(train, val, grid, seed, fits)
-        selections.append(({e.qid for e in val}, grid[found[1]]))
+    def recording_choice(splits, grid, seed=0, fits=None):
+        found = choose_setting(splits, grid, seed, fits)
+        chosen_on = set().union(*({e.qid for e in val} for _, val in splits))
+        selections.append((chosen_on, grid[found[0]]))
         return found
 
     monkeypatch.setattr(ResidualFits, "prefetch", counting_prefetch)
     monkeypatch.setattr(ResidualFits, "get", recording_get)
-    monkeypatch.setattr(fitting, "select_residual", recording_select)
+    monkeypatch.setattr(fitting, "choose_setting", recording_choice)
     cv.cross_validate()
     validations.clear()
     final = cv.final_model()
     assert cv.fits.trained == len(prefetched)
     calibration = set(cv.plan.qids([final.summary.calibration_fold]))
-    assert validations and all(v and not v & calibration for v in validations)
+    assert validations and all(not v & calibration for v in validations)
+    assert all(bool(v) != labelled for v in validations)  # labelled: refits, no validation
     # its setting was chosen on its own training folds, not averaged over rounds whose
     # validation folds hold its calibration fold
     chosen_on = set(cv.plan.qids(r for r in range(5) if r != final.summary.calibration_fold))
-    assert (chosen_on & set(cv.examples["retrieved"]), final.summary.setting) in selections
+    setting = {k: v for k, v in final.summary.setting.items() if k != "epochs"}
+    assert (chosen_on & set(cv.examples["retrieved"]), setting) in selections
+    assert ("epochs" in final.summary.setting) == labelled
 
     # the calibration fold's labels decide nothing but the gate's calibration: point them at
     # each company's cover page and the final residual, its setting included, stays the same

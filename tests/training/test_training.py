@@ -2,6 +2,7 @@
 wrong-year distractors down, and the same seed gives the same weights."""
 
 import json
+import math
 
 import lightning as L
 import torch
@@ -86,17 +87,55 @@ def test_parallel_fits_equal_the_fits_of_one_process(tmp_path):
     jobs = [
         (banks[:-2], banks[-2:], {"alpha": alpha}, seed) for alpha in (1.0, 2.0) for seed in (0, 1)
     ]
+    jobs.append((banks, [], {"alpha": 2.0, "epochs": 3}, 0))  # a refit: fixed epochs
     here, workers = ResidualFits(workers=1), ResidualFits(workers=2)
     here.prefetch(jobs)
     workers.prefetch(jobs)
-    assert here.trained == workers.trained == 4
+    assert here.trained == workers.trained == 5
     for job in jobs:
         (a, score_a), (b, score_b) = here.get(*job), workers.get(*job)
-        assert score_a == score_b
+        assert score_a == score_b or (math.isnan(score_a) and math.isnan(score_b))
+        assert a.best_epochs == b.best_epochs
         for name, value in a.state_dict().items():
             assert torch.equal(value, b.state_dict()[name]), name
     workers.prefetch(jobs)  # nothing left to train
-    assert workers.trained == 4
+    assert workers.trained == 5
+
+
+def test_a_refit_trains_the_chosen_epochs_without_validation_banks(tmp_path):
+    """``choose_setting`` averages each setting over several splits and returns the median
+    epochs to the best validation score; a setting with ``epochs`` trains exactly that many
+    epochs and reads no validation banks; a fit with neither or both is refused."""
+    import pytest
+
+    from fincrowd_ltr.training.fitting import ResidualFits, choose_setting, fit_residual
+
+    write_corpus(tmp_path / "c")
+    dm = BankDataModule(
+        dataset="beir",
+        ranker="bm25",
+        source=DataSettings(data_root=str(tmp_path / "c"), cache_dir=str(tmp_path / "cache")),
+        banks=BankSettings(bank_size=6, train_mode="injected", val_mode="injected"),
+        folds=FoldSettings(folds=3, test_fold=0),
+    )
+    dm.setup()
+    banks = dm.examples["train"] + dm.examples["val"]
+    splits = [(banks[2:], banks[:2]), (banks[:-2], banks[-2:])]
+    fits = ResidualFits()
+    grid = ({"alpha": 1.0}, {"alpha": 4.0})
+    index, means, epochs = choose_setting(splits, grid, 0, fits)
+    rows = [[fits.get(t, v, g)[0] for t, v in splits] for g in grid]
+    assert means == [sum(fits.get(t, v, g)[1] for t, v in splits) / 2 for g in grid]
+    assert means[index] == max(means)
+    assert epochs == max(1, int(sum(m.best_epochs for m in rows[index]) / 2 + 0.5))
+    assert all(1 <= m.best_epochs <= 60 for row in rows for m in row)
+    module, score, _ = fit_residual(banks, [], {**grid[index], "epochs": 2})
+    assert math.isnan(score) and module.best_epochs == 2
+    assert module.trainer.current_epoch == 2 and module.trainer.global_step > 0
+    with pytest.raises(ValueError, match="validation banks or a fixed epoch count"):
+        fit_residual(banks, [], {})
+    with pytest.raises(ValueError, match="not both"):
+        fit_residual(banks, banks[:2], {"epochs": 2})
 
 
 def test_a_checkpoint_of_a_python_built_data_module_exports(tmp_path):
