@@ -231,7 +231,8 @@ def fit_residual(args: argparse.Namespace) -> None:
     )
     model, report = fit_correction(_dataset(args), args.ranker, fit, run=args.run)
     data = report.to_dict()
-    print(f"setting chosen per fold on validation groups: {data['selection']['chosen_per_fold']}")
+    chosen = data["selection"]
+    print(f"setting chosen per fold on {chosen['validated_on']}: {chosen['chosen_per_fold']}")
     print(report.table())
     if args.ablation:
         from fincrowd_ltr.api.fit import feature_ablation

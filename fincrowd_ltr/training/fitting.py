@@ -39,18 +39,20 @@ HPARAM_GRID = SELECTION_GRID  # the name this module exported before SELECTION_G
 
 class KeepBest(Callback):
     """Restore the weights of the best validation epoch when training ends (early stopping stops
-    ``patience`` epochs after it)."""
+    ``patience`` epochs after it); ``curve`` holds every epoch's validation score."""
 
     def __init__(self, monitor: str = MONITOR) -> None:
         self.monitor = monitor
         self.best_score = float("-inf")
         self.best_epochs = 0  # epochs trained when the best validation score was reached
+        self.curve: list[float] = []
         self._state: dict | None = None
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         score = trainer.callback_metrics.get(self.monitor)
         if trainer.sanity_checking or score is None:
             return
+        self.curve.append(float(score))
         if float(score) > self.best_score:
             self.best_score = float(score)
             self.best_epochs = trainer.current_epoch + 1
@@ -75,7 +77,8 @@ def fit_residual(
     (0 leaves them out), so the mixing weight is chosen like any other setting; an ``epochs``
     in ``setting`` trains exactly that many epochs with no validation banks (``val`` empty,
     score NaN): a refit whose epoch count was chosen on other folds. The number of epochs to
-    the best validation score is the module's ``best_epochs``."""
+    the best validation score is the module's ``best_epochs``, every epoch's validation score its
+    ``val_curve``."""
     setting = dict(setting or {})
     if "synthetic_weight" in setting:
         train = with_synthetic_weight(train, setting.pop("synthetic_weight"))
@@ -91,12 +94,12 @@ def fit_residual(
     if epochs is not None:
         trainer = quiet_trainer(int(epochs), accelerator="cpu", limit_val_batches=0)
         trainer.fit(model, datamodule=dm)
-        model.best_epochs = int(epochs)
+        model.best_epochs, model.val_curve = int(epochs), []
         return model, float("nan"), len(dm.examples["train"])
     best = KeepBest()
     callbacks = [EarlyStopping(monitor=MONITOR, mode="max", patience=PATIENCE), best]
     quiet_trainer(max_epochs, callbacks=callbacks, accelerator="cpu").fit(model, datamodule=dm)
-    model.best_epochs = best.best_epochs
+    model.best_epochs, model.val_curve = best.best_epochs, best.curve
     return model, best.best_score, len(dm.examples["train"])
 
 
@@ -191,10 +194,10 @@ class ResidualFits:
             initargs=(None if method == "fork" else shared,),
         )
         try:
-            for key, setting, state, score, epochs in pool.map(_worker_fit, payload):
+            for key, setting, state, score, trace in pool.map(_worker_fit, payload):
                 module = ResidualModule(**_module_setting(setting))
                 module.load_state_dict(state)
-                module.best_epochs = epochs
+                module.best_epochs, module.val_curve = trace
                 self._fits[key] = (module, score)
                 self.trained += 1
                 bar.update()
@@ -241,7 +244,7 @@ def _worker_fit(job: tuple) -> tuple:
     model, score, _ = fit_residual(
         [_WORKER_EXAMPLES[i] for i in train], [_WORKER_EXAMPLES[i] for i in val], setting, seed
     )
-    return key, setting, model.state_dict(), score, model.best_epochs
+    return key, setting, model.state_dict(), score, (model.best_epochs, model.val_curve)
 
 
 def select_residual(
@@ -269,13 +272,20 @@ def choose_setting(
     seed: int = 0,
     fits: ResidualFits | None = None,
 ) -> tuple[int, list[float], int]:
-    """The grid setting whose fits on ``splits`` (``(train, val)`` pairs, e.g. the folds of an
-    inner cross-validation) have the best mean validation nDCG@10 (the first wins ties); returns
-    its index, every setting's mean and the median number of epochs its fits took to their best
-    score (the epoch count of a refit on all of the splits' banks)."""
+    """The grid setting and epoch count with the best validation nDCG@10 averaged over
+    ``splits`` (``(train, val)`` pairs, e.g. the folds of an inner cross-validation): each
+    setting's validation curves are averaged epoch by epoch (over the epochs every fit reached;
+    early stopping ends each one ``PATIENCE`` epochs after its best) and the best epoch of the
+    mean curve is its score (the first setting and epoch win ties). Returns the setting's index,
+    every setting's score and the epoch count of a refit on all of the splits' banks."""
     fits = fits or ResidualFits()
-    found = [[fits.get(train, val, setting, seed) for train, val in splits] for setting in grid]
-    means = [float(np.mean([score for _, score in row])) for row in found]
-    best = max(range(len(grid)), key=lambda i: (means[i], -i))
-    epochs = int(np.median([module.best_epochs for module, _ in found[best]]) + 0.5)
-    return best, means, max(epochs, 1)
+    scores, epochs = [], []
+    for setting in grid:
+        curves = [fits.get(train, val, setting, seed)[0].val_curve for train, val in splits]
+        n = min(len(c) for c in curves)
+        mean = np.mean([c[:n] for c in curves], axis=0) if n else np.full(1, -np.inf)
+        best = int(np.argmax(mean))  # the first of equal scores
+        scores.append(float(mean[best]))
+        epochs.append(best + 1)
+    index = max(range(len(grid)), key=lambda i: (scores[i], -i))
+    return index, scores, epochs[index]

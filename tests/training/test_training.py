@@ -95,7 +95,7 @@ def test_parallel_fits_equal_the_fits_of_one_process(tmp_path):
     for job in jobs:
         (a, score_a), (b, score_b) = here.get(*job), workers.get(*job)
         assert score_a == score_b or (math.isnan(score_a) and math.isnan(score_b))
-        assert a.best_epochs == b.best_epochs
+        assert a.best_epochs == b.best_epochs and a.val_curve == b.val_curve
         for name, value in a.state_dict().items():
             assert torch.equal(value, b.state_dict()[name]), name
     workers.prefetch(jobs)  # nothing left to train
@@ -103,9 +103,11 @@ def test_parallel_fits_equal_the_fits_of_one_process(tmp_path):
 
 
 def test_a_refit_trains_the_chosen_epochs_without_validation_banks(tmp_path):
-    """``choose_setting`` averages each setting over several splits and returns the median
-    epochs to the best validation score; a setting with ``epochs`` trains exactly that many
-    epochs and reads no validation banks; a fit with neither or both is refused."""
+    """``choose_setting`` averages each setting's validation curves over several splits, epoch
+    by epoch, and keeps the best setting and epoch count of the mean curves; a setting with
+    ``epochs`` trains exactly that many epochs and reads no validation banks; a fit with neither
+    or both is refused."""
+    import numpy as np
     import pytest
 
     from fincrowd_ltr.training.fitting import ResidualFits, choose_setting, fit_residual
@@ -123,12 +125,16 @@ def test_a_refit_trains_the_chosen_epochs_without_validation_banks(tmp_path):
     splits = [(banks[2:], banks[:2]), (banks[:-2], banks[-2:])]
     fits = ResidualFits()
     grid = ({"alpha": 1.0}, {"alpha": 4.0})
-    index, means, epochs = choose_setting(splits, grid, 0, fits)
-    rows = [[fits.get(t, v, g)[0] for t, v in splits] for g in grid]
-    assert means == [sum(fits.get(t, v, g)[1] for t, v in splits) / 2 for g in grid]
-    assert means[index] == max(means)
-    assert epochs == max(1, int(sum(m.best_epochs for m in rows[index]) / 2 + 0.5))
-    assert all(1 <= m.best_epochs <= 60 for row in rows for m in row)
+    index, scores, epochs = choose_setting(splits, grid, 0, fits)
+    for g, score in zip(grid, scores, strict=True):
+        curves = [fits.get(t, v, g)[0].val_curve for t, v in splits]
+        n = min(map(len, curves))
+        assert n >= 1 and all(len(c) <= 60 for c in curves)
+        mean = [(a + b) / 2 for a, b in zip(curves[0][:n], curves[1][:n], strict=True)]
+        assert score == pytest.approx(max(mean))
+        if g == grid[index]:
+            assert epochs == int(np.argmax(mean)) + 1
+    assert scores[index] == max(scores)
     module, score, _ = fit_residual(banks, [], {**grid[index], "epochs": 2})
     assert math.isnan(score) and module.best_epochs == 2
     assert module.trainer.current_epoch == 2 and module.trainer.global_step > 0
