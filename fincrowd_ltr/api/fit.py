@@ -2,8 +2,10 @@
 user keeps.
 
 One fold plan (:class:`~fincrowd_ltr.data.splits.FoldPlan`): round ``k`` tests on fold ``k``,
-validates and calibrates on fold ``k + 1`` and trains on the rest (with synthetic training
-questions only, the labelled training folds validate and fold ``k + 1`` only calibrates); the
+calibrates the gate on fold ``k + 1`` and trains on the rest; the fold that calibrates never
+validates (with labelled training banks, cross-validation over the training folds chooses the
+setting and epoch count and the residual is refit on them; with synthetic training questions
+only, the labelled training folds validate; without a gate, fold ``k + 1`` validates). The
 gate's labels come from cross-fitting inside the training folds. Every residual is fitted once
 (:class:`~fincrowd_ltr.training.fitting.ResidualFits`) and reused by the residual rows, the gated
 rows and the cross-fitting. The final model is trained on every fold but the one that calibrates
@@ -279,6 +281,8 @@ class _CrossValidation:
         options = {"objective": t.objective} if t.objective != "pairwise" else {}
         options.update({k: True for k in ("hard_negatives", "monotone") if getattr(t, k)})
         self.grid = s.synthetic.grid(tuple({**g, **options} for g in (t.grid or ({},))))
+        if any("epochs" in g for g in self.grid):
+            raise DataError("a grid setting may not fix 'epochs': validation chooses them", "grid")
         plan = FoldPlan.by_group(data, t.folds, t.seed)
         self.held = None
         if t.test_fold is not None:
@@ -725,9 +729,11 @@ def feature_ablation(
     feature family switched off, at one ``setting``; ``"none"`` is the full model. ``kwargs``
     pass to :func:`fit_correction` (the residual alone, no gate)."""
     data = load_dataset(dataset, kwargs.pop("data_root", None), kwargs.get("split", "all"))
+    # a gated fit's setting may carry its refit's epoch count: these fits validate instead
+    chosen = {k: v for k, v in (setting or {}).items() if k != "epochs"}
     out = {}
     for family, dropped in {"none": [], **ABLATIONS}.items():
-        grid = ({**(setting or {}), "drop_features": dropped},)
+        grid = ({**chosen, "drop_features": dropped},)
         _, report = fit_correction(data, ranker, gate=False, grid=grid, progress=False, **kwargs)
         out[family] = {
             mode: {

@@ -284,6 +284,7 @@ def choose_setting(
         curves = [fits.get(train, val, setting, seed)[0].val_curve for train, val in splits]
         n = min(len(c) for c in curves)
         mean = np.mean([c[:n] for c in curves], axis=0) if n else np.full(1, -np.inf)
+        mean = np.where(np.isfinite(mean), mean, -np.inf)  # a diverged epoch is never the best
         best = int(np.argmax(mean))  # the first of equal scores
         scores.append(float(mean[best]))
         epochs.append(best + 1)

@@ -114,7 +114,10 @@ def test_fit_residual_ablation_flag_reports_each_feature_family(tmp_path):
         f"--data-root={tmp_path / 'corpus'}",
         f"--cache-dir={tmp_path / 'c'}",
     ]
-    args = ["fit-residual", *common, "--ranker=bm25", "--no-select", "--no-gate", "--folds=4"]
+    # gated: the final setting carries its refit's epoch count, which the ablation's fits
+    # (validated, no gate) must leave out
+    args = ["fit-residual", *common, "--ranker=bm25", "--no-select", "--folds=4"]
+    args.append("--min-calibration=1")
     assert main([*args, "--ablation", f"--report={report}", f"--out={tmp_path / 'm'}"]) == 0
     ablation = json.loads(report.read_text())["ablation"]
     assert {"none", "period", "compatibility", "lexical", "all_periods"} <= set(ablation)
