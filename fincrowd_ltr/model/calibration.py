@@ -24,13 +24,15 @@ Every calibration stores a ``risk_bound``: the Clopper-Pearson upper ``1 - delta
 chosen threshold's regression rate among orderable questions (pointwise: not adjusted for the
 threshold having been chosen on the same rows).
 
-The promise is exact for rows scored by the model that is deployed (``calibrate_domain``,
-``fincrowd calibrate``, ``gate_calibration="fold"``). ``fit_correction``'s default pooled
-calibration adds training questions' cross-fitted rows, scored by other residuals and gates:
-the cap is then kept on rows that only approximate the deployed model's (``pooled`` in the
-calibration, ``exact: false`` in its guarantee); ``benchmarks/gate_guarantee.py`` measures how
-it holds on held-out folds. Questions of one group (a company) are not independent, so the
-binomial test's effective sample is smaller than ``n`` when groups are large.
+The promise is exact for rows scored by the model that is deployed and that never shaped it
+(``calibrate_domain``, ``fincrowd calibrate``, ``gate_calibration="fold"``: ``fit_correction``
+never early-stops or selects a residual on the fold that calibrates its gate). Its default
+pooled calibration adds training questions' cross-fitted rows, scored by other residuals and
+gates (whose settings those questions helped choose): the cap is then kept on rows that only
+approximate the deployed model's (``pooled`` in the calibration, ``exact: false`` in its
+guarantee); ``benchmarks/gate_guarantee.py`` measures how it holds on held-out folds.
+Questions of one group (a company) are not independent, so the binomial test's effective sample
+is smaller than ``n`` when groups are large.
 """
 
 from __future__ import annotations
