@@ -156,13 +156,19 @@ class GateCalibration:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    """``1 / (1 + exp(-x))``; a logit below about -709 gives 0 without an overflow warning."""
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(-x))
+
+
 def fit_temperature(logits: np.ndarray, labels: np.ndarray) -> float:
     """The temperature (from a fixed grid) with the lowest log loss on the labels."""
     logits = np.asarray(logits, dtype=np.float64)
     labels = np.asarray(labels, dtype=np.float64)
     best, best_loss = 1.0, np.inf
     for t in TEMPERATURES:
-        p = np.clip(1.0 / (1.0 + np.exp(-logits / t)), 1e-9, 1 - 1e-9)
+        p = np.clip(_sigmoid(logits / t), 1e-9, 1 - 1e-9)
         loss = -(labels * np.log(p) + (1 - labels) * np.log(1 - p)).mean()
         if loss < best_loss - 1e-12:
             best, best_loss = float(t), loss
@@ -256,7 +262,7 @@ def calibrate(
     if why:
         warnings.warn(why, GateCalibrationWarning, stacklevel=2)
     temperature = fit_temperature(logits, gains > 1e-12)
-    probabilities = 1.0 / (1.0 + np.exp(-logits / temperature))
+    probabilities = _sigmoid(logits / temperature)
     threshold, gain, regression, opened = choose_threshold(probabilities, gains, cap, method, delta)
     regressions = int(round(regression * len(gains)))
     return GateCalibration(

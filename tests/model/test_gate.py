@@ -263,3 +263,16 @@ def test_a_calibration_too_small_for_its_cap_says_so_and_what_would_do():
         warnings.simplefilter("error", GateCalibrationWarning)  # a certifiable cap: no warning
         opened = calibrate(logits, gains, ids, 0.074, min_queries=10)
     assert opened.threshold <= 1.0
+
+
+def test_extreme_gate_logits_calibrate_without_overflow_warnings():
+    """A gate logit far below zero (a residual that makes one bank's gate certain) is a
+    probability of 0, not a numpy overflow warning in the user's console."""
+    import warnings
+
+    from fincrowd_ltr.model.calibration import fit_temperature
+
+    logits = np.array([-2000.0, -3.0, 0.0, 5.0, 800.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert fit_temperature(logits, np.array([0, 0, 1, 1, 1])) > 0
