@@ -1,9 +1,9 @@
 """Fitting the residual on in-memory banks, with Lightning.
 
 :func:`fit_residual` trains one residual (early stopping on the validation banks, the best
-validation epoch restored, or a fixed number of epochs); :func:`select_residual` trains every
-setting of a grid and keeps the best on validation; :func:`choose_setting` does so over several
-(training, validation) splits and says how many epochs a refit takes; :class:`ResidualFits`
+validation epoch restored, or a fixed number of epochs); :func:`choose_setting` trains every
+setting of a grid on one or more (training, validation) splits and keeps the best setting and
+epoch count of the mean validation curve; :class:`ResidualFits`
 remembers every fit by (training questions, validation questions, setting), so a workflow never
 trains the same residual twice.
 """
@@ -245,25 +245,6 @@ def _worker_fit(job: tuple) -> tuple:
         [_WORKER_EXAMPLES[i] for i in train], [_WORKER_EXAMPLES[i] for i in val], setting, seed
     )
     return key, setting, model.state_dict(), score, (model.best_epochs, model.val_curve)
-
-
-def select_residual(
-    train: list[BankExample],
-    val: list[BankExample],
-    grid: tuple[dict, ...] = ({},),
-    seed: int = 0,
-    fits: ResidualFits | None = None,
-) -> tuple[ResidualModule, int, list[float]]:
-    """Every grid setting trained on ``train``; the best on ``val`` (first wins ties)."""
-    fits = fits or ResidualFits()
-    best_model, best_index, scores = None, 0, []
-    for i, setting in enumerate(grid):
-        model, score = fits.get(train, val, setting, seed)
-        scores.append(score)
-        if best_model is None or score > scores[best_index]:
-            best_model, best_index = model, i
-    assert best_model is not None
-    return best_model, best_index, scores
 
 
 def choose_setting(
