@@ -328,7 +328,6 @@ class _CrossValidation:
             held_groups, b.val_mode, s.calibration.gate,
         )  # fmt: skip
         self.fits = ResidualFits(t.workers, progress)
-        self.chosen: list[dict] = []
         # every fold's model reads this corpus: its segment names are harvested once, here
         self.features = CorpusFeaturizers()
 
@@ -677,7 +676,7 @@ def _gate_splits(ex, train, validation):
 
 def _final_round(data, plan):
     """The final model's calibration fold (the one with most covered questions), its round and
-    the fold that validates its training."""
+    the fold its round names as validating (which validates only where ``_Folds`` says so)."""
     covered = [sum(data.covered(q) for q in fold) for fold in plan.folds]
     calib = max(range(len(plan)), key=lambda f: (covered[f], -f))
     r = plan.final(calib)

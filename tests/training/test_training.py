@@ -70,10 +70,8 @@ def test_checkpoint_scores_companies_it_never_saw(tmp_path, capsys):
     assert systems["residual:bm25"]["delta"]["ndcg@10"] > 0  # wrong years pushed down
 
 
-def test_parallel_fits_equal_the_fits_of_one_process(tmp_path):
-    """Residuals trained by worker processes are the ones this process would train."""
-    from fincrowd_ltr.training.fitting import ResidualFits
-
+def _toy_banks(tmp_path) -> list:
+    """The training and validation banks of the hand-written corpus's first fold."""
     write_corpus(tmp_path / "c")
     dm = BankDataModule(
         dataset="beir",
@@ -83,7 +81,14 @@ def test_parallel_fits_equal_the_fits_of_one_process(tmp_path):
         folds=FoldSettings(folds=3, test_fold=0),
     )
     dm.setup()
-    banks = dm.examples["train"] + dm.examples["val"]
+    return dm.examples["train"] + dm.examples["val"]
+
+
+def test_parallel_fits_equal_the_fits_of_one_process(tmp_path):
+    """Residuals trained by worker processes are the ones this process would train."""
+    from fincrowd_ltr.training.fitting import ResidualFits
+
+    banks = _toy_banks(tmp_path)
     jobs = [
         (banks[:-2], banks[-2:], {"alpha": alpha}, seed) for alpha in (1.0, 2.0) for seed in (0, 1)
     ]
@@ -112,16 +117,7 @@ def test_a_refit_trains_the_chosen_epochs_without_validation_banks(tmp_path):
 
     from fincrowd_ltr.training.fitting import ResidualFits, choose_setting, fit_residual
 
-    write_corpus(tmp_path / "c")
-    dm = BankDataModule(
-        dataset="beir",
-        ranker="bm25",
-        source=DataSettings(data_root=str(tmp_path / "c"), cache_dir=str(tmp_path / "cache")),
-        banks=BankSettings(bank_size=6, train_mode="injected", val_mode="injected"),
-        folds=FoldSettings(folds=3, test_fold=0),
-    )
-    dm.setup()
-    banks = dm.examples["train"] + dm.examples["val"]
+    banks = _toy_banks(tmp_path)
     splits = [(banks[2:], banks[:2]), (banks[:-2], banks[-2:])]
     fits = ResidualFits()
     grid = ({"alpha": 1.0}, {"alpha": 4.0})
