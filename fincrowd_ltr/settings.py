@@ -25,6 +25,7 @@ from fincrowd_ltr.defaults import (
     GATE_METHODS,
     MIN_CALIBRATION_QUERIES,
     SELECTION_GRID,
+    STAND_IN,
 )
 
 MODES = BANK_MODES
@@ -70,10 +71,11 @@ class SyntheticSettings:
         weight: Weight of a synthetic bank in the objective (a labelled bank weighs 1).
         select_weights: Mixing weights to choose from per fold on the validation fold, like
             any other setting (0: the labelled banks alone); empty: ``weight`` throughout.
-        ranker: The base ranker that scores the synthetic banks (None: the training ranker).
-            A cheaper stand-in (``fused-static`` for ``fused``) makes thousands of synthetic
-            banks affordable, since the residual reads each bank's standardised base scores;
-            required when the training ranker is your ``run``, which has no synthetic questions.
+        ranker: The base ranker that scores the synthetic banks (None: the training ranker,
+            or its static stand-in, ``STAND_IN``, when that embeds with MiniLM: thousands of
+            synthetic banks are affordable because the residual reads each bank's
+            standardised base scores); required when the training ranker is your ``run``,
+            which has no synthetic questions.
         named_share: The share of synthetic questions that name their company (the others ask
             about "the" company's figure): lower it when your questions rarely name one;
             ``"auto"``: the share of the fit's questions (every fold's but a held-out test
@@ -110,6 +112,11 @@ class SyntheticSettings:
     @property
     def active(self) -> bool:
         return self.n > 0
+
+    def resolved(self, ranker: str) -> SyntheticSettings:
+        """These settings with the ranker that scores the synthetic banks made explicit for a
+        fit of ``ranker``."""
+        return dataclasses.replace(self, ranker=self.ranker or STAND_IN.get(ranker, ranker))
 
 
 def _opt(help: str, flag: str | None = None, **cli) -> dict:
@@ -438,8 +445,8 @@ def add_synthetic_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument(
         "--synthetic-ranker", dest="synthetic_ranker", default=d.ranker, metavar="R",
-        help="base ranker that scores the synthetic banks (default: --ranker), e.g. "
-        "fused-static, a cheap stand-in for fused",
+        help="base ranker that scores the synthetic banks (default: --ranker, or its static "
+        "stand-in when it embeds with MiniLM: fused-static for fused)",
     )  # fmt: skip
     parser.add_argument(
         "--synthetic-named-share", dest="synthetic_named_share", type=share_or_auto,

@@ -280,8 +280,8 @@ class _CrossValidation:
         t, b = s.training, s.banks
         options = {"objective": t.objective} if t.objective != "pairwise" else {}
         options.update({k: True for k in ("hard_negatives", "monotone") if getattr(t, k)})
-        self.grid = s.synthetic.grid(tuple({**g, **options} for g in (t.grid or ({},))))
-        if any("epochs" in g for g in self.grid):
+        grid = tuple({**g, **options} for g in (t.grid or ({},)))
+        if any("epochs" in g for g in grid):
             raise DataError("a grid setting may not fix 'epochs': validation chooses them", "grid")
         plan = FoldPlan.by_group(data, t.folds, t.seed)
         self.held = None
@@ -299,8 +299,10 @@ class _CrossValidation:
         self.extractor = FieldExtractor.from_passages(data.passages.values())
         featurizer = BankFeaturizer(self.extractor, data.passages)
         self.stage = BankSpec(first_stage=b.first_stage).stage(data)
-        if s.synthetic.active:  # before any bank is built
-            synthetic_scorer(s.synthetic, ranker, self.stage)
+        self.synthetic = s.synthetic
+        if self.synthetic.active:  # before any bank is built
+            synthetic_scorer(self.synthetic, ranker, self.stage)
+            self.synthetic = self.synthetic.resolved(ranker)
         modes = sorted({b.train_mode, b.val_mode, *MODES})
         cache = s.data.cache_dir
         self.examples, self.notes = _examples_by_mode(
@@ -311,25 +313,40 @@ class _CrossValidation:
             list(t.extra_training), ranker, b.train_mode, b.first_stage, b.bank_size,
             t.extra_limit, t.seed, s.data.data_root, cache, progress,
         )  # fmt: skip
-        self.syn = None
-        if s.synthetic.active:
-            # an "auto" named share reads the question texts (never qrels) of every fold but a
-            # held-out test fold: a cross-validation's test folds' texts included
-            held = set(self.held or ())
-            asked = [q.text for qid, q in data.queries.items() if qid not in held]
-            self.syn = synthetic_examples(
-                s.synthetic, data, featurizer, ranker, self.stage, b.train_mode, b.bank_size,
-                cache, progress, asked,
-            )  # fmt: skip
+        self.syn = self._synthetic_examples(featurizer) if self.synthetic.active else None
+        self.grid = self.synthetic.grid(grid) if self.syn else grid
         fold_groups = [{data.queries[q].group for q in fold} for fold in plan.folds]
         held_groups = {data.queries[q].group for q in self.held or ()}
         self.ex = _Folds(
-            plan, self.examples, b.train_mode, extra, self.syn, s.synthetic, fold_groups,
+            plan, self.examples, b.train_mode, extra, self.syn, self.synthetic, fold_groups,
             held_groups, b.val_mode, s.calibration.gate,
         )  # fmt: skip
         self.fits = ResidualFits(t.workers, progress)
         # every fold's model reads this corpus: its segment names are harvested once, here
         self.features = CorpusFeaturizers()
+
+    def _synthetic_examples(self, featurizer) -> SyntheticExamples | None:
+        """The synthetic training banks (None, with a note, when the corpus yields none)."""
+        b, data = self.s.banks, self.data
+        # an "auto" named share reads the question texts (never qrels) of every fold but a
+        # held-out test fold: a cross-validation's test folds' texts included
+        held = set(self.held or ())
+        asked = [q.text for qid, q in data.queries.items() if qid not in held]
+        syn = synthetic_examples(
+            self.synthetic, data, featurizer, self.ranker, self.stage, b.train_mode,
+            b.bank_size, self.s.data.cache_dir, self.progress, asked,
+        )  # fmt: skip
+        if syn.examples:
+            return syn
+        found = (
+            f"no synthetic training bank: {len(syn.synthesis.questions)} questions synthesised "
+            "from the corpus's pages (a table row or sentence stating a figure for a period), "
+            "none with a relevant page in its bank"
+        )
+        if not self.synthetic.labelled:
+            raise DataError(f"synthetic-only training has nothing to train on: {found}")
+        self.notes.append(found + "; trained on the labelled banks alone")
+        return None
 
     def model(self, scorer, gate_module=None, domains=None) -> GatedCorrection:
         return GatedCorrection(
@@ -470,7 +487,7 @@ class _CrossValidation:
         }
         if self.syn is not None:
             info["synthetic"] = {
-                **asdict(s.synthetic),
+                **asdict(self.synthetic),
                 "n_banks": len(self.syn.examples),
                 "n_companies": len({self.syn.groups[e.qid] for e in self.syn.examples}),
                 "named_share_used": self.syn.synthesis.named_share,
@@ -498,7 +515,7 @@ class _CrossValidation:
             extra["extra_training"] = _by_dataset(self.extra_qids)
         if self.syn is not None:
             extra["synthetic"] = {
-                **asdict(s.synthetic),
+                **asdict(self.synthetic),
                 "n_banks": len(self.syn.examples),
                 "named_share_used": self.syn.synthesis.named_share,
             }

@@ -105,16 +105,16 @@ class SyntheticExamples:
 
 
 def synthetic_scorer(settings: SyntheticSettings, ranker: str, stage: str) -> str:
-    """The ranker that scores the synthetic banks (``settings.ranker``, else ``ranker``), checked
-    before any bank is built: your run holds no synthetic question, so it can neither score
-    their banks nor retrieve them."""
+    """The ranker that scores the synthetic banks (``settings.ranker``, else ``ranker`` or its
+    static stand-in), checked before any bank is built: your run holds no synthetic question,
+    so it can neither score their banks nor retrieve them."""
     if stage == RUN:
         raise DataError(
             "synthetic questions are not in your run, so it cannot retrieve their banks: fit with "
             "a first stage of the package (--first-stage auto or bm25...) and your run as the "
             "ranker, or without --synthetic"
         )
-    scorer = settings.ranker or ranker
+    scorer = settings.resolved(ranker).ranker
     if scorer == RUN:
         raise DataError(
             "synthetic questions have no scores in your run: score their banks with a ranker of "

@@ -231,6 +231,8 @@ def fit_residual(args: argparse.Namespace) -> None:
     )
     model, report = fit_correction(_dataset(args), args.ranker, fit, run=args.run)
     data = report.to_dict()
+    for note in data.get("notes", []):
+        print(f"note: {note}", file=sys.stderr)
     chosen = data["selection"]
     print(f"setting chosen per fold on {chosen['validated_on']}: {chosen['chosen_per_fold']}")
     print(report.table())

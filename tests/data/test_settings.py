@@ -80,6 +80,13 @@ def test_command_line_values_reach_the_settings():
     assert s.synthetic.grid(({},)) == ({"synthetic_weight": 0.0}, {"synthetic_weight": 1.0})
 
 
+def test_synthetic_banks_are_scored_by_a_static_stand_in_for_minilm_rankers():
+    assert SyntheticSettings(n=10).resolved("fused").ranker == "fused-static"
+    assert SyntheticSettings(n=10).resolved("dense").ranker == "static"
+    assert SyntheticSettings(n=10).resolved("bm25").ranker == "bm25"
+    assert SyntheticSettings(n=10, ranker="fused").resolved("fused").ranker == "fused"
+
+
 def test_settings_are_frozen_and_checked():
     with pytest.raises(dataclasses.FrozenInstanceError):
         TrainingSettings().folds = 3

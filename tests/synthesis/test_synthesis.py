@@ -19,7 +19,7 @@ from fincrowd_ltr.features.examples import BankExample
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.synthesis import read_table, synthesize
 from fincrowd_ltr.synthesis.tables import figure_key
-from tests.conftest import dump_beir
+from tests.conftest import dump_beir, user_corpus
 
 YEARS = (2019, 2020, 2021, 2022)
 
@@ -487,6 +487,30 @@ def test_synthetic_banks_take_a_stand_in_ranker_when_the_base_is_your_run(tmp_pa
     assert model.base_ranker == "run"
     assert model.summary.extra["synthetic"]["ranker"] == "bm25"
     assert model.summary.extra["synthetic"]["n_banks"] > 0
+
+
+def test_a_corpus_without_synthetic_banks_trains_on_its_labels_and_says_so(tmp_path, capsys):
+    """Mixing asked for on a corpus whose pages yield no synthetic bank: the fit goes on with
+    the labelled banks alone (no mixing weights crossed into the grid) and its report says why;
+    synthetic-only training is refused, naming the cause."""
+    from fincrowd_ltr.cli import main
+
+    mixed = SyntheticSettings(n=200, select_weights=(0.0, 0.3))
+    _, report = fc.fit_correction(user_corpus(), "bm25", folds=4, gate=False, cache_dir=None,
+                                  progress=False, grid=None, synthetic=mixed)  # fmt: skip
+    assert "synthetic" not in report.info and report.info["selection"]["grid"] == [{}]
+    assert any("no synthetic training bank" in note for note in report.info["notes"])
+
+    dump_beir(user_corpus(), tmp_path / "mine")
+    fit = ["fit", "--dataset=beir", f"--data-root={tmp_path / 'mine'}", "--ranker=bm25",
+           f"--cache-dir={tmp_path / 'c'}", "--folds=4", "--no-gate", "--no-select",
+           "--synthetic=200"]  # fmt: skip
+    assert main(fit) == 0
+    assert "note: no synthetic training bank" in capsys.readouterr().err
+    alone = SyntheticSettings(n=200, labelled=False)
+    with pytest.raises(fc.DataError, match="synthetic-only training has nothing to train on"):
+        fc.fit_correction(user_corpus(), "bm25", folds=4, gate=False, cache_dir=None,
+                          progress=False, synthetic=alone)  # fmt: skip
 
 
 def _overlap_run(data: fc.Dataset, depth: int = 100) -> dict[str, dict[str, float]]:
