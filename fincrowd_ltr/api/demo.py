@@ -30,6 +30,14 @@ class DemoConfig:
     what: str = ""
 
 
+# what a config's ``correction`` may say (``_correction_steps`` reads them)
+CORRECTION_FIELDS = (
+    "dataset", "split", "ranker", "first_stage", "train_mode", "val_mode", "folds", "seed",
+    "gate", "regression_cap", "domain", "out", "select", "synthetic", "synthetic_weights",
+    "calibrate", "evaluate",
+)  # fmt: skip
+
+
 def load_demo_config(path: Path) -> DemoConfig:
     """Read and check the demo's YAML config."""
     import yaml
@@ -62,6 +70,9 @@ def load_demo_config(path: Path) -> DemoConfig:
     unknown = set(raw) - set(DemoConfig.__dataclass_fields__)
     if unknown:
         raise DataError(f"{path}: unknown field(s) {sorted(unknown)}")
+    unknown = set(raw.get("correction") or {}) - set(CORRECTION_FIELDS)
+    if unknown:
+        raise DataError(f"{path}: correction has unknown field(s) {sorted(unknown)}")
     return DemoConfig(**{k: v for k, v in raw.items() if v is not None})
 
 
@@ -209,15 +220,23 @@ def _correction_steps(c: dict, out: Path, common: dict, first_stage: str, echo) 
     target = Path(c.get("out", "checkpoints/default"))
 
     def fit():
+        from fincrowd_ltr.settings import SyntheticSettings
         from fincrowd_ltr.training.fitting import HPARAM_GRID
 
+        # questions synthesised from the corpus, mixed in (the weight chosen on training folds)
+        synthetic = SyntheticSettings(
+            n=int(c.get("synthetic", 0)),
+            seed=int(c.get("seed", 0)),
+            select_weights=tuple(float(w) for w in c.get("synthetic_weights", ())),
+        )
         model, report = api.fit_correction(
             c["dataset"],
             c["ranker"],
             gate=bool(c.get("gate", True)),
             folds=int(c.get("folds", 5)),
             seed=int(c.get("seed", 0)),
-            grid=HPARAM_GRID,
+            grid=HPARAM_GRID if c.get("select", True) else None,
+            synthetic=synthetic,
             first_stage=c.get("first_stage", first_stage),
             split=c.get("split", "all"),
             train_mode=c.get("train_mode", "injected"),

@@ -123,3 +123,11 @@ def test_demo_config_is_checked(tmp_path):
     )
     with pytest.raises(DataError, match="unknown mode"):
         load_demo_config(bad)
+    # the shipped checkpoint mixes the corpus's synthetic questions in, without the grid
+    assert full.correction["synthetic"] > 0 and full.correction["select"] is False
+    bad.write_text(
+        "runs:\n  - {dataset: tatqa, split: dev, rankers: [bm25], modes: [retrieved]}\n"
+        "correction: {dataset: tatqa, ranker: bm25, synthtic: 200}\n"
+    )
+    with pytest.raises(DataError, match=r"correction has unknown field\(s\) \['synthtic'\]"):
+        load_demo_config(bad)
