@@ -441,7 +441,7 @@ def add_synthetic_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--synthetic-weights", dest="synthetic_weights", default="", metavar="W,W,...",
         help="mixing weights chosen per fold like any other setting (0: labelled banks alone), "
-        "crossed with the selection grid (comma list)",
+        "crossed with the selection grid when synthetic banks were built (comma list)",
     )  # fmt: skip
     parser.add_argument(
         "--synthetic-ranker", dest="synthetic_ranker", default=d.ranker, metavar="R",

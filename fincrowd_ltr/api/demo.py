@@ -247,6 +247,8 @@ def _correction_steps(c: dict, out: Path, common: dict, first_stage: str, echo) 
         )
         name = f"crossval-{c['dataset']}-{c['ranker']}-{model.summary.first_stage}.json"
         report.save(out / name)
+        for note in report.info.get("notes", []):
+            echo(f"note: {note}")
         echo(
             "\nheld out by group fold; [lo,hi]: 95% cluster-bootstrap interval of the change "
             "against the base order"

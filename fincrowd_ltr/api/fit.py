@@ -338,10 +338,13 @@ class _CrossValidation:
         )  # fmt: skip
         if syn.examples:
             return syn
-        found = (
-            f"no synthetic training bank: {len(syn.synthesis.questions)} questions synthesised "
-            "from the corpus's pages (a table row or sentence stating a figure for a period), "
-            "none with a relevant page in its bank"
+        written = len(syn.synthesis.questions)
+        found = "no synthetic training bank: " + (
+            f"{written} questions synthesised from the corpus's pages, none with a relevant "
+            "page in its bank"
+            if written
+            else "no question could be synthesised from the corpus's pages (none has a table "
+            "row or sentence stating a figure for a period)"
         )
         if not self.synthetic.labelled:
             raise DataError(f"synthetic-only training has nothing to train on: {found}")
@@ -513,11 +516,11 @@ class _CrossValidation:
             extra["held_out_query_ids"] = sorted(self.held)
         if self.extra_qids:
             extra["extra_training"] = _by_dataset(self.extra_qids)
-        if self.syn is not None:
+        if self.synthetic.active:  # asked for: recorded even when the corpus yielded none
             extra["synthetic"] = {
                 **asdict(self.synthetic),
-                "n_banks": len(self.syn.examples),
-                "named_share_used": self.syn.synthesis.named_share,
+                "n_banks": len(self.syn.examples) if self.syn else 0,
+                "named_share_used": self.syn.synthesis.named_share if self.syn else None,
             }
         final.summary = TrainingSummary(
             dataset=data.name,
@@ -743,10 +746,12 @@ def feature_ablation(
 ) -> dict:
     """Cross-validated residual deltas (Recall@10, nDCG@10, regression per bank mode) with each
     feature family switched off, at one ``setting``; ``"none"`` is the full model. ``kwargs``
-    pass to :func:`fit_correction` (the residual alone, no gate)."""
+    pass to :func:`fit_correction` (the residual alone, no gate; synthetic questions only if
+    ``kwargs`` ask for them, so a mixed fit's ablation is of its labelled banks)."""
     data = load_dataset(dataset, kwargs.pop("data_root", None), kwargs.get("split", "all"))
-    # a gated fit's setting may carry its refit's epoch count: these fits validate instead
-    chosen = {k: v for k, v in (setting or {}).items() if k != "epochs"}
+    # a gated fit's setting may carry its refit's epoch count (these fits validate instead) and
+    # a mixing weight (for synthetic banks these fits have unless asked)
+    chosen = {k: v for k, v in (setting or {}).items() if k not in ("epochs", "synthetic_weight")}
     out = {}
     for family, dropped in {"none": [], **ABLATIONS}.items():
         grid = ({**chosen, "drop_features": dropped},)

@@ -82,12 +82,15 @@ def nested_cross_validation(
     folds = []
     for k, stage in enumerate(stages):
         fold_settings = s.replace(first_stage=stage, test_fold=k)
-        model, _ = fit_correction(data, ranker, fold_settings, progress=progress)
+        model, fitted = fit_correction(data, ranker, fold_settings, progress=progress)
         report = evaluate(
             data, ranker, data=s.data, checkpoint=model, domain=domain, first_stage=stage,
             size=s.banks.bank_size, mode="retrieved", progress=progress,
         )  # fmt: skip
         folds.append(_fold_row(k, stage, model, report, ranker, per_query_rows))
+        folds[-1]["notes"] = fitted.info.get("notes", [])
+        if "synthetic" in model.summary.extra:  # what trained the fold's residual
+            folds[-1]["synthetic"] = model.summary.extra["synthetic"]
         if not set(folds[-1]["query_ids"]) <= set(plan.folds[k]):
             raise DataError(f"outer fold {k}: questions outside the fold were scored")
     return NestedReport(

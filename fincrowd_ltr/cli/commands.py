@@ -222,11 +222,13 @@ def fit_residual(args: argparse.Namespace) -> None:
 
     fit = settings.from_arguments(args)
     grid = fit.training.grid
+    weights = fit.synthetic.select_weights if fit.synthetic.active else ()
+    mixing = f", mixing weight chosen among {list(weights)}" if weights else ""
     print(
         f"selecting the residual setting per fold among {len(grid)} (alpha x weight decay; "
-        "--no-select: the package defaults alone)"
+        f"--no-select: the package defaults alone){mixing}"
         if grid
-        else "training the package defaults (no selection grid)",
+        else f"training the package defaults (no selection grid){mixing}",
         file=sys.stderr,
     )
     model, report = fit_correction(_dataset(args), args.ranker, fit, run=args.run)

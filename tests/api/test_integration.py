@@ -106,7 +106,7 @@ def test_cli_reports_bad_input_without_a_traceback(tmp_path, capsys):
     assert "corpus.jsonl:2: malformed JSON" in capsys.readouterr().err
 
 
-def test_demo_config_is_checked(tmp_path):
+def test_demo_config_is_checked(tmp_path, monkeypatch):
     from fincrowd_ltr.api.demo import load_demo_config
     from fincrowd_ltr.data.schema import DataError
 
@@ -123,8 +123,30 @@ def test_demo_config_is_checked(tmp_path):
     )
     with pytest.raises(DataError, match="unknown mode"):
         load_demo_config(bad)
-    # the shipped checkpoint mixes the corpus's synthetic questions in, without the grid
-    assert full.correction["synthetic"] > 0 and full.correction["select"] is False
+    # the shipped checkpoint mixes the corpus's synthetic questions in, without the grid: the
+    # settings the config's fit step passes are the documented command line's
+    from fincrowd_ltr import api, settings
+    from fincrowd_ltr.api.demo import _correction_steps
+    from fincrowd_ltr.cli import build_parser
+
+    seen = {}
+
+    def fit_correction(dataset, ranker, **kwargs):
+        seen.update(kwargs, dataset=dataset, ranker=ranker)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(api, "fit_correction", fit_correction)
+    fit_step = _correction_steps(full.correction, tmp_path, {}, "auto", print)[0][2]
+    with pytest.raises(RuntimeError, match="stop here"):
+        fit_step()
+    documented = settings.from_arguments(build_parser().parse_args(
+        ["fit", "--dataset", "financebench", "--ranker", "fused", "--first-stage", "auto",
+         "--synthetic", "2000", "--synthetic-ranker", "fused-static", "--synthetic-weights",
+         "0,0.03,0.3", "--no-select"]
+    ))  # fmt: skip
+    assert (seen["dataset"], seen["ranker"], seen["grid"]) == ("financebench", "fused", None)
+    assert seen["synthetic"].resolved("fused") == documented.synthetic
+    assert seen["first_stage"] == documented.banks.first_stage
     bad.write_text(
         "runs:\n  - {dataset: tatqa, split: dev, rankers: [bm25], modes: [retrieved]}\n"
         "correction: {dataset: tatqa, ranker: bm25, synthtic: 200}\n"

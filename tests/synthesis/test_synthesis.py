@@ -390,7 +390,7 @@ def test_an_auto_named_share_is_read_from_the_questions_texts(tmp_path):
     asked = [q.text for qid, q in data.queries.items() if qid not in held]
     model.save_pretrained(tmp_path / "ckpt")
     synthetic = fc.GatedCorrection.from_pretrained(tmp_path / "ckpt").summary.extra["synthetic"]
-    assert synthetic["named_share"] == "auto"
+    assert synthetic["named_share"] == "auto" and synthetic["ranker"] == "bm25"  # resolved
     assert synthetic["named_share_used"] == named_share_of(asked, extractor) != 0.25
 
     with pytest.raises(fc.DataError, match="none were given"):
@@ -504,9 +504,11 @@ def test_a_corpus_without_synthetic_banks_trains_on_its_labels_and_says_so(tmp_p
     dump_beir(user_corpus(), tmp_path / "mine")
     fit = ["fit", "--dataset=beir", f"--data-root={tmp_path / 'mine'}", "--ranker=bm25",
            f"--cache-dir={tmp_path / 'c'}", "--folds=4", "--no-gate", "--no-select",
-           "--synthetic=200"]  # fmt: skip
+           "--synthetic=200", f"--out={tmp_path / 'ckpt'}"]  # fmt: skip
     assert main(fit) == 0
     assert "note: no synthetic training bank" in capsys.readouterr().err
+    asked = fc.GatedCorrection.from_pretrained(tmp_path / "ckpt").summary.extra["synthetic"]
+    assert asked["n"] == 200 and asked["n_banks"] == 0  # asked for, and none built
     alone = SyntheticSettings(n=200, labelled=False)
     with pytest.raises(fc.DataError, match="synthetic-only training has nothing to train on"):
         fc.fit_correction(user_corpus(), "bm25", folds=4, gate=False, cache_dir=None,
