@@ -69,8 +69,9 @@ class SyntheticSettings:
             ``transductive`` (every company's; no labels either way).
         labelled: Also train on the labelled training folds (False: synthetic questions only).
         weight: Weight of a synthetic bank in the objective (a labelled bank weighs 1).
-        select_weights: Mixing weights to choose from per fold on the validation fold, like
-            any other setting (0: the labelled banks alone); empty: ``weight`` throughout.
+        select_weights: Mixing weights to choose from per fold, like any other setting (on
+            the folds that validate it; 0: the labelled banks alone); empty: ``weight``
+            throughout.
         ranker: The base ranker that scores the synthetic banks (None: the training ranker,
             or its static stand-in, ``STAND_IN``, when that embeds with MiniLM: thousands of
             synthetic banks are affordable because the residual reads each bank's

@@ -139,10 +139,9 @@ def synthetic_examples(
 ) -> SyntheticExamples:
     """Banks of ``settings.n`` questions synthesised from ``data``'s passages, built by the same
     first stage (``stage``, resolved), scored by ``settings.ranker`` (default ``ranker`` or its
-    static stand-in) and
-    featurised by the labelled corpus's ``featurizer``; only banks with a relevant candidate are
-    kept. The residual reads a synthetic bank's standardised base scores like a labelled bank's.
-    ``questions``: the texts an ``"auto"`` named share is read from."""
+    static stand-in) and featurised by the labelled corpus's ``featurizer``; only banks with a
+    relevant candidate are kept. The residual reads a synthetic bank's standardised base scores
+    like a labelled bank's. ``questions``: the texts an ``"auto"`` named share is read from."""
     scorer = synthetic_scorer(settings, ranker, stage)
     share = resolve_named_share(settings.named_share, questions, featurizer.extractor)
     found = _synthesize(
