@@ -490,13 +490,21 @@ class _CrossValidation:
         }
         if self.syn is not None:
             info["synthetic"] = {
-                **asdict(self.synthetic),
-                "n_banks": len(self.syn.examples),
+                **self.synthetic_record(),
                 "n_companies": len({self.syn.groups[e.qid] for e in self.syn.examples}),
-                "named_share_used": self.syn.synthesis.named_share,
                 "per_template": self.syn.synthesis.report(sample=0)["per_template"],
             }
         return info
+
+    def synthetic_record(self) -> dict:
+        """The synthetic settings used and how many banks they built (0: the corpus yielded
+        none), for the fit report and the checkpoint."""
+        syn = self.syn
+        return {
+            **asdict(self.synthetic),
+            "n_banks": len(syn.examples) if syn else 0,
+            "named_share_used": syn.synthesis.named_share if syn else None,
+        }
 
     def final_model(self) -> GatedCorrection:
         """The model a user keeps, with its training summary."""
@@ -517,11 +525,7 @@ class _CrossValidation:
         if self.extra_qids:
             extra["extra_training"] = _by_dataset(self.extra_qids)
         if self.synthetic.active:  # asked for: recorded even when the corpus yielded none
-            extra["synthetic"] = {
-                **asdict(self.synthetic),
-                "n_banks": len(self.syn.examples) if self.syn else 0,
-                "named_share_used": self.syn.synthesis.named_share if self.syn else None,
-            }
+            extra["synthetic"] = self.synthetic_record()
         final.summary = TrainingSummary(
             dataset=data.name,
             base_ranker=self.ranker,

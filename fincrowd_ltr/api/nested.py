@@ -87,11 +87,12 @@ def nested_cross_validation(
             data, ranker, data=s.data, checkpoint=model, domain=domain, first_stage=stage,
             size=s.banks.bank_size, mode="retrieved", progress=progress,
         )  # fmt: skip
-        folds.append(_fold_row(k, stage, model, report, ranker, per_query_rows))
-        folds[-1]["notes"] = fitted.info.get("notes", [])
+        row = _fold_row(k, stage, model, report, ranker, per_query_rows)
+        row["notes"] = fitted.info.get("notes", [])
         if "synthetic" in model.summary.extra:  # what trained the fold's residual
-            folds[-1]["synthetic"] = model.summary.extra["synthetic"]
-        if not set(folds[-1]["query_ids"]) <= set(plan.folds[k]):
+            row["synthetic"] = model.summary.extra["synthetic"]
+        folds.append(row)
+        if not set(row["query_ids"]) <= set(plan.folds[k]):
             raise DataError(f"outer fold {k}: questions outside the fold were scored")
     return NestedReport(
         dataset=data.name,

@@ -141,8 +141,7 @@ class GateCalibration:
         }
 
     def probability(self, logits: np.ndarray) -> np.ndarray:
-        z = np.clip(-np.asarray(logits, dtype=np.float64) / self.temperature, -700.0, 700.0)
-        return 1.0 / (1.0 + np.exp(z))
+        return _sigmoid(np.asarray(logits, dtype=np.float64) / self.temperature)
 
     def opens(self, logits: np.ndarray) -> np.ndarray:
         return self.probability(logits) >= self.threshold
@@ -157,9 +156,9 @@ class GateCalibration:
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    """``1 / (1 + exp(-x))``; a logit below about -709 gives 0 without an overflow warning."""
-    with np.errstate(over="ignore"):
-        return 1.0 / (1.0 + np.exp(-x))
+    """``1 / (1 + exp(-x))``, ``x`` clipped to +-700 so that ``exp`` never overflows: the one
+    probability calibration and serving both read."""
+    return 1.0 / (1.0 + np.exp(-np.clip(x, -700.0, 700.0)))
 
 
 def fit_temperature(logits: np.ndarray, labels: np.ndarray) -> float:
