@@ -8,6 +8,10 @@ on the same banks, in one shared cache that the first (untimed) run of each side
 whether both sides wrote the same cross-validation report (numbers to 1e-9).
 
     .venv/bin/python benchmarks/fit_residual.py [--cases finqa:bm25,financebench:dense]
+
+``--fit-args`` appends the same options to both sides' command (e.g. the shipped configuration's
+mixing: ``--fit-args="--first-stage auto --synthetic 2000 --synthetic-weights 0,0.03,0.3
+--no-select"``); ``--warm`` skips the filling runs when the cache already holds every bank.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ def run(source: Path, dataset: str, ranker: str, args, cache: Path, out: Path) -
     ]
     if args.data_root:
         cmd.append(f"--data-root={args.data_root}")
+    cmd += args.fit_args.split()
     env = {**os.environ, "PYTHONPATH": str(source)}
     start = time.perf_counter()
     done = subprocess.run(cmd, cwd=source, env=env, capture_output=True, text=True)
@@ -77,6 +82,8 @@ def main() -> None:
     parser.add_argument("--cases", default="finqa:bm25,financebench:dense")
     parser.add_argument("--baseline-ref", default=BASELINE_REF)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--fit-args", default="", help="options appended to both commands")
+    parser.add_argument("--warm", action="store_true", help="the cache is full: no filling runs")
     args = parser.parse_args()
     cache = Path(args.cache_dir).resolve()
     rows = []
@@ -86,12 +93,14 @@ def main() -> None:
             times, reports = {}, {}
             for name, source in (("before", old), ("after", ROOT)):
                 out = Path(tmp) / f"{dataset}-{name}"
-                run(source, dataset, ranker, args, cache, out)  # fills the caches
+                if not args.warm:
+                    run(source, dataset, ranker, args, cache, out)  # fills the caches
                 times[name] = [
                     run(source, dataset, ranker, args, cache, out) for _ in range(args.repeats)
                 ]
                 reports[name] = figures(out / "report.json")
-                print(f"{dataset} {name}: {times[name]}", flush=True)
+                load = os.getloadavg()[0]
+                print(f"{dataset} {name}: {times[name]} (load {load:.2f} after)", flush=True)
             before, after = statistics.median(times["before"]), statistics.median(times["after"])
             rows.append((dataset, ranker, before, after, same(reports["before"], reports["after"])))
     print(
@@ -108,6 +117,8 @@ def main() -> None:
             f"{TARGETS.get(dataset, float('nan')):>8.0f}  {'yes' if identical else 'NO'}"
         )
     print(f"before = {args.baseline_ref}, after = this checkout (uncommitted changes included)")
+    if args.fit_args:
+        print(f"both with: {args.fit_args}")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +33,9 @@ class BankExample:
     labels: np.ndarray  # (n,) int64, 1 = supporting
     weight: float = 1.0  # the bank's weight in the objective (synthetic banks may weigh less)
     synthetic: bool = False  # a synthesised question's bank (never validation or test)
+    # values derived from this bank alone that a training loop keeps across epochs (its
+    # objective's pairs); never saved, and a copy (``dataclasses.replace``) starts empty
+    derived: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def has_support(self) -> bool:

@@ -23,6 +23,9 @@ import torch.nn.functional as F
 
 MAX_DISTRACTORS = 30
 
+# a batch's pairs as index lists: (bank, supporting candidate, distractor) and each pair's weight
+Pairs = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+
 
 def pair_weights(
     labels: torch.Tensor,
@@ -50,6 +53,27 @@ def pair_weights(
     return pairs.to(torch.float64) / counts
 
 
+def pair_index(
+    labels: torch.Tensor,
+    base_scores: torch.Tensor,
+    mask: torch.Tensor,
+    max_distractors: int = MAX_DISTRACTORS,
+    hard: torch.Tensor | None = None,
+) -> Pairs:
+    """The pairs of :func:`pair_weights` as index lists and weights, in row-major order."""
+    weights = pair_weights(labels, base_scores, mask, max_distractors, hard)
+    bank, support, distract = weights.nonzero(as_tuple=True)
+    return bank, support, distract, weights[bank, support, distract]
+
+
+def stack_pairs(banks: list[Pairs]) -> Pairs:
+    """One batch's pairs from each bank's own (computed on the bank alone, without ``hard``: a
+    bank's pairs do not depend on the other banks of its batch), as :func:`pair_index` of the
+    padded batch gives them."""
+    bank = torch.cat([torch.full_like(p[0], i) for i, p in enumerate(banks)])
+    return bank, *(torch.cat([p[k] for p in banks]) for k in (1, 2, 3))
+
+
 def pairwise_loss(
     final: torch.Tensor,
     labels: torch.Tensor,
@@ -58,16 +82,20 @@ def pairwise_loss(
     max_distractors: int = MAX_DISTRACTORS,
     hard: torch.Tensor | None = None,
     bank_weight: torch.Tensor | None = None,
+    pairs: Pairs | None = None,
 ) -> torch.Tensor:
     """Mean over banks with pairs of the weighted pairwise logistic loss (computed on the pairs
     only: at most ``max_distractors`` per supporting candidate, not the bank's n x n);
-    ``bank_weight`` (banks,) weighs each bank's unit in the mean (default 1 each)."""
-    weights = pair_weights(labels, base_scores, mask, max_distractors, hard)
-    bank, support, distract = weights.nonzero(as_tuple=True)
+    ``bank_weight`` (banks,) weighs each bank's unit in the mean (default 1 each). ``pairs``:
+    the batch's :func:`pair_index` computed beforehand (a training loop's banks keep theirs
+    across epochs; the n x n weights dominate a step's time)."""
+    if pairs is None:
+        pairs = pair_index(labels, base_scores, mask, max_distractors, hard)
+    bank, support, distract, weights = pairs
     if len(bank) == 0:
         return final.sum() * 0.0
     margin = final[bank, support] - final[bank, distract]
-    per_pair = weights[bank, support, distract] * F.softplus(-margin)
+    per_pair = weights * F.softplus(-margin)
     per_bank = torch.zeros(final.shape[0], dtype=per_pair.dtype).index_add(0, bank, per_pair)
     has_pairs = torch.zeros(final.shape[0], dtype=torch.bool)
     has_pairs[bank] = True

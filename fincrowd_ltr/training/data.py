@@ -18,6 +18,7 @@ from fincrowd_ltr.data.splits import fold_split
 from fincrowd_ltr.features import FEATURE_NAMES, BankFeaturizer
 from fincrowd_ltr.features.examples import BankExample, make_examples
 from fincrowd_ltr.fields import FieldExtractor
+from fincrowd_ltr.model.pairs import MAX_DISTRACTORS, Pairs, pair_index, stack_pairs
 from fincrowd_ltr.retrieval.build import BankSpec, build_banks
 from fincrowd_ltr.settings import BankSettings, DataSettings, FoldSettings, as_settings, plain
 
@@ -34,26 +35,41 @@ def _featurizer(name: str, data_root: str | None, split: str) -> BankFeaturizer:
     return BankFeaturizer(FieldExtractor.from_passages(data.passages.values()), data.passages)
 
 
+def bank_pairs(example: BankExample, max_distractors: int = MAX_DISTRACTORS) -> Pairs:
+    """The objective's pairs of one bank (bank index 0), remembered on the example."""
+    key = ("pairs", max_distractors)
+    if key not in example.derived:
+        labels = torch.from_numpy(example.labels)[None]
+        example.derived[key] = pair_index(
+            labels, torch.from_numpy(example.base)[None], torch.ones_like(labels, dtype=torch.bool),
+            max_distractors,
+        )  # fmt: skip
+    return example.derived[key]
+
+
 def collate(examples: list[BankExample]) -> dict:
-    """Pad banks to the longest one; ``mask`` marks real candidates."""
+    """Pad banks to the longest one; ``mask`` marks real candidates; ``pairs`` holds the
+    objective's pairs at the default ``MAX_DISTRACTORS`` (without hard negatives)."""
     n = max(len(e.pids) for e in examples)
     d = examples[0].features.shape[1]
-    features = torch.zeros(len(examples), n, d, dtype=torch.float64)
-    base = torch.zeros(len(examples), n, dtype=torch.float64)
-    labels = torch.zeros(len(examples), n, dtype=torch.long)
-    mask = torch.zeros(len(examples), n, dtype=torch.bool)
+    # padded in numpy (a step's slice copies cost ~8x more as torch ops), then shared with torch
+    features = np.zeros((len(examples), n, d), dtype=np.float64)
+    base = np.zeros((len(examples), n), dtype=np.float64)
+    labels = np.zeros((len(examples), n), dtype=np.int64)
+    mask = np.zeros((len(examples), n), dtype=bool)
     for i, e in enumerate(examples):
         k = len(e.pids)
-        features[i, :k] = torch.from_numpy(e.features)
-        base[i, :k] = torch.from_numpy(e.base)
-        labels[i, :k] = torch.from_numpy(e.labels)
+        features[i, :k] = e.features
+        base[i, :k] = e.base
+        labels[i, :k] = e.labels
         mask[i, :k] = True
     batch = {
-        "features": features,
-        "base": base,
-        "labels": labels,
-        "mask": mask,
+        "features": torch.from_numpy(features),
+        "base": torch.from_numpy(base),
+        "labels": torch.from_numpy(labels),
+        "mask": torch.from_numpy(mask),
         "qids": [e.qid for e in examples],
+        "pairs": stack_pairs([bank_pairs(e) for e in examples]),
     }
     if any(e.weight != 1.0 for e in examples):  # unit weights: the plain mean, bit for bit
         batch["weight"] = torch.tensor([e.weight for e in examples], dtype=torch.float64)

@@ -102,9 +102,11 @@ class ResidualModule(L.LightningModule):
         if self.hparams.objective == "listnet":
             loss = listnet_loss(final, batch["labels"], batch["mask"], batch.get("weight"))
         else:
-            hard = None
+            hard, pairs = None, None
             if self.hparams.hard_negatives:
                 hard = batch["features"][..., list(CONFLICT_COLUMNS)].sum(-1) == 1
+            elif self.hparams.max_distractors == MAX_DISTRACTORS:
+                pairs = batch.get("pairs")  # collate's, remembered per bank across epochs
             loss = pairwise_loss(
                 final,
                 batch["labels"],
@@ -113,6 +115,7 @@ class ResidualModule(L.LightningModule):
                 self.hparams.max_distractors,
                 hard,
                 batch.get("weight"),
+                pairs,
             )
         self._epoch["train"].append((loss.detach() * len(batch["qids"]), len(batch["qids"])))
         return loss

@@ -242,3 +242,44 @@ def test_a_signal_stops_parallel_fits_at_once(tmp_path):
     )
     assert "stopped" in done.stdout, done.stderr
     assert not list(tmp_path.glob("done-*"))  # no queued fit ran to its end
+
+
+def _banks(lengths, seed=0):
+    """Banks of random features, ties in the base scores, 0-3 supports each."""
+    import numpy as np
+
+    from fincrowd_ltr.features import FEATURE_NAMES
+    from fincrowd_ltr.features.examples import BankExample
+
+    rng = np.random.default_rng(seed)
+    banks = []
+    for i, n in enumerate(lengths):
+        labels = np.zeros(n, dtype=np.int64)
+        labels[rng.choice(n, size=min(n - 1, int(rng.integers(0, 4))), replace=False)] = 1
+        base = np.round(rng.normal(size=n), 1)  # rounded: many tied base scores
+        features = rng.normal(size=(n, len(FEATURE_NAMES)))
+        banks.append(BankExample(f"q{i}", [f"p{j}" for j in range(n)], features, base, labels))
+    return banks
+
+
+def test_remembered_pairs_give_the_padded_batchs_loss_and_gradients_bit_for_bit():
+    # collate keeps each bank's pairs across epochs; the loss and its gradients must be those
+    # of pairs recomputed on the padded batch (banks of other lengths, > 30 distractors, ties)
+    from fincrowd_ltr.model.pairs import pair_index, pairwise_loss
+    from fincrowd_ltr.training.data import collate
+
+    banks = _banks([100, 37, 100, 5, 64, 2, 100, 80])
+    batch = collate(banks)
+    padded = pair_index(batch["labels"], batch["base"], batch["mask"])
+    assert all(torch.equal(a, b) for a, b in zip(batch["pairs"], padded, strict=True))
+    module = ResidualModule()
+    module.scorer.fit_standardisation(torch.cat([torch.from_numpy(b.features) for b in banks]))
+    grads = []
+    for pairs in (None, batch["pairs"]):
+        module.zero_grad()
+        final = module(batch)
+        loss = pairwise_loss(final, batch["labels"], batch["base"], batch["mask"], pairs=pairs)
+        loss.backward()
+        grads.append((loss.detach(), [p.grad.clone() for p in module.parameters()]))
+    assert torch.equal(grads[0][0], grads[1][0])
+    assert all(torch.equal(a, b) for a, b in zip(grads[0][1], grads[1][1], strict=True))
