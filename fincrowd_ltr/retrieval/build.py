@@ -31,6 +31,7 @@ from fincrowd_ltr.retrieval.banks import (
 from fincrowd_ltr.retrieval.bm25 import BM25Config, BM25Index
 from fincrowd_ltr.retrieval.filings import VERSION as FILINGS_VERSION
 from fincrowd_ltr.retrieval.first_stage import RUN, make_first_stage, resolve_first_stage
+from fincrowd_ltr.retrieval.page_vectors import PageVectors
 from fincrowd_ltr.retrieval.query import synonyms_fingerprint
 from fincrowd_ltr.retrieval.rankers import (
     RunRanker,
@@ -39,6 +40,7 @@ from fincrowd_ltr.retrieval.rankers import (
     scorer_version,
     scores_from_run,
 )
+from fincrowd_ltr.retrieval.static import StaticEncoder
 from fincrowd_ltr.retrieval.windows import WindowPolicy
 
 CACHE_FORMAT = 2  # bump when what a bank file holds, or how it is made, changes
@@ -173,6 +175,7 @@ def build_banks(
             stage,
             corpus_key=dataset.corpus_fingerprint(),
         )
+        _reuse_page_vectors(built, stage, bankset, dataset)
         score_banks(bankset, dataset, built, progress)
         bankset.scorers.update({r: v for r, v in versions.items() if v and r in missing})
         if path is not None:
@@ -189,3 +192,18 @@ def build_banks(
                 "per bank); they rank after every scored candidate"
             )
     return bankset
+
+
+def _reuse_page_vectors(rankers: list, stage, bankset: BankSet, dataset: Dataset) -> None:
+    """A static ranker reads the bank pages' windows from the first stage's page vectors when
+    the same model and windows made them, instead of embedding those pages again (a fit with
+    2,000 synthetic questions scores ~100,000 bank pages; the vectors are the same)."""
+    pages = getattr(stage, "pages", None)
+    if not isinstance(pages, PageVectors) or pages.pids is None:
+        return
+    pids = list(dict.fromkeys(p for bank in bankset.banks.values() for p in bank.pids))
+    for ranker in rankers:
+        for part in getattr(ranker, "parts", [ranker]):
+            encoder = getattr(part, "encoder", None)
+            if isinstance(encoder, StaticEncoder) and encoder.same_windows(pages.encoder):
+                encoder.remember([dataset.passages[p].text for p in pids], pages.windows(pids))

@@ -31,14 +31,32 @@ class PageVectors:
         vectors: ``(n_windows, dim)`` unit vectors, each page's windows contiguous.
         starts: ``(n_pages,)`` index of each page's first window.
         encoder: The static encoder that made them (it embeds the questions).
+        pids: The pages' ids in that order (what :meth:`windows` looks up), when known.
     """
 
-    def __init__(self, vectors: np.ndarray, starts: np.ndarray, encoder: StaticEncoder) -> None:
+    def __init__(
+        self,
+        vectors: np.ndarray,
+        starts: np.ndarray,
+        encoder: StaticEncoder,
+        pids: list[str] | None = None,
+    ) -> None:
         self.vectors = vectors
         self.starts = np.asarray(starts, dtype=np.int64)
         self.encoder = encoder
-        ends = np.append(self.starts[1:], len(vectors))
-        self.filled = ends > self.starts  # a page without windows scores 0
+        self.ends = np.append(self.starts[1:], len(vectors))
+        self.filled = self.ends > self.starts  # a page without windows scores 0
+        self.pids = pids
+        self._position: dict[str, int] | None = None
+
+    def windows(self, pids: list[str]) -> list[np.ndarray]:
+        """Each page's window vectors (views, as the encoder's ``window_vectors`` gives them)."""
+        if self.pids is None:
+            raise ValueError("these page vectors were made without their page ids")
+        if self._position is None:
+            self._position = {p: i for i, p in enumerate(self.pids)}
+        at = [self._position[p] for p in pids]
+        return [self.vectors[self.starts[i] : self.ends[i]] for i in at]
 
     @classmethod
     def build(
@@ -61,7 +79,7 @@ class PageVectors:
             path = Path(cache_dir) / "static" / "pages" / f"{key}.npz"
             if path.is_file():
                 with np.load(path) as saved:
-                    return cls(saved["vectors"], saved["starts"], encoder)
+                    return cls(saved["vectors"], saved["starts"], encoder, pids)
         parts, lengths = [], []
         bar = Progress(len(pids), "static page vectors (once per corpus)", progress, " pages")
         with bulk_tokenizing():
@@ -81,7 +99,7 @@ class PageVectors:
             tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
             np.savez(tmp, vectors=vectors, starts=starts)
             tmp.replace(path)
-        return cls(vectors, starts, encoder)
+        return cls(vectors, starts, encoder, pids)
 
     def scores(self, query: str) -> np.ndarray:
         """Each page's best window cosine with the question (float64; 0 for a page without

@@ -161,6 +161,19 @@ class StaticEncoder:
             del memo[next(iter(memo))]
         return found
 
+    def same_windows(self, other: StaticEncoder) -> bool:
+        """Whether ``other`` cuts and embeds texts exactly as this encoder does."""
+        return self.policy == other.policy and (
+            self.model is other.model or self.model.fingerprint() == other.model.fingerprint()
+        )
+
+    def remember(self, texts: list[str], windows: list[np.ndarray]) -> None:
+        """Take ``windows`` as the window vectors of ``texts`` (computed elsewhere by an encoder
+        with :meth:`same_windows`; embedding is batch-invariant, so they are the vectors this
+        encoder would compute)."""
+        given = dict(zip(texts, windows, strict=True))
+        self._memoised(self._texts, texts, lambda todo: [given[t] for t in todo])
+
     def encode_texts(self, texts: list[str], progress: bool = False) -> list[np.ndarray]:
         """Window vectors ``(n_windows, dim)`` of each text."""
         found = self._memoised(self._texts, texts, self.window_vectors)

@@ -263,3 +263,42 @@ def test_a_worker_forked_after_a_bulk_section_tokenises(monkeypatch, static):
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+
+
+def test_bank_scoring_reads_the_first_stages_page_vectors_and_scores_the_same(
+    static, tmp_path, monkeypatch
+):
+    """With a ``+static`` first stage the static ranker takes the bank pages' windows from the
+    first stage's page vectors (not embedded again) and gives bit-identical scores."""
+    from fincrowd_ltr.retrieval import build
+    from fincrowd_ltr.retrieval.build import BankSpec, build_banks
+    from fincrowd_ltr.retrieval.static_tuning import static_key
+    from tests.conftest import user_corpus
+
+    data = user_corpus(companies=6)
+    static.save(tmp_path / "static" / static_key(data.corpus_fingerprint()))
+    spec = BankSpec(size=8, first_stage="bm25+static=0.5")
+    banked, calls, real = {}, [], StaticEncoder.window_vectors
+
+    def counted(encoder, texts):
+        calls.append(len(texts))
+        return real(encoder, texts)
+
+    for reuse in (False, True):
+        calls.clear()
+        with monkeypatch.context() as m:
+            if not reuse:
+                m.setattr(build, "_reuse_page_vectors", lambda *a: None)
+            m.setattr(StaticEncoder, "window_vectors", counted)
+            banked[reuse] = build_banks(data, "all", ["static", "fused-static"], spec, tmp_path)
+            embedded = sum(calls)
+        if reuse:  # only the questions' first windows (encode_queries) would embed anything
+            assert embedded == 0
+        else:
+            assert embedded > 0
+        shutil.rmtree(tmp_path / "banks")
+    for qid, bank in banked[True].banks.items():
+        other = banked[False].banks[qid]
+        assert bank.pids == other.pids
+        for ranker in ("static", "fused-static"):
+            np.testing.assert_array_equal(bank.scores[ranker], other.scores[ranker])
