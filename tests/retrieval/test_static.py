@@ -302,3 +302,9 @@ def test_bank_scoring_reads_the_first_stages_page_vectors_and_scores_the_same(
         assert bank.pids == other.pids
         for ranker in ("static", "fused-static"):
             np.testing.assert_array_equal(bank.scores[ranker], other.scores[ranker])
+    # another window policy or model cuts or embeds texts otherwise: nothing is taken over
+    encoder = StaticEncoder(static)
+    assert encoder.same_windows(StaticEncoder(static))
+    assert not encoder.same_windows(StaticEncoder(static, WindowPolicy(window_tokens=64)))
+    other = StaticModel(static.vectors * 2, static.tokenizer, static.config)
+    assert not encoder.same_windows(StaticEncoder(other))

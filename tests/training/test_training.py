@@ -5,6 +5,7 @@ import json
 import math
 
 import lightning as L
+import numpy as np
 import torch
 
 from fincrowd_ltr.settings import BankSettings, DataSettings, FoldSettings
@@ -246,8 +247,6 @@ def test_a_signal_stops_parallel_fits_at_once(tmp_path):
 
 def _banks(lengths, seed=0):
     """Banks of random features, ties in the base scores, 0-3 supports each."""
-    import numpy as np
-
     from fincrowd_ltr.features import FEATURE_NAMES
     from fincrowd_ltr.features.examples import BankExample
 
@@ -283,3 +282,33 @@ def test_remembered_pairs_give_the_padded_batchs_loss_and_gradients_bit_for_bit(
         grads.append((loss.detach(), [p.grad.clone() for p in module.parameters()]))
     assert torch.equal(grads[0][0], grads[1][0])
     assert all(torch.equal(a, b) for a, b in zip(grads[0][1], grads[1][1], strict=True))
+
+
+def test_training_steps_recompute_pairs_for_hard_negatives_and_other_distractor_caps():
+    # collate's remembered pairs are the default objective's: a residual with hard negatives or
+    # another distractor cap must compute its own (here they differ from the remembered ones)
+    from fincrowd_ltr.features.bank_features import CONFLICT_COLUMNS
+    from fincrowd_ltr.model.pairs import pairwise_loss
+    from fincrowd_ltr.training.data import collate
+
+    banks = _banks([100, 100, 60])
+    for bank in banks:  # every low-ranked distractor conflicts on one field: hard
+        bank.labels[:] = 0
+        bank.labels[0] = 1
+        bank.features[:, list(CONFLICT_COLUMNS)] = 0.0
+        bank.features[50:, CONFLICT_COLUMNS[0]] = 1.0
+        bank.base[:] = -np.arange(len(bank.base), dtype=np.float64)
+    batch = collate(banks)
+    for options in ({"hard_negatives": True}, {"max_distractors": 5}, {}):
+        module = ResidualModule(**options)
+        module.scorer.fit_standardisation(torch.cat([torch.from_numpy(b.features) for b in banks]))
+        module._epoch["train"] = []
+        final = module(batch)
+        hard = None
+        if options.get("hard_negatives"):
+            hard = batch["features"][..., list(CONFLICT_COLUMNS)].sum(-1) == 1
+        k = options.get("max_distractors", 30)
+        own = pairwise_loss(final, batch["labels"], batch["base"], batch["mask"], k, hard)
+        remembered = pairwise_loss(final, None, None, None, pairs=batch["pairs"])
+        assert torch.equal(module.training_step(batch, 0), own)
+        assert torch.equal(own, remembered) == (not options)
