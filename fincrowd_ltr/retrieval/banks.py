@@ -28,7 +28,13 @@ from fincrowd_ltr.data.jsonl import read_jsonl
 from fincrowd_ltr.data.ranking import rank_order
 from fincrowd_ltr.data.schema import DataError, Dataset, Query
 from fincrowd_ltr.retrieval.bm25 import BM25Index
-from fincrowd_ltr.retrieval.rankers import BaseRanker, EncoderRanker, HybridRanker, check_scores
+from fincrowd_ltr.retrieval.rankers import (
+    BaseRanker,
+    EncoderRanker,
+    HybridRanker,
+    check_scores,
+    score_bank,
+)
 
 BANK_FORMAT = "fincrowd-banks"
 BANK_VERSION = 1
@@ -258,7 +264,7 @@ def score_banks(
         ):
             query = dataset.queries[bank.qid]
             bank.scores[ranker.name] = check_scores(
-                ranker.score(query, bank.pids), f"ranker {ranker.name!r}, query {bank.qid!r}"
+                score_bank(ranker, query, bank), f"ranker {ranker.name!r}, query {bank.qid!r}"
             )
 
 

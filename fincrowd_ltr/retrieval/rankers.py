@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -21,6 +21,9 @@ from fincrowd_ltr.data.schema import DataError, Passage, Query
 from fincrowd_ltr.retrieval.bm25 import BM25Index
 from fincrowd_ltr.retrieval.fusion import reciprocal_rank_fusion
 from fincrowd_ltr.retrieval.windows import WindowPolicy
+
+if TYPE_CHECKING:
+    from fincrowd_ltr.retrieval.banks import CandidateBank
 
 RANKERS = ("bm25", "dense", "splade", "hybrid", "fused", "static", "hybrid-static", "fused-static")
 ALL_RANKERS = ("bm25", "dense", "splade", "hybrid", "fused")  # ``all``; static ones by name
@@ -69,7 +72,9 @@ class EncoderRanker:
 
 class FirstStageRanker:
     """The first stage's own score of each candidate (``stage.score_ids(text, pids)``, or
-    ``stage.score_query(query, pids)`` for a run)."""
+    ``stage.score_query(query, pids)`` for a run). A bank made by that first stage carries those
+    scores already (``bank.first_stage``, the values its search returned): :meth:`score_bank`
+    reads them instead of scoring the whole corpus again."""
 
     name = "first-stage"
 
@@ -81,6 +86,9 @@ class FirstStageRanker:
             return self.stage.score_query(query, pids)
         return self.stage.score_ids(query.text, pids)
 
+    def score_bank(self, query: Query, bank: CandidateBank) -> np.ndarray:
+        return np.array(bank.first_stage, dtype=np.float64)
+
 
 class HybridRanker:
     """Reciprocal rank fusion of other rankers' scores over the same candidates."""
@@ -91,6 +99,16 @@ class HybridRanker:
 
     def score(self, query: Query, pids: list[str]) -> np.ndarray:
         return reciprocal_rank_fusion([p.score(query, pids) for p in self.parts])
+
+    def score_bank(self, query: Query, bank: CandidateBank) -> np.ndarray:
+        return reciprocal_rank_fusion([score_bank(p, query, bank) for p in self.parts])
+
+
+def score_bank(ranker: BaseRanker, query: Query, bank: CandidateBank) -> np.ndarray:
+    """``ranker``'s scores of a bank's candidates: from what the bank carries where the ranker
+    can read it (``score_bank``), else ``ranker.score(query, bank.pids)``."""
+    read = getattr(ranker, "score_bank", None)
+    return read(query, bank) if read is not None else ranker.score(query, bank.pids)
 
 
 RunScores = Mapping[str, Mapping[str, float]] | Callable[[Query, list[str]], "np.ndarray"]
@@ -240,6 +258,7 @@ __all__ = [
     "check_scores",
     "load_encoder",
     "make_rankers",
+    "score_bank",
     "scorer_version",
     "scores_from_run",
 ]

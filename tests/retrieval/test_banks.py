@@ -156,3 +156,50 @@ def test_scores_of_another_scorer_version_are_recomputed(toy, tmp_path, monkeypa
     assert again.scorers == {"bm25": "v2"} and BankSet.load(path).scorers == {"bm25": "v2"}
     for qid, bank in again.banks.items():
         np.testing.assert_array_equal(bank.scores["bm25"], first.banks[qid].scores["bm25"])
+
+
+@pytest.mark.parametrize(
+    "first_stage, mode",
+    [
+        ("bm25", "retrieved"),
+        ("bm25+query+entity+filing", "retrieved"),
+        ("bm25+entity", "injected"),
+        ("run", "retrieved"),
+    ],
+)
+def test_fused_scores_read_the_banks_first_stage_scores_bit_for_bit(first_stage, mode):
+    """The fused ranker's first-stage part reads the scores the bank carries (what the first
+    stage's search returned) instead of scoring the whole corpus again per bank: the same
+    values ``score_ids`` gives, bit for bit, also for gold-injected banks and a user's run."""
+    from fincrowd_ltr.retrieval.build import RunFirstStage
+    from fincrowd_ltr.retrieval.first_stage import make_first_stage
+    from fincrowd_ltr.retrieval.rankers import FirstStageRanker, RunRanker
+    from tests.conftest import user_corpus
+
+    data = user_corpus(companies=6)
+    index = BM25Index.build(data.passages, progress=False)
+    if first_stage == "run":
+        run = {q: {p: float(len(p) % 7) + 0.25 * i for i, p in enumerate(data.passages)}
+               for q in data.queries}  # fmt: skip
+        stage = RunFirstStage(run)
+    else:
+        stage = make_first_stage(first_stage, index, data)
+    banks = retrieve_candidates(data, stage, size=2, mode=mode)
+    assert any(b.injected for b in banks.banks.values()) == (mode == "injected")
+    other = RunRanker(lambda query, pids: np.arange(len(pids), dtype=np.float64) % 2)
+    fused = HybridRanker([FirstStageRanker(stage), other], name="fused")
+    expected = {
+        qid: reciprocal_rank_fusion(
+            [
+                FirstStageRanker(stage).score(data.queries[qid], bank.pids),
+                other.score(None, bank.pids),
+            ]
+        )
+        for qid, bank in banks.banks.items()
+    }
+    for name in ("score_ids", "score_query"):
+        if hasattr(stage, name):  # the corpus is not scored again
+            setattr(stage, name, lambda *a: pytest.fail("the first stage scored the corpus again"))
+    score_banks(banks, data, [fused], progress=False)
+    for qid, bank in banks.banks.items():
+        np.testing.assert_array_equal(bank.scores["fused"], expected[qid])
