@@ -11,12 +11,15 @@ whether both sides wrote the same cross-validation report (numbers to 1e-9).
 
 ``--fit-args`` appends the same options to both sides' command (e.g. the shipped configuration's
 mixing: ``--fit-args="--first-stage auto --synthetic 2000 --synthetic-weights 0,0.03,0.3
---no-select"``); ``--warm`` skips the filling runs when the cache already holds every bank.
+--no-select"``); ``--warm`` skips the filling runs when the cache already holds every bank;
+``--cold`` times each run from an empty cache of its own (the model, page vectors, banks and
+features all built, as on a user's first run), the two sides taking turns.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -27,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _baseline import BASELINE_REF, ROOT, checkout
+from _baseline import BASELINE_REF, ROOT, alternate, checkout
 
 TARGETS = {"finqa": 180.0, "financebench": 120.0}  # seconds on 2 cores (issue 15)
 
@@ -54,6 +57,14 @@ def run(source: Path, dataset: str, ranker: str, args, cache: Path, out: Path) -
     if done.returncode != 0:
         raise SystemExit(f"{source}: fit-residual failed\n{done.stderr[-2000:]}")
     return seconds
+
+
+def cold_run(source: Path, dataset: str, ranker: str, args, tmp: str) -> tuple[float, dict]:
+    """One run from an empty cache of its own (removed afterwards): seconds and its report."""
+    with tempfile.TemporaryDirectory(dir=tmp) as cache:
+        out = Path(cache) / "out"
+        seconds = run(source, dataset, ranker, args, Path(cache) / "cache", out)
+        return seconds, figures(out / "report.json")
 
 
 def figures(report: Path) -> dict:
@@ -84,6 +95,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--fit-args", default="", help="options appended to both commands")
     parser.add_argument("--warm", action="store_true", help="the cache is full: no filling runs")
+    parser.add_argument("--cold", action="store_true", help="every run from an empty cache")
     args = parser.parse_args()
     cache = Path(args.cache_dir).resolve()
     rows = []
@@ -91,7 +103,18 @@ def main() -> None:
         for case in args.cases.split(","):
             dataset, ranker = case.split(":")
             times, reports = {}, {}
-            for name, source in (("before", old), ("after", ROOT)):
+            if args.cold:
+                case_runs = [
+                    functools.partial(cold_run, source, dataset, ranker, args, tmp)
+                    for source in (old, ROOT)
+                ]
+                befores, afters = alternate(*case_runs, args.repeats)
+                for name, found in (("before", befores), ("after", afters)):
+                    times[name] = [t for t, _ in found]
+                    reports[name] = found[-1][1]
+                    load = os.getloadavg()[0]
+                    print(f"{dataset} {name} (cold): {times[name]} (load {load:.2f})", flush=True)
+            for name, source in () if args.cold else (("before", old), ("after", ROOT)):
                 out = Path(tmp) / f"{dataset}-{name}"
                 if not args.warm:
                     run(source, dataset, ranker, args, cache, out)  # fills the caches
