@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -34,12 +34,20 @@ class BankExample:
     weight: float = 1.0  # the bank's weight in the objective (synthetic banks may weigh less)
     synthetic: bool = False  # a synthesised question's bank (never validation or test)
     # values derived from this bank alone that a training loop keeps across epochs (its
-    # objective's pairs); never saved, and a copy (``dataclasses.replace``) starts empty
+    # objective's pairs); never saved; a copy (``dataclasses.replace``) starts empty, one
+    # under another weight (``reweighted``) shares them
     derived: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def has_support(self) -> bool:
         return bool(self.labels.any())
+
+    def reweighted(self, weight: float) -> BankExample:
+        """The same bank under another objective weight; what is derived from the bank alone
+        (its pairs: labels and base scores, not the weight) is shared, not computed again."""
+        copy = replace(self, weight=weight)
+        copy.derived = self.derived
+        return copy
 
 
 def labels_of(dataset: Dataset, qid: str, pids: list[str]) -> np.ndarray:

@@ -11,7 +11,6 @@ trains the same residual twice.
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import multiprocessing
 import os
@@ -113,7 +112,7 @@ def with_synthetic_weight(train: list[BankExample], weight: float) -> list[BankE
     """``train`` with every synthetic bank weighted ``weight`` (left out at 0)."""
     if weight == 0:
         return [e for e in train if not e.synthetic]
-    return [dataclasses.replace(e, weight=weight) if e.synthetic else e for e in train]
+    return [e.reweighted(weight) if e.synthetic else e for e in train]
 
 
 class ResidualFits:

@@ -312,3 +312,25 @@ def test_training_steps_recompute_pairs_for_hard_negatives_and_other_distractor_
         remembered = pairwise_loss(final, None, None, None, pairs=batch["pairs"])
         assert torch.equal(module.training_step(batch, 0), own)
         assert torch.equal(own, remembered) == (not options)
+
+
+def test_a_synthetic_weight_reuses_the_banks_pairs_and_weighs_the_loss(monkeypatch):
+    # each mixing weight reweighs the same synthetic banks: their pairs (labels and base scores
+    # alone) are computed once, not once per fit, and the batch still carries the new weight
+    from fincrowd_ltr.model import pairs as pairs_module
+    from fincrowd_ltr.training import data
+    from fincrowd_ltr.training.fitting import with_synthetic_weight
+
+    banks = _banks([100, 40, 70])
+    for bank in banks:
+        bank.synthetic = True
+    computed = []
+    real = pairs_module.pair_index
+    monkeypatch.setattr(data, "pair_index", lambda *a: computed.append(1) or real(*a))
+    first = data.collate(banks)
+    batches = [data.collate(with_synthetic_weight(banks, w)) for w in (0.03, 0.3)]
+    assert len(computed) == len(banks)  # once per bank, for the first batch only
+    for weight, batch in zip((0.03, 0.3), batches, strict=True):
+        assert torch.equal(batch["weight"], torch.full((3,), weight, dtype=torch.float64))
+        assert all(torch.equal(a, b) for a, b in zip(batch["pairs"], first["pairs"], strict=True))
+    assert with_synthetic_weight(banks, 0) == []
