@@ -244,7 +244,9 @@ def retrieve_candidates(
 def score_banks(
     bankset: BankSet, dataset: Dataset, rankers: list[BaseRanker], progress: bool = True
 ) -> None:
-    """Add each ranker's scores to every bank (skipping rankers a bank already has)."""
+    """Add each ranker's scores to every bank (skipping rankers a bank already has); a ranker
+    that can read what a bank carries does (``score_bank``: the fused ranker's first-stage
+    part reads the bank's first-stage scores)."""
     for ranker in rankers:
         todo = [b for b in bankset.banks.values() if ranker.name not in b.scores]
         if not todo:

@@ -72,14 +72,17 @@ class EncoderRanker:
 
 class FirstStageRanker:
     """The first stage's own score of each candidate (``stage.score_ids(text, pids)``, or
-    ``stage.score_query(query, pids)`` for a run). A bank made by that first stage carries those
-    scores already (``bank.first_stage``, the values its search returned): :meth:`score_bank`
-    reads them instead of scoring the whole corpus again."""
+    ``stage.score_query(query, pids)`` for a run). ``stage`` must be the first stage that made
+    the banks: a bank carries its scores already (``bank.first_stage``, the values its search
+    returned), and :meth:`score_bank` reads them instead of scoring the whole corpus again. The
+    first bank it reads is checked against ``stage`` itself (one corpus scoring): banks of
+    another first stage are an error, not a silent mix."""
 
     name = "first-stage"
 
     def __init__(self, stage) -> None:
         self.stage = stage
+        self._checked = False
 
     def score(self, query: Query, pids: list[str]) -> np.ndarray:
         if hasattr(self.stage, "score_query"):
@@ -87,7 +90,18 @@ class FirstStageRanker:
         return self.stage.score_ids(query.text, pids)
 
     def score_bank(self, query: Query, bank: CandidateBank) -> np.ndarray:
-        return np.array(bank.first_stage, dtype=np.float64)
+        carried = np.array(bank.first_stage, dtype=np.float64)
+        if not self._checked:
+            own = self.score(query, bank.pids)
+            if not np.allclose(own, carried, rtol=1e-9, atol=0.0):
+                raise DataError(
+                    f"bank {bank.qid!r} was not made by this first stage "
+                    f"({getattr(self.stage, 'name', type(self.stage).__name__)!r}): its "
+                    "first-stage scores differ from the stage's own; build the fused ranker "
+                    "with the first stage that made the banks"
+                )
+            self._checked = True
+        return carried
 
 
 class HybridRanker:

@@ -170,7 +170,8 @@ def test_scores_of_another_scorer_version_are_recomputed(toy, tmp_path, monkeypa
 def test_fused_scores_read_the_banks_first_stage_scores_bit_for_bit(first_stage, mode):
     """The fused ranker's first-stage part reads the scores the bank carries (what the first
     stage's search returned) instead of scoring the whole corpus again per bank: the same
-    values ``score_ids`` gives, bit for bit, also for gold-injected banks and a user's run."""
+    values ``score_ids`` gives, bit for bit, also for gold-injected banks and a user's run; the
+    stage is asked once, to check that it made the banks."""
     from fincrowd_ltr.retrieval.build import RunFirstStage
     from fincrowd_ltr.retrieval.first_stage import make_first_stage
     from fincrowd_ltr.retrieval.rankers import FirstStageRanker, RunRanker
@@ -184,22 +185,39 @@ def test_fused_scores_read_the_banks_first_stage_scores_bit_for_bit(first_stage,
         stage = RunFirstStage(run)
     else:
         stage = make_first_stage(first_stage, index, data)
-    banks = retrieve_candidates(data, stage, size=2, mode=mode)
+    banks = retrieve_candidates(data, stage, size=2 if mode == "injected" else 5, mode=mode)
     assert any(b.injected for b in banks.banks.values()) == (mode == "injected")
     other = RunRanker(lambda query, pids: np.arange(len(pids), dtype=np.float64) % 2)
     fused = HybridRanker([FirstStageRanker(stage), other], name="fused")
-    expected = {
-        qid: reciprocal_rank_fusion(
-            [
-                FirstStageRanker(stage).score(data.queries[qid], bank.pids),
-                other.score(None, bank.pids),
-            ]
-        )
-        for qid, bank in banks.banks.items()
-    }
-    for name in ("score_ids", "score_query"):
-        if hasattr(stage, name):  # the corpus is not scored again
-            setattr(stage, name, lambda *a: pytest.fail("the first stage scored the corpus again"))
+    expected, distinct = {}, []
+    for qid, bank in banks.banks.items():
+        own = FirstStageRanker(stage).score(data.queries[qid], bank.pids)
+        np.testing.assert_array_equal(bank.first_stage, own)
+        read = FirstStageRanker(stage).score_bank(data.queries[qid], bank)
+        np.testing.assert_array_equal(read, own)  # the values, not only their order
+        distinct.append(len(set(own.tolist())) > 1)
+        expected[qid] = reciprocal_rank_fusion([own, other.score(None, bank.pids)])
+    # scores that order the banks, so that the fusion below tells orders apart (injected banks
+    # of this corpus tie: there the equality above is the check)
+    assert any(distinct) or mode == "injected"
+    name = "score_query" if hasattr(stage, "score_query") else "score_ids"
+    asked, real = [], getattr(stage, name)
+    setattr(stage, name, lambda *a: asked.append(a) or real(*a))
     score_banks(banks, data, [fused], progress=False)
+    assert len(asked) == 1  # the check of the first bank, not one corpus scoring per bank
     for qid, bank in banks.banks.items():
         np.testing.assert_array_equal(bank.scores["fused"], expected[qid])
+
+
+def test_a_fused_ranker_over_another_first_stage_is_refused(toy):
+    """Banks carry their own first stage's scores: a fused ranker built with another stage
+    would silently fuse those, so the first bank it reads is checked against its stage."""
+    from fincrowd_ltr.retrieval.rankers import FirstStageRanker
+
+    index = BM25Index.build(toy.passages, progress=False)
+    banks = retrieve_candidates(toy, index, size=3)
+    for bank in banks.banks.values():
+        bank.first_stage = bank.first_stage[::-1].copy()  # as another stage would have scored
+    fused = HybridRanker([FirstStageRanker(index), BM25Ranker(index)], name="fused")
+    with pytest.raises(DataError, match="not made by this first stage"):
+        score_banks(banks, toy, [fused], progress=False)
