@@ -59,12 +59,13 @@ def run(source: Path, dataset: str, ranker: str, args, cache: Path, out: Path) -
     return seconds
 
 
-def cold_run(source: Path, dataset: str, ranker: str, args, tmp: str) -> tuple[float, dict]:
-    """One run from an empty cache of its own (removed afterwards): seconds and its report."""
+def cold_run(source: Path, dataset: str, ranker: str, args, tmp: str) -> tuple[float, dict, float]:
+    """One run from an empty cache of its own (removed afterwards): seconds, its report and
+    the machine's load right after it."""
     with tempfile.TemporaryDirectory(dir=tmp) as cache:
         out = Path(cache) / "out"
         seconds = run(source, dataset, ranker, args, Path(cache) / "cache", out)
-        return seconds, figures(out / "report.json")
+        return seconds, figures(out / "report.json"), os.getloadavg()[0]
 
 
 def figures(report: Path) -> dict:
@@ -95,8 +96,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--fit-args", default="", help="options appended to both commands")
     parser.add_argument("--warm", action="store_true", help="the cache is full: no filling runs")
-    parser.add_argument("--cold", action="store_true", help="every run from an empty cache")
+    parser.add_argument(
+        "--cold", action="store_true", help="every run from an empty cache (--cache-dir unused)"
+    )
     args = parser.parse_args()
+    if args.cold and args.warm:
+        parser.error("--cold and --warm exclude each other")
     cache = Path(args.cache_dir).resolve()
     rows = []
     with tempfile.TemporaryDirectory() as tmp, checkout(args.baseline_ref) as old:
@@ -110,10 +115,10 @@ def main() -> None:
                 ]
                 befores, afters = alternate(*case_runs, args.repeats)
                 for name, found in (("before", befores), ("after", afters)):
-                    times[name] = [t for t, _ in found]
+                    times[name] = [t for t, _, _ in found]
                     reports[name] = found[-1][1]
-                    load = os.getloadavg()[0]
-                    print(f"{dataset} {name} (cold): {times[name]} (load {load:.2f})", flush=True)
+                    loads = ", ".join(f"{load:.2f}" for _, _, load in found)
+                    print(f"{dataset} {name} (cold): {times[name]} (load {loads} after each)")
             for name, source in () if args.cold else (("before", old), ("after", ROOT)):
                 out = Path(tmp) / f"{dataset}-{name}"
                 if not args.warm:

@@ -314,7 +314,7 @@ def test_training_steps_recompute_pairs_for_hard_negatives_and_other_distractor_
         assert torch.equal(own, remembered) == (not options)
 
 
-def test_a_synthetic_weight_reuses_the_banks_pairs_and_weighs_the_loss(monkeypatch):
+def test_a_synthetic_weight_reuses_the_banks_pairs_and_carries_its_weight(monkeypatch):
     # each mixing weight reweighs the same synthetic banks: their pairs (labels and base scores
     # alone) are computed once, not once per fit, and the batch still carries the new weight
     from fincrowd_ltr.model import pairs as pairs_module
