@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -21,9 +21,6 @@ from fincrowd_ltr.data.schema import DataError, Passage, Query
 from fincrowd_ltr.retrieval.bm25 import BM25Index
 from fincrowd_ltr.retrieval.fusion import reciprocal_rank_fusion
 from fincrowd_ltr.retrieval.windows import WindowPolicy
-
-if TYPE_CHECKING:
-    from fincrowd_ltr.retrieval.banks import CandidateBank
 
 RANKERS = ("bm25", "dense", "splade", "hybrid", "fused", "static", "hybrid-static", "fused-static")
 ALL_RANKERS = ("bm25", "dense", "splade", "hybrid", "fused")  # ``all``; static ones by name
@@ -34,6 +31,15 @@ class BaseRanker(Protocol):
     name: str
 
     def score(self, query: Query, pids: list[str]) -> np.ndarray: ...
+
+
+class CarriedScores(Protocol):
+    """What a bank carries that a ranker may read (a
+    :class:`~fincrowd_ltr.retrieval.banks.CandidateBank`)."""
+
+    qid: str
+    pids: list[str]
+    first_stage: np.ndarray
 
 
 class BM25Ranker:
@@ -89,7 +95,7 @@ class FirstStageRanker:
             return self.stage.score_query(query, pids)
         return self.stage.score_ids(query.text, pids)
 
-    def score_bank(self, query: Query, bank: CandidateBank) -> np.ndarray:
+    def score_bank(self, query: Query, bank: CarriedScores) -> np.ndarray:
         carried = np.array(bank.first_stage, dtype=np.float64)
         if not self._checked:
             own = self.score(query, bank.pids)
@@ -114,11 +120,11 @@ class HybridRanker:
     def score(self, query: Query, pids: list[str]) -> np.ndarray:
         return reciprocal_rank_fusion([p.score(query, pids) for p in self.parts])
 
-    def score_bank(self, query: Query, bank: CandidateBank) -> np.ndarray:
+    def score_bank(self, query: Query, bank: CarriedScores) -> np.ndarray:
         return reciprocal_rank_fusion([score_bank(p, query, bank) for p in self.parts])
 
 
-def score_bank(ranker: BaseRanker, query: Query, bank: CandidateBank) -> np.ndarray:
+def score_bank(ranker: BaseRanker, query: Query, bank: CarriedScores) -> np.ndarray:
     """``ranker``'s scores of a bank's candidates: from what the bank carries where the ranker
     can read it (``score_bank``), else ``ranker.score(query, bank.pids)``."""
     read = getattr(ranker, "score_bank", None)
