@@ -68,6 +68,37 @@ def cold_run(source: Path, dataset: str, ranker: str, args, tmp: str) -> tuple[f
         return seconds, figures(out / "report.json"), os.getloadavg()[0]
 
 
+def cold_case(old: Path, dataset: str, ranker: str, args, tmp: str, cache: Path) -> tuple:
+    """Each side's times and last report, every run from an empty cache, the sides taking
+    turns (``cache`` unused)."""
+    sides = [
+        functools.partial(cold_run, source, dataset, ranker, args, tmp) for source in (old, ROOT)
+    ]
+    befores, afters = alternate(*sides, args.repeats)
+    times, reports = {}, {}
+    for name, found in (("before", befores), ("after", afters)):
+        times[name] = [t for t, _, _ in found]
+        reports[name] = found[-1][1]
+        loads = ", ".join(f"{load:.2f}" for _, _, load in found)
+        print(f"{dataset} {name} (cold): {times[name]} (load {loads} after each)", flush=True)
+    return times, reports
+
+
+def cached_case(old: Path, dataset: str, ranker: str, args, tmp: str, cache: Path) -> tuple:
+    """Each side's times and report in the shared ``cache`` (filled by an untimed run of each
+    side unless ``--warm``)."""
+    times, reports = {}, {}
+    for name, source in (("before", old), ("after", ROOT)):
+        out = Path(tmp) / f"{dataset}-{name}"
+        if not args.warm:
+            run(source, dataset, ranker, args, cache, out)  # fills the caches
+        times[name] = [run(source, dataset, ranker, args, cache, out) for _ in range(args.repeats)]
+        reports[name] = figures(out / "report.json")
+        load = os.getloadavg()[0]
+        print(f"{dataset} {name}: {times[name]} (load {load:.2f} after)", flush=True)
+    return times, reports
+
+
 def figures(report: Path) -> dict:
     data = json.loads(report.read_text())
     data.get("info", {}).pop("residual_fits", None)
@@ -107,28 +138,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, checkout(args.baseline_ref) as old:
         for case in args.cases.split(","):
             dataset, ranker = case.split(":")
-            times, reports = {}, {}
-            if args.cold:
-                case_runs = [
-                    functools.partial(cold_run, source, dataset, ranker, args, tmp)
-                    for source in (old, ROOT)
-                ]
-                befores, afters = alternate(*case_runs, args.repeats)
-                for name, found in (("before", befores), ("after", afters)):
-                    times[name] = [t for t, _, _ in found]
-                    reports[name] = found[-1][1]
-                    loads = ", ".join(f"{load:.2f}" for _, _, load in found)
-                    print(f"{dataset} {name} (cold): {times[name]} (load {loads} after each)")
-            for name, source in () if args.cold else (("before", old), ("after", ROOT)):
-                out = Path(tmp) / f"{dataset}-{name}"
-                if not args.warm:
-                    run(source, dataset, ranker, args, cache, out)  # fills the caches
-                times[name] = [
-                    run(source, dataset, ranker, args, cache, out) for _ in range(args.repeats)
-                ]
-                reports[name] = figures(out / "report.json")
-                load = os.getloadavg()[0]
-                print(f"{dataset} {name}: {times[name]} (load {load:.2f} after)", flush=True)
+            measure = cold_case if args.cold else cached_case
+            times, reports = measure(old, dataset, ranker, args, tmp, cache)
             before, after = statistics.median(times["before"]), statistics.median(times["after"])
             rows.append((dataset, ranker, before, after, same(reports["before"], reports["after"])))
     print(
