@@ -184,6 +184,14 @@ class TrainingSettings:
             "conflict never raises it"
         ),
     )
+    committee: int = field(
+        default=1,
+        metadata=_opt(
+            "residuals averaged into each deployed one, each trained without a seeded share of "
+            "the training companies (sub-bagging; 1: a single fit)",
+            type=int,
+        ),
+    )
     extra_training: tuple[str, ...] = field(
         default=(),
         metadata=_opt(
@@ -202,6 +210,10 @@ class TrainingSettings:
             type=int,
         ),
     )
+
+    def __post_init__(self) -> None:
+        if self.committee < 1:
+            raise _data_error(f"committee must be >= 1 (1: a single fit); got {self.committee}")
 
 
 @dataclass(frozen=True)

@@ -321,7 +321,10 @@ class _CrossValidation:
             plan, self.examples, b.train_mode, extra, self.syn, self.synthetic, fold_groups,
             held_groups, b.val_mode, s.calibration.gate,
         )  # fmt: skip
-        self.fits = ResidualFits(t.workers, progress)
+        groups = {q: query.group or q for q, query in data.queries.items()}
+        if self.syn is not None:
+            groups.update(self.syn.groups)
+        self.fits = ResidualFits(t.workers, progress, t.committee, groups)
         # every fold's model reads this corpus: its segment names are harvested once, here
         self.features = CorpusFeaturizers()
 
@@ -395,8 +398,8 @@ class _CrossValidation:
         else:
             self.setting = self.grid[_best_setting([row[1] for row in chosen])[0]]
             jobs.append((*ex.split(tuple(range(len(self.plan))), 0), self.setting, seed))
-        self.fits.prefetch(round_jobs + jobs)
-        return [(self.fits.get(*job)[0], setting, scores)
+        self.fits.prefetch([m for job in round_jobs + jobs for m in self.fits.members(*job)])
+        return [(self.fits.deployed(*job)[0], setting, scores)
                 for job, (setting, scores) in zip(round_jobs, chosen, strict=True)]  # fmt: skip
 
     def cross_validate(self) -> CrossValReport:
@@ -483,6 +486,7 @@ class _CrossValidation:
                 "mean_val_ndcg10": _best_setting([row[2] for row in selected])[1],
                 "validated_on": self.ex.validated_on,
             },
+            "committee": s.training.committee,
             "regression_cap": s.calibration.regression_cap,
             "gate_calibration": s.calibration.gate_calibration,
             "gate_folds": gate_folds,
@@ -524,6 +528,8 @@ class _CrossValidation:
             extra["held_out_query_ids"] = sorted(self.held)
         if self.extra_qids:
             extra["extra_training"] = _by_dataset(self.extra_qids)
+        if s.training.committee > 1:
+            extra["committee"] = s.training.committee
         if self.synthetic.active:  # asked for: recorded even when the corpus yielded none
             extra["synthetic"] = self.synthetic_record()
         final.summary = TrainingSummary(
@@ -644,7 +650,7 @@ def _fit_gate(data, ex, fits, model, train, validation, setting, seed, oof=False
     as ``(qids, logits, gains)`` with logits of a gate trained without that fold (else None)."""
     rows = []
     for test, inner_train, inner_val in _gate_splits(ex, train, validation):
-        module, _ = fits.get(inner_train, inner_val, setting, seed)
+        module, _ = fits.deployed(inner_train, inner_val, setting, seed)
         scorer = model(module.scorer)
         for mode in MODES:
             examples = ex.of(mode, [test])
@@ -717,12 +723,12 @@ def _best_setting(val_scores: list[list[float]]) -> tuple[int, list[float]]:
 def _fit_final(data, ex, fits, model, plan, setting, seed, gate, c, domain, pooled=False):
     if not gate:
         train = tuple(range(len(plan)))
-        module, _ = fits.get(*ex.split(train, 0), setting, seed)
+        module, _ = fits.deployed(*ex.split(train, 0), setting, seed)
         final = model(module.scorer)
         final.summary.train_banks = sum(e.has_support for e in ex.train(train))
         return final
     calib, r, val = _final_round(data, plan)  # the largest calibration set
-    module, _ = fits.get(*ex.split(r.train, val), setting, seed)
+    module, _ = fits.deployed(*ex.split(r.train, val), setting, seed)
     gate_module, oof = _fit_gate(data, ex, fits, model, r.train, val, setting, seed, pooled)
     final = model(module.scorer, gate_module)
     calibration = fit_calibration(

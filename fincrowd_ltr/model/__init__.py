@@ -12,6 +12,7 @@ _EXPORTS = {
     "pairwise_loss": "fincrowd_ltr.model.pairs",
     "ResidualScorer": "fincrowd_ltr.model.residual",
     "normalise_base": "fincrowd_ltr.model.residual",
+    "average_residuals": "fincrowd_ltr.model.residual",
     "IdentityGate": "fincrowd_ltr.model.gate",
     "GateCalibration": "fincrowd_ltr.model.calibration",
     "GatedCorrection": "fincrowd_ltr.model.correction",

@@ -107,3 +107,36 @@ class ResidualScorer(nn.Module):
         if mask is not None:
             final = torch.where(mask, final, torch.full_like(final, float("-inf")))
         return final, s_hat, z
+
+
+@torch.no_grad()
+def average_residuals(scorers: list[ResidualScorer]) -> ResidualScorer:
+    """One residual whose ``r`` is the mean of the ``scorers``' ``r`` for every candidate, exactly
+    (up to rounding): a committee of linear residuals is a linear residual. The members must share
+    ``alpha``, ``gamma`` and their active features. Their weights are averaged in raw feature
+    units (``w / sigma``); ``sigma`` is the members' mean and ``mu`` the members' mean moved along
+    the averaged weights so that the constant term is the members' mean too (``tanh`` reads it)."""
+    if not scorers:
+        raise ValueError("a committee needs at least one residual")
+    first = scorers[0]
+    for other in scorers[1:]:
+        if (other.alpha, other.gamma) != (first.alpha, first.gamma) or not torch.equal(
+            other.active, first.active
+        ):
+            raise ValueError("committee members must share alpha, gamma and active features")
+    effective = torch.stack([s.weight * s.active / s.feature_std for s in scorers])
+    offsets = torch.stack(
+        [(s.feature_mean * w).sum() for s, w in zip(scorers, effective, strict=True)]
+    )
+    raw, offset = effective.mean(0), offsets.mean()  # r = x @ raw - offset
+    std = torch.stack([s.feature_std for s in scorers]).mean(0)
+    mean = torch.stack([s.feature_mean for s in scorers]).mean(0)
+    norm = (raw * raw).sum()
+    if norm > 0:
+        mean = mean + (offset - (mean * raw).sum()) / norm * raw
+    out = ResidualScorer(first.weight.numel(), first.alpha, first.gamma)
+    out.active.copy_(first.active)
+    out.feature_std.copy_(std)
+    out.feature_mean.copy_(mean)
+    out.weight.copy_(raw * std)
+    return out

@@ -5,7 +5,8 @@ validation epoch restored, or a fixed number of epochs); :func:`choose_setting` 
 setting of a grid on one or more (training, validation) splits and keeps the best setting and
 epoch count of the mean validation curve; :class:`ResidualFits`
 remembers every fit by (training questions, validation questions, setting), so a workflow never
-trains the same residual twice.
+trains the same residual twice, and trains committees: a residual averaged over fits on group
+sub-samples of its training banks (:meth:`ResidualFits.deployed`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from lightning.pytorch.callbacks import Callback, EarlyStopping
 
 from fincrowd_ltr.defaults import SELECTION_GRID
 from fincrowd_ltr.features.examples import BankExample
+from fincrowd_ltr.model.residual import average_residuals
 from fincrowd_ltr.progress import Progress
 from fincrowd_ltr.training.data import BankDataModule
 from fincrowd_ltr.training.module import ResidualModule
@@ -124,13 +126,62 @@ class ResidualFits:
         workers: Processes for :meth:`prefetch` (``None``: one per CPU core when there are at
             least ``MIN_PARALLEL_FITS`` fits to train; 1: in this process).
         progress: Show a bar with an estimate while prefetching.
+        committee: Member fits of a deployed residual (:meth:`deployed`; 1: a single fit).
+        groups: Each question's group (company), which decides the members' sub-samples; a
+            question without one is its own group.
     """
 
-    def __init__(self, workers: int | None = 1, progress: bool = False) -> None:
+    def __init__(
+        self,
+        workers: int | None = 1,
+        progress: bool = False,
+        committee: int = 1,
+        groups: dict[str, str] | None = None,
+    ) -> None:
+        if committee < 1:
+            raise ValueError(f"a committee has at least one member; got {committee}")
         self._fits: dict[tuple, tuple[ResidualModule, float]] = {}
         self.trained = 0
         self.workers = workers
         self.progress = progress
+        self.committee = committee
+        self.groups = dict(groups or {})
+
+    def members(
+        self, train: list[BankExample], val: list[BankExample], setting: dict, seed: int = 0
+    ) -> list[tuple[list[BankExample], list[BankExample], dict, int]]:
+        """The fits a deployed residual averages: with a committee of K, member k is trained
+        without the k-th of K seeded chunks of the training banks' groups (at most one member
+        per group); else the fit itself."""
+        names = sorted({self.groups.get(e.qid, e.qid) for e in train})
+        k = min(self.committee, len(names))
+        if k <= 1:
+            return [(train, val, setting, seed)]
+        order = np.random.default_rng(seed).permutation(len(names))
+        chunks = [{names[i] for i in order[m::k]} for m in range(k)]
+        group = self.groups.get
+        return [
+            ([e for e in train if group(e.qid, e.qid) not in left_out], val, setting, seed)
+            for left_out in chunks
+        ]
+
+    def deployed(
+        self, train: list[BankExample], val: list[BankExample], setting: dict, seed: int = 0
+    ) -> tuple[ResidualModule, float]:
+        """The residual a workflow deploys or scores rows with: the committee's members (fitted
+        or found) merged into one linear residual (:func:`average_residuals`), with their mean
+        validation score and validation curve; a single fit without a committee."""
+        jobs = self.members(train, val, setting, seed)
+        if len(jobs) == 1:
+            return self.get(*jobs[0])
+        fitted = [self.get(*job) for job in jobs]
+        module = ResidualModule(**_module_setting(setting))
+        module.scorer.load_state_dict(average_residuals([m.scorer for m, _ in fitted]).state_dict())
+        curves = [m.val_curve for m, _ in fitted]
+        n = min(len(c) for c in curves)
+        module.val_curve = np.mean([c[:n] for c in curves], axis=0).tolist() if n else []
+        module.best_epochs = round(float(np.mean([m.best_epochs for m, _ in fitted])))
+        return module, float(np.mean([score for _, score in fitted]))
 
     @staticmethod
     def key(train: list[BankExample], val: list[BankExample], setting: dict, seed: int) -> tuple:

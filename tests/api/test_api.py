@@ -229,3 +229,18 @@ def test_pooled_gate_calibration_adds_the_cross_fitted_training_rows():
     assert all(f["query_ids"] > 4 for f in report.info["gate_folds"])
     with pytest.raises(fc.DataError, match="gate_calibration must be one of"):
         fc.fit_correction(data, "bm25", folds=4, cache_dir=None, gate_calibration="all")
+
+
+def test_a_committee_fit_is_recorded_and_its_checkpoint_serves(tmp_path):
+    data = user_corpus()
+    _, plain = fc.fit_correction(data, "bm25", folds=4, min_calibration=2, cache_dir=None)
+    model, report = fc.fit_correction(
+        data, "bm25", folds=4, min_calibration=2, cache_dir=None, committee=3
+    )
+    assert report.info["committee"] == 3 and model.summary.extra["committee"] == 3
+    assert report.info["residual_fits"] > plain.info["residual_fits"]
+    model.save_pretrained(tmp_path / "model")
+    again = fc.GatedCorrection.from_pretrained(tmp_path / "model")
+    assert again.summary.extra["committee"] == 3
+    with pytest.raises(fc.DataError, match="committee"):
+        fc.fit_correction(data, "bm25", folds=4, cache_dir=None, committee=0)

@@ -2,6 +2,8 @@
 
 import math
 
+import numpy as np
+import pytest
 import torch
 
 from fincrowd_ltr.model import ResidualScorer, normalise_base, pair_weights, pairwise_loss
@@ -184,3 +186,32 @@ def test_monotone_residual_never_lets_a_conflict_raise_a_candidate():
     signed, _, _ = fit_residual(banks[:16], banks[16:], {"monotone": True}, max_epochs=15)
     assert free.scorer.weight[conflict] > 0 and free.scorer.weight[match] < 0
     assert signed.scorer.weight[conflict] <= 0 and signed.scorer.weight[match] >= 0
+
+
+def test_a_committee_of_residuals_is_one_residual_with_the_members_mean_r():
+    """Members with their own standardisation and weights merge into one ``ResidualScorer``
+    whose ``r`` (constant term included, which ``tanh`` reads) and corrected scores are the
+    members' mean ``r`` and its correction; signs of a monotone member set survive."""
+    from fincrowd_ltr.model.residual import average_residuals
+
+    rng = np.random.default_rng(3)
+    members = []
+    for _ in range(4):
+        s = ResidualScorer(5, alpha=2.0, gamma=0.7, active=[True, True, True, True, False])
+        s.feature_mean.copy_(torch.from_numpy(rng.normal(size=5) * 10))
+        s.feature_std.copy_(torch.from_numpy(rng.uniform(0.1, 5.0, size=5)))
+        with torch.no_grad():
+            s.weight.copy_(torch.from_numpy(np.abs(rng.normal(size=5))))
+        members.append(s)
+    merged = average_residuals(members)
+    x = torch.from_numpy(rng.normal(size=(30, 5)) * 20)
+    base = torch.from_numpy(rng.normal(size=30))
+    mean_r = torch.stack([m.residual(x) for m in members]).mean(0)
+    assert torch.allclose(merged.residual(x), mean_r, rtol=1e-10, atol=1e-10)
+    expected = normalise_base(base) + 2.0 * torch.tanh(0.7 * mean_r)
+    assert torch.allclose(merged(x, base), expected, rtol=1e-10, atol=1e-10)
+    assert (merged.weight[:4] > 0).all() and merged.weight[4] == 0  # signs and switched-off kept
+    alone = average_residuals(members[:1])
+    assert torch.allclose(alone.residual(x), members[0].residual(x), rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="share alpha"):
+        average_residuals([members[0], ResidualScorer(5, alpha=1.0, gamma=0.7)])

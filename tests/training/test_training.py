@@ -334,3 +334,34 @@ def test_a_synthetic_weight_reuses_the_banks_pairs_and_carries_its_weight(monkey
         assert torch.equal(batch["weight"], torch.full((3,), weight, dtype=torch.float64))
         assert all(torch.equal(a, b) for a, b in zip(batch["pairs"], first["pairs"], strict=True))
     assert with_synthetic_weight(banks, 0) == []
+
+
+def test_a_committee_leaves_each_share_of_groups_out_of_one_member_and_averages_them(tmp_path):
+    """Member k of a committee trains without the k-th seeded chunk of the training groups
+    (each group left out by exactly one member, at most one member per group); the deployed
+    residual is the members' average, and a committee of 1 is the plain fit."""
+    from fincrowd_ltr.training.fitting import ResidualFits
+
+    banks = _toy_banks(tmp_path)
+    train, val = banks, banks[-2:]  # validation banks that also train: enough for the test
+    groups = {e.qid: f"g{i % 4}" for i, e in enumerate(train)}
+    names = sorted(set(groups.values()))
+    assert len(train) == 5 and len(names) == 4
+    fits = ResidualFits(committee=3, groups=groups)
+    jobs = fits.members(train, val, {"alpha": 2.0}, 0)
+    assert len(jobs) == 3
+    left_out = [set(names) - {groups[e.qid] for e in job[0]} for job in jobs]
+    assert all(left_out) and sorted(g for out in left_out for g in out) == names
+    for job, out in zip(jobs, left_out, strict=True):
+        assert [e.qid for e in job[0]] == [e.qid for e in train if groups[e.qid] not in out]
+        assert job[1] is val
+    assert len(ResidualFits(committee=9, groups=groups).members(train, val, {}, 0)) == 4
+    assert ResidualFits().members(train, val, {}, 0) == [(train, val, {}, 0)]
+    module, score = fits.deployed(train, val, {"alpha": 2.0}, 0)
+    assert fits.trained == 3
+    members = [fits.get(*job)[0] for job in jobs]
+    assert score == np.mean([fits.get(*job)[1] for job in jobs])
+    x = torch.from_numpy(np.concatenate([e.features for e in val]))
+    mean_r = torch.stack([m.scorer.residual(x) for m in members]).mean(0)
+    assert torch.allclose(module.scorer.residual(x), mean_r, rtol=1e-10, atol=1e-10)
+    assert not torch.allclose(members[0].scorer.residual(x), mean_r)  # members differ
