@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import numbers
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -212,6 +213,8 @@ class TrainingSettings:
     )
 
     def __post_init__(self) -> None:
+        if isinstance(self.committee, bool) or not isinstance(self.committee, numbers.Integral):
+            raise _data_error(f"committee must be a whole number; got {self.committee!r}")
         if self.committee < 1:
             raise _data_error(f"committee must be >= 1 (1: a single fit); got {self.committee}")
 

@@ -67,7 +67,7 @@ def fold_corrections(
     for r in plan.rounds():  # fold r.validation calibrates: the training folds choose the epochs
         _, _, epochs = choose_setting(ex.selection_splits(r.train, r.validation), ({},), seed, fits)
         setting = ex.fixed({}, epochs)
-        module, _ = fits.get(*ex.split(r.train, r.validation), setting, seed)
+        module, _ = fits.deployed(*ex.split(r.train, r.validation), setting, seed)
         gate, _ = _fit_gate(data, ex, fits, model, r.train, r.validation, setting, seed)
         out[r.test] = model(module.scorer, gate)
     return out

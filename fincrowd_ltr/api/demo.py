@@ -34,7 +34,7 @@ class DemoConfig:
 CORRECTION_FIELDS = (
     "dataset", "split", "ranker", "first_stage", "train_mode", "val_mode", "folds", "seed",
     "gate", "regression_cap", "domain", "out", "select", "synthetic", "synthetic_weights",
-    "calibrate", "evaluate",
+    "committee", "calibrate", "evaluate",
 )  # fmt: skip
 
 
@@ -236,6 +236,7 @@ def _correction_steps(c: dict, out: Path, common: dict, first_stage: str, echo) 
             folds=int(c.get("folds", 5)),
             seed=int(c.get("seed", 0)),
             grid=HPARAM_GRID if c.get("select", True) else None,
+            committee=int(c.get("committee", 1)),
             synthetic=synthetic,
             first_stage=c.get("first_stage", first_stage),
             split=c.get("split", "all"),

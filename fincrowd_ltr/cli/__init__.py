@@ -279,7 +279,9 @@ def _nested_command(command) -> None:
     )
     for group in (settings.BankSettings, settings.CalibrationSettings):
         settings.add_arguments(p, group)
-    settings.add_arguments(p, settings.TrainingSettings, only=("folds", "monotone", "workers"))
+    settings.add_arguments(
+        p, settings.TrainingSettings, only=("folds", "monotone", "committee", "workers")
+    )
     settings.add_synthetic_arguments(p)
     p.add_argument(
         "--no-select",

@@ -254,6 +254,8 @@ def fit_residual(args: argparse.Namespace) -> None:
             run=args.run,
             objective=args.objective,
             hard_negatives=args.hard_negatives,
+            monotone=args.monotone,
+            committee=args.committee,
             **_common(args),
         )
         print(f"\nfeature ablation at {setting} (cross-validated delta over base, family removed):")

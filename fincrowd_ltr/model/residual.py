@@ -110,12 +110,17 @@ class ResidualScorer(nn.Module):
 
 
 @torch.no_grad()
-def average_residuals(scorers: list[ResidualScorer]) -> ResidualScorer:
-    """One residual whose ``r`` is the mean of the ``scorers``' ``r`` for every candidate, exactly
-    (up to rounding): a committee of linear residuals is a linear residual. The members must share
-    ``alpha``, ``gamma`` and their active features. Their weights are averaged in raw feature
-    units (``w / sigma``); ``sigma`` is the members' mean and ``mu`` the members' mean moved along
-    the averaged weights so that the constant term is the members' mean too (``tanh`` reads it)."""
+def average_residuals(
+    scorers: list[ResidualScorer], features: torch.Tensor | None = None
+) -> ResidualScorer:
+    """One residual whose ``r`` is the mean of the ``scorers``' ``r`` for every candidate (up to
+    rounding): a committee of linear residuals is a linear residual. The members must share
+    ``alpha``, ``gamma`` and their active features; their weights are averaged in raw feature
+    units (``w / sigma``). The merged scorer standardises with the statistics of ``features``
+    (the committee's whole training set, as a single fit would; default: the members' mean
+    statistics), and its ``mu`` moves by the least amount in standardised units that carries the
+    members' mean constant term (``tanh`` reads it). Should the averaged weights cancel to zero,
+    that constant is lost: it is the same for every candidate, so no order changes."""
     if not scorers:
         raise ValueError("a committee needs at least one residual")
     first = scorers[0]
@@ -129,14 +134,17 @@ def average_residuals(scorers: list[ResidualScorer]) -> ResidualScorer:
         [(s.feature_mean * w).sum() for s, w in zip(scorers, effective, strict=True)]
     )
     raw, offset = effective.mean(0), offsets.mean()  # r = x @ raw - offset
-    std = torch.stack([s.feature_std for s in scorers]).mean(0)
-    mean = torch.stack([s.feature_mean for s in scorers]).mean(0)
-    norm = (raw * raw).sum()
-    if norm > 0:
-        mean = mean + (offset - (mean * raw).sum()) / norm * raw
     out = ResidualScorer(first.weight.numel(), first.alpha, first.gamma)
     out.active.copy_(first.active)
-    out.feature_std.copy_(std)
-    out.feature_mean.copy_(mean)
+    if features is not None:
+        out.fit_standardisation(features)
+    else:
+        out.feature_std.copy_(torch.stack([s.feature_std for s in scorers]).mean(0))
+        out.feature_mean.copy_(torch.stack([s.feature_mean for s in scorers]).mean(0))
+    std, mean = out.feature_std, out.feature_mean
+    direction = raw * std * std  # the constant's least move of mu in standardised units
+    norm = (direction * raw).sum()
+    if norm > 0:
+        out.feature_mean.copy_(mean + (offset - (mean * raw).sum()) / norm * direction)
     out.weight.copy_(raw * std)
     return out

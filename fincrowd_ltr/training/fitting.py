@@ -20,6 +20,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import lightning as L
 import numpy as np
+import torch
 from lightning.pytorch.callbacks import Callback, EarlyStopping
 
 from fincrowd_ltr.defaults import SELECTION_GRID
@@ -151,8 +152,9 @@ class ResidualFits:
         self, train: list[BankExample], val: list[BankExample], setting: dict, seed: int = 0
     ) -> list[tuple[list[BankExample], list[BankExample], dict, int]]:
         """The fits a deployed residual averages: with a committee of K, member k is trained
-        without the k-th of K seeded chunks of the training banks' groups (at most one member
-        per group); else the fit itself."""
+        without the k-th of K seeded chunks of the training banks' groups (labelled and
+        synthetic banks of a company are one group; a training set of fewer than K groups gets
+        one member per group, of one group a single fit); else the fit itself."""
         names = sorted({self.groups.get(e.qid, e.qid) for e in train})
         k = min(self.committee, len(names))
         if k <= 1:
@@ -176,7 +178,11 @@ class ResidualFits:
             return self.get(*jobs[0])
         fitted = [self.get(*job) for job in jobs]
         module = ResidualModule(**_module_setting(setting))
-        module.scorer.load_state_dict(average_residuals([m.scorer for m, _ in fitted]).state_dict())
+        # standardised with the statistics a single fit on ``train`` would have
+        weighted = with_synthetic_weight(train, setting.get("synthetic_weight", 1.0))
+        rows = np.concatenate([e.features for e in weighted if e.has_support])
+        merged = average_residuals([m.scorer for m, _ in fitted], torch.from_numpy(rows))
+        module.scorer.load_state_dict(merged.state_dict())
         curves = [m.val_curve for m, _ in fitted]
         n = min(len(c) for c in curves)
         module.val_curve = np.mean([c[:n] for c in curves], axis=0).tolist() if n else []

@@ -231,16 +231,38 @@ def test_pooled_gate_calibration_adds_the_cross_fitted_training_rows():
         fc.fit_correction(data, "bm25", folds=4, cache_dir=None, gate_calibration="all")
 
 
-def test_a_committee_fit_is_recorded_and_its_checkpoint_serves(tmp_path):
+def test_a_committee_fit_is_recorded_trains_every_member_once_and_serves(tmp_path, monkeypatch):
+    from fincrowd_ltr.training.fitting import ResidualFits
+
     data = user_corpus()
     _, plain = fc.fit_correction(data, "bm25", folds=4, min_calibration=2, cache_dir=None)
+    prefetched, trained = set(), []
+    prefetch, get = ResidualFits.prefetch, ResidualFits.get
+
+    def recording_prefetch(self, jobs):
+        prefetched.update(self.key(*job) for job in jobs)
+        return prefetch(self, jobs)
+
+    def recording_get(self, train, val, setting, seed=0):
+        before = self.trained
+        out = get(self, train, val, setting, seed)
+        if self.trained > before:
+            trained.append(self.key(train, val, setting, seed))
+        return out
+
+    monkeypatch.setattr(ResidualFits, "prefetch", recording_prefetch)
+    monkeypatch.setattr(ResidualFits, "get", recording_get)
     model, report = fc.fit_correction(
         data, "bm25", folds=4, min_calibration=2, cache_dir=None, committee=3
     )
     assert report.info["committee"] == 3 and model.summary.extra["committee"] == 3
     assert report.info["residual_fits"] > plain.info["residual_fits"]
+    # every member was listed for a prefetch, none trained twice
+    assert set(trained) <= prefetched and len(trained) == len(set(trained))
+    assert report.info["residual_fits"] == len(prefetched)
     model.save_pretrained(tmp_path / "model")
     again = fc.GatedCorrection.from_pretrained(tmp_path / "model")
     assert again.summary.extra["committee"] == 3
-    with pytest.raises(fc.DataError, match="committee"):
-        fc.fit_correction(data, "bm25", folds=4, cache_dir=None, committee=0)
+    for bad in (0, 2.5):
+        with pytest.raises(fc.DataError, match="committee"):
+            fc.fit_correction(data, "bm25", folds=4, cache_dir=None, committee=bad)

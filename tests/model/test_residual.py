@@ -191,7 +191,8 @@ def test_monotone_residual_never_lets_a_conflict_raise_a_candidate():
 def test_a_committee_of_residuals_is_one_residual_with_the_members_mean_r():
     """Members with their own standardisation and weights merge into one ``ResidualScorer``
     whose ``r`` (constant term included, which ``tanh`` reads) and corrected scores are the
-    members' mean ``r`` and its correction; signs of a monotone member set survive."""
+    members' mean ``r`` and its correction, standardised with the statistics of the rows it is
+    given; the averaged raw weights keep their signs."""
     from fincrowd_ltr.model.residual import average_residuals
 
     rng = np.random.default_rng(3)
@@ -201,16 +202,21 @@ def test_a_committee_of_residuals_is_one_residual_with_the_members_mean_r():
         s.feature_mean.copy_(torch.from_numpy(rng.normal(size=5) * 10))
         s.feature_std.copy_(torch.from_numpy(rng.uniform(0.1, 5.0, size=5)))
         with torch.no_grad():
-            s.weight.copy_(torch.from_numpy(np.abs(rng.normal(size=5))))
+            s.weight.copy_(torch.from_numpy(np.abs(rng.normal(size=5)) * [1, -1, 1, -1, 1]))
         members.append(s)
-    merged = average_residuals(members)
+    members[0].feature_std[2] = 1.0  # a feature constant in one member's training rows
+    members[0].weight.data[2] = 0.0
     x = torch.from_numpy(rng.normal(size=(30, 5)) * 20)
+    merged = average_residuals(members, x)
+    assert torch.allclose(merged.feature_std, x.std(0, unbiased=False))
     base = torch.from_numpy(rng.normal(size=30))
     mean_r = torch.stack([m.residual(x) for m in members]).mean(0)
     assert torch.allclose(merged.residual(x), mean_r, rtol=1e-10, atol=1e-10)
     expected = normalise_base(base) + 2.0 * torch.tanh(0.7 * mean_r)
     assert torch.allclose(merged(x, base), expected, rtol=1e-10, atol=1e-10)
-    assert (merged.weight[:4] > 0).all() and merged.weight[4] == 0  # signs and switched-off kept
+    signs = torch.sign(merged.weight)
+    assert signs.tolist() == [1.0, -1.0, 1.0, -1.0, 0.0]  # signs kept, switched-off stays 0
+    assert torch.allclose(average_residuals(members).residual(x), mean_r, rtol=1e-10, atol=1e-10)
     alone = average_residuals(members[:1])
     assert torch.allclose(alone.residual(x), members[0].residual(x), rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError, match="share alpha"):

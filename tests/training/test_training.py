@@ -365,3 +365,7 @@ def test_a_committee_leaves_each_share_of_groups_out_of_one_member_and_averages_
     mean_r = torch.stack([m.scorer.residual(x) for m in members]).mean(0)
     assert torch.allclose(module.scorer.residual(x), mean_r, rtol=1e-10, atol=1e-10)
     assert not torch.allclose(members[0].scorer.residual(x), mean_r)  # members differ
+    rows = torch.from_numpy(np.concatenate([e.features for e in train if e.has_support]))
+    assert torch.allclose(module.scorer.feature_std, torch.where(
+        rows.std(0, unbiased=False) > 0, rows.std(0, unbiased=False), torch.ones(rows.shape[1])
+    ))  # the statistics of a single fit on the same banks  # fmt: skip
