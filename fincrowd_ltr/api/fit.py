@@ -309,7 +309,7 @@ class _CrossValidation:
             data, ranker, modes, banks, featurizer, b.first_stage, b.bank_size, s.data.split,
             cache, run, progress,
         )  # fmt: skip
-        extra, self.extra_qids = _extra_examples(
+        extra, self.extra_qids, extra_groups = _extra_examples(
             list(t.extra_training), ranker, b.train_mode, b.first_stage, b.bank_size,
             t.extra_limit, t.seed, s.data.data_root, cache, progress,
         )  # fmt: skip
@@ -321,7 +321,7 @@ class _CrossValidation:
             plan, self.examples, b.train_mode, extra, self.syn, self.synthetic, fold_groups,
             held_groups, b.val_mode, s.calibration.gate,
         )  # fmt: skip
-        groups = {q: query.group or q for q, query in data.queries.items()}
+        groups = {**extra_groups, **{q: query.group or q for q, query in data.queries.items()}}
         if self.syn is not None:
             groups.update(self.syn.groups)
         self.fits = ResidualFits(t.workers, progress, t.committee, groups)
@@ -585,11 +585,12 @@ def _examples_by_mode(
 
 def _extra_examples(
     datasets, ranker, mode, first_stage, bank_size, limit, seed, data_root, cache_dir, progress
-) -> tuple[list[BankExample], list[tuple[str, str, str]]]:
-    """Training banks of other datasets and their ``(dataset, qid, fingerprint)``."""
+) -> tuple[list[BankExample], list[tuple[str, str, str]], dict[str, str]]:
+    """Training banks of other datasets, their ``(dataset, qid, fingerprint)`` and their
+    questions' groups (``dataset:group``)."""
     import random
 
-    out, qids = [], []
+    out, qids, groups = [], [], {}
     for name in datasets:
         other = load_dataset(name, data_root, "all")
         featurizer = BankFeaturizer(
@@ -603,7 +604,8 @@ def _extra_examples(
         for qid in random.Random(seed).sample(covered, min(limit, len(covered))):
             out.append(found[mode][qid])
             qids.append((other.name, qid, other.question_fingerprint(qid)))
-    return out, qids
+            groups[qid] = f"{other.name}:{other.queries[qid].group or qid}"
+    return out, qids, groups
 
 
 def _by_dataset(rows: list[tuple[str, str, str]]) -> dict[str, list[str]]:
