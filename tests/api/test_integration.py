@@ -142,10 +142,10 @@ def test_demo_config_is_checked(tmp_path, monkeypatch):
     documented = settings.from_arguments(build_parser().parse_args(
         ["fit", "--dataset", "financebench", "--ranker", "fused", "--first-stage", "auto",
          "--synthetic", "2000", "--synthetic-ranker", "fused-static", "--synthetic-weights",
-         "0,0.03,0.3", "--no-select", "--committee", "5"]
+         "0,0.03,0.3", "--no-select"]
     ))  # fmt: skip
     assert (seen["dataset"], seen["ranker"], seen["grid"]) == ("financebench", "fused", None)
-    assert seen["committee"] == documented.training.committee == 5
+    assert seen["committee"] == documented.training.committee == 1
     assert seen["synthetic"].resolved("fused") == documented.synthetic
     assert seen["first_stage"] == documented.banks.first_stage
     bad.write_text(
