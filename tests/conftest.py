@@ -1,5 +1,5 @@
 """Shared fixtures: the real data root (tests that need it skip when it is absent, and fail in
-CI) and a tiny randomly initialised BERT for encoder tests."""
+CI), a tiny randomly initialised BERT for encoder tests and a log of residual fits."""
 
 from __future__ import annotations
 
@@ -141,3 +141,43 @@ def user_corpus(prefix="Company", companies=16) -> fc.Dataset:
         queries[qid] = fc.Query(qid, f"What was {name} revenue in FY2020?", group=name)
         qrels[qid] = {f"{name}-2020": 1}
     return fc.Dataset("mycorpus", queries, passages, qrels)
+
+
+class FitLog:
+    """What ``ResidualFits`` was asked while ``fit_log`` is active: every prefetched fit's key,
+    every lookup's key and validation questions, and the keys a lookup had to train (not found
+    from a prefetch)."""
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        self.prefetched: set = set()
+        self.asked: list = []
+        self.validations: list[set[str]] = []
+        self.trained: list = []
+
+
+@pytest.fixture
+def fit_log(monkeypatch) -> FitLog:
+    from fincrowd_ltr.training.fitting import ResidualFits
+
+    log = FitLog()
+    prefetch, get = ResidualFits.prefetch, ResidualFits.get
+
+    def recording_prefetch(self, jobs):
+        log.prefetched.update(self.key(*job) for job in jobs)
+        return prefetch(self, jobs)
+
+    def recording_get(self, train, val, setting, seed=0):
+        key, before = self.key(train, val, setting, seed), self.trained
+        log.asked.append(key)
+        log.validations.append({e.qid for e in val})
+        out = get(self, train, val, setting, seed)
+        if self.trained > before:
+            log.trained.append(key)
+        return out
+
+    monkeypatch.setattr(ResidualFits, "prefetch", recording_prefetch)
+    monkeypatch.setattr(ResidualFits, "get", recording_get)
+    return log

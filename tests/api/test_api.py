@@ -40,22 +40,8 @@ def test_readme_example_trains_calibrates_saves_reloads_and_reranks(tmp_path):
     assert report.info["residual_fits"] > 0
 
 
-def test_residual_fits_are_never_trained_twice(monkeypatch):
-    from fincrowd_ltr.training.fitting import ResidualFits
-
-    prefetched, asked = set(), set()
-    prefetch, get = ResidualFits.prefetch, ResidualFits.get
-
-    def recording_prefetch(self, jobs):
-        prefetched.update(self.key(*job) for job in jobs)
-        return prefetch(self, jobs)
-
-    def recording_get(self, train, val, setting, seed=0):
-        asked.add(self.key(train, val, setting, seed))
-        return get(self, train, val, setting, seed)
-
-    monkeypatch.setattr(ResidualFits, "prefetch", recording_prefetch)
-    monkeypatch.setattr(ResidualFits, "get", recording_get)
+def test_residual_fits_are_never_trained_twice(fit_log):
+    prefetched = fit_log.prefetched
     data = user_corpus()
     _, report = fc.fit_correction(
         data, "bm25", folds=4, min_calibration=2, cache_dir=None, grid=None
@@ -64,7 +50,7 @@ def test_residual_fits_are_never_trained_twice(monkeypatch):
     # fit on the other), the refit and 2 cross-fitted inner residuals; the final model: 3
     # selection fits, the refit and 3 inner ones: 4 x 5 + 7 = 27 at most (refits of the same
     # folds for the same epochs are one fit); training any of them again would add to the count
-    assert asked == prefetched
+    assert set(fit_log.asked) == prefetched
     assert report.info["residual_fits"] == len(prefetched) <= 4 * 5 + 7
     # the selection fits (8 + 3), the final refit, the rounds' two-fold refits (4) and at least
     # 4 one-fold inner refits are all different fits (the old procedure trained 16)
@@ -231,33 +217,17 @@ def test_pooled_gate_calibration_adds_the_cross_fitted_training_rows():
         fc.fit_correction(data, "bm25", folds=4, cache_dir=None, gate_calibration="all")
 
 
-def test_a_committee_fit_is_recorded_trains_every_member_once_and_serves(tmp_path, monkeypatch):
-    from fincrowd_ltr.training.fitting import ResidualFits
-
+def test_a_committee_fit_is_recorded_trains_every_member_once_and_serves(tmp_path, fit_log):
     data = user_corpus()
     _, plain = fc.fit_correction(data, "bm25", folds=4, min_calibration=2, cache_dir=None)
-    prefetched, trained = set(), []
-    prefetch, get = ResidualFits.prefetch, ResidualFits.get
-
-    def recording_prefetch(self, jobs):
-        prefetched.update(self.key(*job) for job in jobs)
-        return prefetch(self, jobs)
-
-    def recording_get(self, train, val, setting, seed=0):
-        before = self.trained
-        out = get(self, train, val, setting, seed)
-        if self.trained > before:
-            trained.append(self.key(train, val, setting, seed))
-        return out
-
-    monkeypatch.setattr(ResidualFits, "prefetch", recording_prefetch)
-    monkeypatch.setattr(ResidualFits, "get", recording_get)
+    fit_log.clear()
     model, report = fc.fit_correction(
         data, "bm25", folds=4, min_calibration=2, cache_dir=None, committee=3
     )
     assert report.info["committee"] == 3 and model.summary.extra["committee"] == 3
     assert report.info["residual_fits"] > plain.info["residual_fits"]
     # every member was listed for a prefetch, none trained twice
+    trained, prefetched = fit_log.trained, fit_log.prefetched
     assert set(trained) <= prefetched and len(trained) == len(set(trained))
     assert report.info["residual_fits"] == len(prefetched)
     model.save_pretrained(tmp_path / "model")

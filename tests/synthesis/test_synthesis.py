@@ -276,7 +276,7 @@ def test_the_calibration_fold_never_validates_a_residual(tmp_path, labelled):
 
 @pytest.mark.parametrize("labelled", [False, True])
 def test_a_fit_trains_each_fit_once_and_its_final_model_never_sees_its_calibration(
-    tmp_path, monkeypatch, labelled
+    tmp_path, monkeypatch, fit_log, labelled
 ):
     """The whole run: every fit is trained by the prefetches (none trained again because a later
     lookup asked for other validation banks); the final model's residual and its gate's
@@ -286,7 +286,7 @@ def test_a_fit_trains_each_fit_once_and_its_final_model_never_sees_its_calibrati
     from fincrowd_ltr.api.fit import _CrossValidation
     from fincrowd_ltr.settings import FitSettings
     from fincrowd_ltr.training import fitting
-    from fincrowd_ltr.training.fitting import ResidualFits, choose_setting
+    from fincrowd_ltr.training.fitting import choose_setting
 
     data = filings_corpus(companies=10)
     settings = FitSettings().replace(
@@ -295,17 +295,7 @@ def test_a_fit_trains_each_fit_once_and_its_final_model_never_sees_its_calibrati
         synthetic=SyntheticSettings(n=40, labelled=labelled),
     )  # fmt: skip
     cv = _CrossValidation(data, "bm25", settings, None, {}, False)
-    prefetched, validations = set(), []
-    prefetch, get = ResidualFits.prefetch, ResidualFits.get
-
-    def counting_prefetch(self, jobs):
-        prefetched.update(self.key(*job) for job in jobs)
-        return prefetch(self, jobs)
-
-    def recording_get(self, train, val, setting, seed=0):
-        validations.append({e.qid for e in val})
-        return get(self, train, val, setting, seed)
-
+    prefetched, validations = fit_log.prefetched, fit_log.validations
     selections = []
 
     def recording_choice(splits, grid, seed=0, fits=None):
@@ -314,8 +304,6 @@ def test_a_fit_trains_each_fit_once_and_its_final_model_never_sees_its_calibrati
         selections.append((chosen_on, grid[found[0]]))
         return found
 
-    monkeypatch.setattr(ResidualFits, "prefetch", counting_prefetch)
-    monkeypatch.setattr(ResidualFits, "get", recording_get)
     monkeypatch.setattr(fitting, "choose_setting", recording_choice)
     cv.cross_validate()
     validations.clear()
