@@ -172,7 +172,7 @@ class ResidualFits:
     ) -> tuple[ResidualModule, float]:
         """The residual a workflow deploys or scores rows with: the committee's members (fitted
         or found) merged into one linear residual (:func:`average_residuals`), with their mean
-        validation score and validation curve; a single fit without a committee."""
+        validation score; a single fit without a committee."""
         jobs = self.members(train, val, setting, seed)
         if len(jobs) == 1:
             return self.get(*jobs[0])
@@ -183,10 +183,6 @@ class ResidualFits:
         rows = np.concatenate([e.features for e in weighted if e.has_support])
         merged = average_residuals([m.scorer for m, _ in fitted], torch.from_numpy(rows))
         module.scorer.load_state_dict(merged.state_dict())
-        curves = [m.val_curve for m, _ in fitted]
-        n = min(len(c) for c in curves)
-        module.val_curve = np.mean([c[:n] for c in curves], axis=0).tolist() if n else []
-        module.best_epochs = round(float(np.mean([m.best_epochs for m, _ in fitted])))
         return module, float(np.mean([score for _, score in fitted]))
 
     @staticmethod
