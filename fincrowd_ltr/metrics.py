@@ -78,7 +78,7 @@ def bootstrap_ci(
     For paired comparisons pass per-query differences (the paired bootstrap). With ``groups``
     (company, context), whole groups are resampled (cluster bootstrap), because questions about
     one company or one table are not independent; BCa's acceleration then comes from the
-    leave-one-group-out jackknife.
+    leave-one-group-out jackknife. A single group gives no interval (NaN, NaN).
     """
     if method not in ("percentile", "bca"):
         raise ValueError(f"method must be 'percentile' or 'bca'; got {method!r}")
@@ -93,6 +93,8 @@ def bootstrap_ci(
         if len(groups) != len(values):
             raise ValueError("groups must have one entry per value")
         names = sorted(set(groups))
+        if len(names) < 2:  # resampling one cluster gives it back: no interval to state
+            return (float("nan"), float("nan"))
         code = {g: i for i, g in enumerate(names)}
         member = np.array([code[g] for g in groups])
         sums = np.bincount(member, weights=values, minlength=len(names))

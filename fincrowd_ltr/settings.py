@@ -286,6 +286,10 @@ class CalibrationSettings:
             )
         if not 0.0 < self.delta < 1.0:
             raise _data_error(f"delta must be in (0, 1); got {self.delta}")
+        if not 0.0 <= self.regression_cap < 1.0:
+            raise _data_error(f"regression_cap must be in [0, 1); got {self.regression_cap}")
+        if self.min_calibration < 1:
+            raise _data_error(f"min_calibration must be at least 1; got {self.min_calibration}")
         if self.gate_calibration not in GATE_CALIBRATIONS:
             raise _data_error(
                 f"gate_calibration must be one of {GATE_CALIBRATIONS}; got "
@@ -472,6 +476,16 @@ def add_synthetic_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
+def _weights(text: str) -> tuple[float, ...]:
+    """``--synthetic-weights``: a comma list of numbers."""
+    try:
+        return tuple(float(w) for w in text.split(",") if w.strip())
+    except ValueError:
+        raise _data_error(
+            f"--synthetic-weights {text!r}: expected a comma list of numbers (e.g. 0,0.03,0.3)"
+        ) from None
+
+
 def from_arguments(args: argparse.Namespace) -> FitSettings:
     """The ``FitSettings`` a parsed command line asks for (``--no-select``: no selection grid)."""
     grid = SELECTION_GRID if getattr(args, "select", True) else None
@@ -495,7 +509,7 @@ def from_arguments(args: argparse.Namespace) -> FitSettings:
             scope=args.synthetic_scope,
             labelled=not args.synthetic_only,
             weight=args.synthetic_weight,
-            select_weights=tuple(float(w) for w in args.synthetic_weights.split(",") if w),
+            select_weights=_weights(args.synthetic_weights),
             ranker=args.synthetic_ranker,
             named_share=args.synthetic_named_share,
         ),

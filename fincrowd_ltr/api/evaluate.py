@@ -61,6 +61,11 @@ def evaluate(
     spec = bank_spec(spec, **shortcuts)
     corpus = load_dataset(dataset, settings.data_root, settings.split)
     names = rankers_of(rankers)
+    if not any(corpus.covered(q) for q in corpus.queries):
+        raise DataError(
+            f"{corpus.name}: no question has a relevant passage in the corpus, so there is "
+            "nothing to measure; " + ("; ".join(corpus.notes) or "check the qrels")
+        )
     run = read_run(run, corpus)
     if run is not None and "run" not in names:
         names.append("run")  # a run given is always reported (base:run)
@@ -116,10 +121,12 @@ def add_correction_rows(
     seen = set().union(*roles.values())  # every question it saw, whichever domain is asked
     qids = [q for q in data.queries if q in banks.banks and data.covered(q) and q not in seen]
     if not qids:
+        seen_as = ", ".join(f"{len(v)} {role}" for role, v in roles.items() if v)
         raise DataError(
-            "every covered query was used to train or calibrate this correction; evaluate on "
-            "other questions (hold some out with fit_correction(test_fold=K) / "
-            "`fit-residual --test-fold K`)"
+            "every covered query was used to train or calibrate this correction (whichever "
+            f"domain; by role: {seen_as}); evaluate on other questions (hold some out with "
+            "fit_correction(test_fold=K) / `fit-residual --test-fold K`, and calibrate on one "
+            "fold: `calibrate --fold K`)"
         )
     examples = model.examples(data, banks, ranker, qids)
     always = model.score_examples(data, examples)
@@ -207,13 +214,20 @@ def calibrate_domain(
             f"domain {domain!r} is already calibrated in this checkpoint; pass replace=True "
             "(--replace) to overwrite its calibration"
         )
+    if fold is not None and not 0 <= fold < folds:
+        raise DataError(f"calibration fold {fold} is outside 0..{folds - 1} ({folds} folds)")
     data = load_dataset(dataset, data_root, split)
     if qids is None:
         qids = (
-            FoldPlan.by_group(data, folds, seed).folds[fold]
+            list(FoldPlan.by_group(data, folds, seed).folds[fold])
             if fold is not None
             else list(data.queries)
         )
+        if not qids:
+            raise DataError(
+                f"calibration fold {fold} of {folds} holds no question (fewer groups than folds); "
+                "choose another --fold or fewer --folds"
+            )
     stage = first_stage or model.summary.first_stage or "bm25"
     banks = build_banks(
         data,

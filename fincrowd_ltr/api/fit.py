@@ -131,6 +131,29 @@ def held_out_rankings(report: dict) -> dict[str, dict[str, list[str]]]:
         ) from None
 
 
+def _require_covered_folds(data, plan: FoldPlan, folds: int) -> None:
+    """Every fold that trains must hold a covered question (each validates or calibrates some
+    round); ``folds``: the plan's size before any held-out test fold was taken out."""
+    empty = [i for i, fold in enumerate(plan.folds) if not any(data.covered(q) for q in fold)]
+    if not empty:
+        return
+    held = folds - len(plan)  # a held-out test fold is not in ``plan``
+    groups = {data.queries[q].group for f in plan.folds for q in f if data.covered(q)}
+    why = (
+        f"{len(plan)} training folds need at least {len(plan)} groups (companies) with covered "
+        f"questions, and these have {len(groups)}: use --folds {len(groups) + held} or fewer, "
+        "or add questions"
+        if len(groups) < len(plan)
+        else "its groups' questions have no relevant passage in the qrels: try another --seed "
+        "or fewer --folds"
+    )
+    raise DataError(
+        f"a training fold ({empty[0] + 1} of {len(plan)}) holds no covered question (one with a "
+        f"relevant passage): {why}",
+        "folds",
+    )
+
+
 class _Folds:
     """Examples per bank mode, indexed by the fold plan; training sets add ``extra`` (banks of
     other datasets, in every training set, never in validation, calibration or test) and the
@@ -288,6 +311,7 @@ class _CrossValidation:
         if t.test_fold is not None:
             self.held = plan.folds[t.test_fold] if 0 <= t.test_fold < len(plan) else None
             plan = plan.without(t.test_fold)
+        _require_covered_folds(data, plan, t.folds)
         if s.calibration.gate and len(plan) < 4:
             raise DataError(
                 f"the gate needs at least 4 group folds for training (test, calibration and two "

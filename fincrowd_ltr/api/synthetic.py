@@ -11,6 +11,7 @@ user's setting, reported beside the other.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +57,8 @@ def synthesize(
     if difficulty and found.questions:
         cache = None if cache_dir is None else Path(cache_dir)
         found.measure_difficulty(BM25Index.build(found.passages, cache_dir=cache, progress=False))
+    for note in found.notes:  # fewer questions than asked, and why
+        warnings.warn(f"synthesize: {note}", stacklevel=2)
     return found
 
 
@@ -67,27 +70,40 @@ def resolve_named_share(
     return named_share_of(questions, extractor) if share == AUTO else share
 
 
-def write_beir(synthesis: Synthesis, out: str | Path) -> Path:
+def write_beir(synthesis: Synthesis, out: str | Path, overwrite: bool = False) -> Path:
     """A BEIR folder of the synthetic questions: ``corpus.jsonl`` (the passages and their
     metadata), ``queries.jsonl`` (``group`` = company, ``source``, ``template``, typed
-    ``negatives``), ``qrels.tsv`` and ``report.json``."""
+    ``negatives``), ``qrels.tsv`` and ``report.json``. A folder that already holds files is
+    refused unless ``overwrite`` (it may be the corpus the questions came from); each file is
+    written under a temporary name and renamed, so none is ever half-written (a failure between
+    two files leaves the earlier ones new and the later ones old)."""
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise DataError(f"{out}: not a folder; choose another --out")
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise DataError(
+            f"{out}: already holds files (a corpus?); choose an empty or new --out, or pass "
+            "--overwrite to replace them"
+        )
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / "corpus.jsonl", "w", encoding="utf-8") as fh:
-        for pid, p in synthesis.passages.items():
-            meta = {k: v for k, v in p.metadata().items() if v is not None}
-            fh.write(json.dumps({"_id": pid, "text": p.text, "metadata": meta}) + "\n")
-    with open(out / "queries.jsonl", "w", encoding="utf-8") as fh:
-        for q in synthesis.questions:
-            row = q.to_dict()
-            record = {"_id": row.pop("qid"), "text": row.pop("text"), "group": q.company, **row}
-            fh.write(json.dumps(record) + "\n")
-    with open(out / "qrels.tsv", "w", encoding="utf-8") as fh:
-        fh.write("query-id\tcorpus-id\tscore\n")
-        for q in synthesis.questions:
-            for pid in q.relevant:
-                fh.write(f"{q.qid}\t{pid}\t1\n")
-    (out / "report.json").write_text(json.dumps(synthesis.report(), indent=1) + "\n")
+    corpus = []
+    for pid, p in synthesis.passages.items():
+        meta = {k: v for k, v in p.metadata().items() if v is not None}
+        corpus.append(json.dumps({"_id": pid, "text": p.text, "metadata": meta}) + "\n")
+    queries = []
+    for q in synthesis.questions:
+        row = q.to_dict()
+        record = {"_id": row.pop("qid"), "text": row.pop("text"), "group": q.company, **row}
+        queries.append(json.dumps(record) + "\n")
+    qrels = ["query-id\tcorpus-id\tscore\n"]
+    qrels += [f"{q.qid}\t{pid}\t1\n" for q in synthesis.questions for pid in q.relevant]
+    files = {"corpus.jsonl": corpus, "queries.jsonl": queries, "qrels.tsv": qrels}
+    files["report.json"] = [json.dumps(synthesis.report(), indent=1) + "\n"]
+    for name, lines in files.items():
+        tmp = out / f".{name}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.writelines(lines)
+        tmp.replace(out / name)
     return out
 
 

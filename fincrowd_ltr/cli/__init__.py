@@ -20,6 +20,11 @@ from fincrowd_ltr.defaults import (
     DEFAULT_CACHE,
 )
 
+DESCRIPTION = (
+    "fincrowd_ltr: a trainable, metadata-aware correction of a financial retriever's top k. "
+    "Each command calls one function of the Python API (import fincrowd_ltr); "
+    "`fincrowd COMMAND --help` lists its options."
+)
 FIRST_STAGE_HELP = (
     "candidate retrieval: 'auto' (the one chosen on training folds for the dataset: "
     + ", ".join(f"{name} {stage}" for name, stage in AUTO_FIRST_STAGE.items())
@@ -174,6 +179,7 @@ class HelpFormatter(argparse.HelpFormatter):
             or action.default is argparse.SUPPRESS
             or not action.option_strings
             or action.nargs == 0
+            or action.required
         ):
             return text
         default = "none" if action.default is None else "%(default)s"
@@ -301,7 +307,7 @@ def _synthesize_command(command) -> None:
     )
     _data(p)
     p.add_argument("--n", type=int, default=500, help="questions to synthesise")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="seed of the draw of pages and wordings")
     p.add_argument(
         "--named-share",
         type=settings.share_or_auto,
@@ -311,8 +317,12 @@ def _synthesize_command(command) -> None:
         "dataset's own questions that name one (their texts alone are read)",
     )
     p.add_argument(
-        "--out", type=Path, required=True, help="the BEIR folder to write (corpus, queries, qrels)"
+        "--out",
+        type=Path,
+        required=True,
+        help="the BEIR folder to write (corpus, queries, qrels); a new or empty one",
     )
+    p.add_argument("--overwrite", action="store_true", help="replace the files already in --out")
 
 
 def _index_command(command) -> None:
@@ -545,7 +555,7 @@ def _demo_command(command) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="fincrowd", description=__doc__, formatter_class=HelpFormatter
+        prog="fincrowd", description=DESCRIPTION, formatter_class=HelpFormatter
     )
     sub = parser.add_subparsers(dest="command", required=True)
 

@@ -164,12 +164,30 @@ def evaluate(args: argparse.Namespace) -> dict:
     return report
 
 
+def _source_folder(args: argparse.Namespace) -> Path | None:
+    """The BEIR folder a ``beir`` / ``beir:SUBDIR`` dataset is read from (``None`` otherwise)."""
+    from fincrowd_ltr.data.registry import resolve_data_root
+
+    if args.dataset != "beir" and not str(args.dataset).startswith("beir:"):
+        return None
+    root = resolve_data_root(args.data_root)
+    return root / args.dataset.partition(":")[2] if ":" in args.dataset else root
+
+
 def synthesize(args: argparse.Namespace) -> None:
     import json
 
     from fincrowd_ltr.api.synthetic import synthesize as run
     from fincrowd_ltr.api.synthetic import write_beir
+    from fincrowd_ltr.data.schema import DataError
 
+    source = _source_folder(args)
+    if source is not None and args.out.resolve() == source.resolve():
+        raise DataError(f"--out {args.out} is the corpus being read; choose another folder")
+    if args.out.is_dir() and any(args.out.iterdir()) and not args.overwrite:  # before any work
+        raise DataError(
+            f"{args.out}: already holds files; choose an empty or new --out, or pass --overwrite"
+        )
     found = run(
         _dataset(args),
         args.n,
@@ -178,7 +196,7 @@ def synthesize(args: argparse.Namespace) -> None:
         cache_dir=args.cache_dir,
         named_share=args.named_share,
     )
-    out = write_beir(found, args.out)
+    out = write_beir(found, args.out, overwrite=args.overwrite)
     report = found.report()
     print(
         f"{report['n_questions']} questions of {report['n_companies']} companies "
@@ -332,12 +350,28 @@ def calibrate(args: argparse.Namespace) -> None:
         f"domain {args.domain!r}: calibrated on {cal.n_queries} questions (temperature "
         f"{cal.temperature:.2f}, threshold {cal.threshold:.3f}, opens on "
         f"{cal.calibration_open:.3f} of {cal.n_orderable} orderable, mean nDCG@10 gain "
-        f"{cal.calibration_gain:+.4f}, regression {cal.calibration_regression:.3f}; {cal.method}: "
-        f"regression <= {cal.regression_cap} with probability >= {1 - cal.delta:.2f}, bound "
-        f"{cal.risk_bound:.3f}); stored in {args.out or args.checkpoint}"
+        f"{cal.calibration_gain:+.4f}, regression {cal.calibration_regression:.3f}; "
+        f"{_promise(cal)}); stored in {args.out or args.checkpoint}"
     )
     if args.out is not None:
         print(f"{args.out}: base ranker {model.base_ranker!r}, domains {sorted(model.domains)}")
+
+
+def _promise(cal) -> str:
+    """What a calibration promises, in words (its method's own guarantee)."""
+    bound = f"{cal.risk_bound:.3f}" if cal.risk_bound is not None else "n/a"
+    if cal.method == "ltt":
+        chance = f">= {1 - cal.delta:.2f}" if cal.delta is not None else "1 - delta"
+        return (
+            f"ltt: regression among orderable questions <= {cal.regression_cap} with probability "
+            f"{chance} (upper bound at the chosen threshold {bound})"
+        )
+    if cal.method == "crc":
+        return f"crc: expected regression among orderable questions <= {cal.regression_cap}"
+    return (
+        f"empirical: regression on these calibration questions <= {cal.regression_cap}, no "
+        f"promise for new ones (upper bound {bound})"
+    )
 
 
 def diagnose(args: argparse.Namespace) -> dict:

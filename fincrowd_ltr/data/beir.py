@@ -4,18 +4,29 @@ This is how a user brings their own filings: one JSON object per passage with ``
 ``text`` (optional ``title`` and ``metadata`` with ``company``, ``period``, ``doc_type``,
 ``document``, ``position``, ``is_table``, read as :mod:`fincrowd_ltr.data.metadata` says),
 queries with ``_id`` and ``text`` (optional ``group``),
-and qrels as ``query-id corpus-id score`` lines (a header line is allowed). Their own base
+and qrels as ``query-id corpus-id score`` lines (a header line is allowed) in ``qrels.tsv`` or
+BEIR's ``qrels/<split>.tsv``. Their own base
 ranker's scores come as a TREC run file (``qid Q0 docid rank score tag``).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 
 from fincrowd_ltr.data.jsonl import read_jsonl, require_fields, require_file
 from fincrowd_ltr.data.metadata import METADATA_FIELDS, normalise_metadata
 from fincrowd_ltr.data.schema import DataError, Dataset, Passage, Query
+
+
+def _fields(line: str) -> list[str]:
+    """A qrels line's fields: split on tabs when that gives three or four (ids may then hold
+    spaces; trailing empty fields dropped), else on any blanks."""
+    tabbed = [x.strip() for x in line.rstrip("\r\n").split("\t")]
+    while tabbed and not tabbed[-1]:
+        tabbed.pop()
+    return tabbed if len(tabbed) in (3, 4) and all(tabbed) else line.split()
 
 
 def read_qrels(path: Path, lines: dict | None = None) -> dict[str, dict[str, int]]:
@@ -25,7 +36,7 @@ def read_qrels(path: Path, lines: dict | None = None) -> dict[str, dict[str, int
     qrels: dict[str, dict[str, int]] = {}
     with open(path, encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, start=1):
-            parts = line.split()
+            parts = _fields(line)
             if not parts:
                 continue
             if lineno == 1 and parts[0] in ("query-id", "query_id", "qid"):
@@ -44,6 +55,34 @@ def read_qrels(path: Path, lines: dict | None = None) -> dict[str, dict[str, int
     return qrels
 
 
+def qrels_files(root: Path, split: str = "all") -> list[Path]:
+    """The qrels files of a BEIR folder for ``split``: ``qrels.tsv`` when present, else
+    ``qrels/<split>.tsv`` (every ``qrels/*.tsv`` for ``all``); none when the folder has neither."""
+    if (root / "qrels.tsv").exists():
+        return [root / "qrels.tsv"]
+    folder = root / "qrels"
+    if not folder.is_dir():
+        return []
+    if split == "all":
+        return sorted(folder.glob("*.tsv"))
+    if not (folder / f"{split}.tsv").exists():
+        found = ", ".join(sorted(f.stem for f in folder.glob("*.tsv"))) or "none"
+        raise DataError(f"{folder}: no {split}.tsv for split {split!r} (splits there: {found})")
+    return [folder / f"{split}.tsv"]
+
+
+def _unread_note(path: Path, unread: dict[str, int]) -> str:
+    """Which metadata keys a corpus holds that nothing reads (a misspelt key loses its field)."""
+    named = []
+    for key, line in sorted(unread.items(), key=lambda kv: kv[1]):
+        near = next((f for f in METADATA_FIELDS if f == key.strip().lower()), None)
+        named.append(f"{key!r} (line {line}{f'; did you mean {near!r}?' if near else ''})")
+    return (
+        f"{path}: metadata key(s) {', '.join(named)} are not read; the typed fields come from "
+        f"{', '.join(METADATA_FIELDS)}"
+    )
+
+
 def passage_of(row: dict, path: Path, lineno: int) -> Passage:
     """The passage of one ``corpus.jsonl`` record (``_id``, ``text``, optional ``title`` and
     ``metadata``); errors name the file and line."""
@@ -57,22 +96,37 @@ def passage_of(row: dict, path: Path, lineno: int) -> Passage:
     return Passage(pid=str(row["_id"]), text=text, **kwargs)
 
 
-def load_beir(root: Path, name: str | None = None, allow_unknown_qrels: bool = False) -> Dataset:
-    """Load a BEIR-style folder. Qrels may be absent (queries then count as uncovered).
+def load_beir(
+    root: Path, name: str | None = None, allow_unknown_qrels: bool = False, split: str = "all"
+) -> Dataset:
+    """Load a BEIR-style folder. Relevance judgements come from ``qrels.tsv``, else from the
+    standard ``qrels/<split>.tsv`` files (``split="all"``: every file there; another split: that
+    file, and only the questions it judges). Qrels may be absent (queries then count as
+    uncovered, and the dataset's notes say so).
 
     Raises:
         DataError: naming file and line, for malformed records, duplicate ids, an empty
-            ``queries.jsonl``, and qrels naming an unknown query or passage. With
-            ``allow_unknown_qrels``, judgements of unknown passages are counted in the dataset's
-            notes and the question reported as not covered instead.
+            ``corpus.jsonl`` or ``queries.jsonl``, a split without its qrels file, and qrels
+            naming an unknown query or passage. With ``allow_unknown_qrels``, judgements of
+            unknown passages are counted in the dataset's notes and the question reported as not
+            covered instead.
     """
     corpus_path = root / "corpus.jsonl"
     passages: dict[str, Passage] = {}
+    unread: dict[str, int] = {}  # metadata keys the loader does not read -> first line
     for lineno, row in read_jsonl(corpus_path):
         passage = passage_of(row, corpus_path, lineno)
         if passage.pid in passages:
             raise DataError(f"{corpus_path}:{lineno}: duplicate passage id {passage.pid!r}")
         passages[passage.pid] = passage
+        for key in row.get("metadata") or {}:
+            if key not in METADATA_FIELDS:
+                unread.setdefault(str(key), lineno)
+    if not passages:
+        raise DataError(f"{corpus_path}: no passages (the file is empty)")
+    notes = [_unread_note(corpus_path, unread)] if unread else []
+    if notes:
+        warnings.warn(notes[0], stacklevel=2)
 
     queries_path = root / "queries.jsonl"
     queries: dict[str, Query] = {}
@@ -88,31 +142,41 @@ def load_beir(root: Path, name: str | None = None, allow_unknown_qrels: bool = F
 
     if not queries:
         raise DataError(f"{queries_path}: no queries (the file is empty)")
-    qrels_path = root / "qrels.tsv"
-    lines: dict[tuple[str, str], int] = {}
-    raw = read_qrels(qrels_path, lines) if qrels_path.exists() else {}
+    files = qrels_files(root, split)
+    if split != "all" and files and files[0].name == "qrels.tsv":
+        notes.append(f"{files[0]}: one qrels file for every split; --split {split} not applied")
+    if not files:
+        notes.append(
+            f"{root}: no qrels.tsv (or qrels/*.tsv): no question has a judged passage, so none "
+            "is covered"
+        )
+    if split != "all" and files and files[0].name != "qrels.tsv":  # qrels/<split>.tsv
+        judged = set(read_qrels(files[0]))
+        queries = {q: v for q, v in queries.items() if q in judged}
     qrels: dict[str, dict[str, int]] = {}
     missing: dict[str, list[str]] = {}
-    for qid, rels in raw.items():
-        if qid not in queries:
-            line = lines[(qid, next(iter(rels)))]
-            raise DataError(f"{qrels_path}:{line}: unknown query id {qid!r}")
-        qrels[qid] = {pid: g for pid, g in rels.items() if pid in passages and g > 0}
-        absent = [pid for pid in rels if pid not in passages]
-        if absent and not allow_unknown_qrels:
-            raise DataError(
-                f"{qrels_path}:{lines[(qid, absent[0])]}: unknown passage id {absent[0]!r} "
-                f"(not in {corpus_path.name}); fix the qrels, or allow it "
-                "(--allow-unknown-qrels) to count such questions as not covered"
-            )
-        if absent:
-            missing[qid] = absent
-    notes = []
+    for qrels_path in files:
+        lines: dict[tuple[str, str], int] = {}
+        for qid, rels in read_qrels(qrels_path, lines).items():
+            if qid not in queries:
+                line = lines[(qid, next(iter(rels)))]
+                raise DataError(f"{qrels_path}:{line}: unknown query id {qid!r}")
+            known = {pid: g for pid, g in rels.items() if pid in passages and g > 0}
+            qrels.setdefault(qid, {}).update(known)
+            absent = [pid for pid in rels if pid not in passages]
+            if absent and not allow_unknown_qrels:
+                raise DataError(
+                    f"{qrels_path}:{lines[(qid, absent[0])]}: unknown passage id {absent[0]!r} "
+                    f"(not in {corpus_path.name}); fix the qrels, or allow it "
+                    "(--allow-unknown-qrels) to count such questions as not covered"
+                )
+            if absent:
+                missing.setdefault(qid, []).extend(absent)
     if missing:
         n = sum(len(v) for v in missing.values())
         notes.append(
-            f"{qrels_path}: {n} judgements name passages outside the corpus; {len(missing)} "
-            "questions count as not covered"
+            f"{', '.join(map(str, files))}: {n} judgements name passages outside the corpus; "
+            f"{len(missing)} questions count as not covered"
         )
     dataset = Dataset(
         name=name or root.name,

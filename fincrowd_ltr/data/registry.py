@@ -57,7 +57,7 @@ def load_dataset(
     root = resolve_data_root(data_root)
     if name == "beir" or name.startswith("beir:"):
         folder = root / name.partition(":")[2] if ":" in name else root
-        return load_beir(folder, name=name, allow_unknown_qrels=allow_unknown_qrels)
+        return load_beir(folder, name, allow_unknown_qrels, split)
     if name not in DATASETS:
         raise DataError(f"unknown dataset {name!r}; choose from {sorted(DATASETS)} or beir[:DIR]")
     sub, loader = DATASETS[name]

@@ -1,8 +1,12 @@
 """Group-disjoint folds: FinanceBench by company, TAT-QA by context, never a group in two parts.
 
 Folds are assigned by hashing the group name with a seed, so a new company or context lands in a
-fold without any list of known groups, and the assignment of existing groups never changes when
-others are added (held-out data runs unchanged).
+fold without any list of known groups, and the assignment of existing groups does not change when
+others are added (held-out data runs unchanged). The exception: when hashing leaves a fold empty
+(few groups, many folds), whole groups move into it from the folds holding the most groups (the
+last by name), so that every fold has questions whenever there are at least as many groups as
+folds; such a plan can change when groups are added or renamed. A plan restricted to some
+questions (``qids``) is the whole dataset's plan with the others left out.
 
 :class:`FoldPlan` is the one fold protocol every workflow uses: round ``k`` tests on fold ``k``,
 validates or calibrates on fold ``k + 1`` and trains on the rest; :meth:`FoldPlan.inner` gives the
@@ -35,6 +39,22 @@ def group_kfold(dataset: Dataset, k: int = 5, seed: int = 0) -> list[list[str]]:
     return folds
 
 
+def fill_empty_folds(folds: list[list[str]], groups: dict[str, str]) -> list[list[str]]:
+    """``folds`` with every empty fold given a whole group from the fold holding the most groups
+    (its last group by name; the first such fold on ties), while some fold holds two or more.
+    Folds that hashing filled are left as they are."""
+    folds = [list(f) for f in folds]
+    while True:
+        empty = next((i for i, f in enumerate(folds) if not f), None)
+        held = [sorted({groups[q] for q in f}) for f in folds]
+        donor = max(range(len(folds)), key=lambda i: (len(held[i]), -i), default=None)
+        if empty is None or donor is None or len(held[donor]) < 2:
+            return folds
+        moved = held[donor][-1]
+        folds[empty] = [q for q in folds[donor] if groups[q] == moved]
+        folds[donor] = [q for q in folds[donor] if groups[q] != moved]
+
+
 @dataclass(frozen=True)
 class Round:
     """One round of a fold plan: fold indices that test, validate/calibrate and train."""
@@ -62,7 +82,9 @@ class FoldPlan:
     ) -> FoldPlan:
         """Fold ``k`` groups of ``dataset`` (restricted to ``qids`` when given)."""
         keep = None if qids is None else set(qids)
-        folds = group_kfold(dataset, k, seed)
+        groups = {q: query.group for q, query in dataset.queries.items()}
+        # filled before restricting, so that a group sits in the same fold in every restriction
+        folds = fill_empty_folds(group_kfold(dataset, k, seed), groups)
         return cls(tuple(tuple(q for q in f if keep is None or q in keep) for f in folds), seed)
 
     def __len__(self) -> int:

@@ -55,11 +55,12 @@ class EvaluationReport(WorkflowReport):
     """``evaluate``: base rankers, corrections and cascades on banks."""
 
     def table(self) -> str:
+        deep = f"R@{min(100, self['bank_size'])}"  # recall@100 of a smaller bank: all of it
         lines = [
             f"{self['dataset']} split={self['split']} banks={self['bank_mode']} "
             f"(size {self['bank_size']}): {self['n_covered']} covered of "
             f"{self['n_queries']} queries ({self['n_groups']} groups; 95% cluster-bootstrap CIs)",
-            f"{'system':<22}{'R@10':>22}{'R@100':>22}{'nDCG@10':>22}{'MRR':>8}",
+            f"{'system':<22}{'R@10':>22}{deep:>22}{'nDCG@10':>22}{'MRR':>8}",
         ]
         for title, key in (("", "systems"), (" (expanded rel.)", "systems_expanded_relevance")):
             for system, stats in self.get(key, {}).items():
@@ -80,7 +81,7 @@ class EvaluationReport(WorkflowReport):
                 extra += f", gate opened on {stats['gate_open_share']:.3f}"
             lines.append(
                 f"{system}: {stats['n']} queries, R@10 delta {stats['delta']['recall@10']:+.3f} "
-                f"[{lo:+.3f},{hi:+.3f}], regression {orderable_summary(stats)}, improvement "
+                f"{_interval(lo, hi, '+.3f')}, regression {orderable_summary(stats)}, improvement "
                 f"{stats['improvement_rate']:.3f}{extra}"
             )
         if self.get("excluded", {}).get("n_excluded"):
@@ -91,6 +92,9 @@ class EvaluationReport(WorkflowReport):
                 f"({why}); {ex['n_scored']} scored"
             )
         lines += [f"warning: {message}" for message in self.get("warnings", [])]
+        lines += [f"note: {message}" for message in self.get("notes", [])]
+        if self.get("n_groups", 2) < 2:
+            lines.append("note: one group only: a cluster bootstrap states no interval (nan)")
         for system, shares in self.get("contamination@10", {}).items():
             off, other = (_number(shares[k]) for k in ("off_period", "other_company"))
             lines.append(f"{system}: top-10 off-period share {off}, other-company share {other}")
@@ -115,7 +119,7 @@ class AblationReport(WorkflowReport):
             delta = ""
             if "delta_recall@100_vs_bm25" in s:
                 lo, hi = s["delta_recall@100_ci95"]
-                delta = f"{s['delta_recall@100_vs_bm25']:+.3f} [{lo:+.3f},{hi:+.3f}]"
+                delta = f"{s['delta_recall@100_vs_bm25']:+.3f} {_interval(lo, hi, '+.3f')}"
             lines.append(f"{name:<30}{cells}{delta:>26}")
         lines.append(f"chosen per fold (on its training folds): {self['chosen_per_fold']}")
         lines.append(f"chosen on all covered questions: {self['chosen_on_all']}")
@@ -241,7 +245,7 @@ class DiagnosisReport(WorkflowReport):
             lo, hi = r["delta_ci95"]
             lines.append(
                 f"  {size:>3} distractors: compatible {r['compatible']:.3f} incompatible "
-                f"{r['incompatible']:.3f} delta {r['delta']:+.3f} [{lo:+.3f},{hi:+.3f}] "
+                f"{r['incompatible']:.3f} delta {r['delta']:+.3f} {_interval(lo, hi, '+.3f')} "
                 f"({row['n_queries']} queries, {row['n_dropped']} unmatched)"
             )
         f = self["failures"]
@@ -289,13 +293,13 @@ class NestedReport(WorkflowReport):
             "|---|---|---|---|---|",
         ]
         for name, row in self["systems"].items():
-            cells = [f"{row[m]:.3f} [{row['ci95'][m][0]:.3f}, {row['ci95'][m][1]:.3f}]"
+            cells = [f"{row[m]:.3f} {_interval(*row['ci95'][m], '.3f', ', ')}"
                      for m in ("recall@10", "ndcg@10")]  # fmt: skip
             delta = regr = ""
             if "delta" in row:
                 p, b = row["delta_ci95"]["recall@10"], row["delta_bca95"]["recall@10"]
-                delta = (f"{row['delta']['recall@10']:+.3f} [{p[0]:+.3f}, {p[1]:+.3f}] "
-                         f"[{b[0]:+.3f}, {b[1]:+.3f}]")  # fmt: skip
+                delta = (f"{row['delta']['recall@10']:+.3f} {_interval(*p, '+.3f', ', ')} "
+                         f"{_interval(*b, '+.3f', ', ')}")  # fmt: skip
                 regr = f"{row['regression_rate_orderable']:.3f} of {row['n_orderable']}"
             lines.append(f"| {name} | {cells[0]} | {cells[1]} | {delta} | {regr} |")
         return "\n".join(lines)
@@ -303,7 +307,7 @@ class NestedReport(WorkflowReport):
 
 def _cell(stats: dict, metric: str) -> str:
     lo, hi = stats["ci95"][metric]
-    return f"{stats[metric]:.3f} [{lo:.3f},{hi:.3f}]"
+    return f"{stats[metric]:.3f} {_interval(lo, hi)}"
 
 
 def _paired_rows(title: str, systems: dict) -> str:
@@ -319,7 +323,7 @@ def _paired_rows(title: str, systems: dict) -> str:
             extra = f"  repaired {s['crowded_repaired']}/{s['crowded_failures']} crowded"
         lines.append(
             f"  {name:<34} R@10 {s['recall@10']:.3f}  delta {s['delta']['recall@10']:+.3f} "
-            f"[{lo:+.3f},{hi:+.3f}]  nDCG@10 {s['ndcg@10']:.3f}  regression "
+            f"{_interval(lo, hi, '+.3f')}  nDCG@10 {s['ndcg@10']:.3f}  regression "
             f"{orderable_summary(s)}{extra}"
         )
     return "\n".join(lines)
@@ -338,7 +342,12 @@ def _share(stat: dict | None) -> str:
     if not stat or not stat["n"]:
         return "-"
     lo, hi = stat["ci95"]
-    return f"{stat['mean']:.3f} [{lo:.3f}, {hi:.3f}] (n={stat['n']})"
+    return f"{stat['mean']:.3f} {_interval(lo, hi, '.3f', ', ')} (n={stat['n']})"
+
+
+def _interval(lo, hi, spec: str = ".3f", sep: str = ",") -> str:
+    """``[lo,hi]``, each a dash where there is none (one group: no interval; NaN or None)."""
+    return f"[{_number(lo, spec)}{sep}{_number(hi, spec)}]"
 
 
 def _number(value, spec: str = ".3f") -> str:
@@ -354,7 +363,7 @@ def _nested_cells(row: dict) -> str:
         return cells
     p, b = row["delta_ci95"]["recall@10"], row["delta_bca95"]["recall@10"]
     d = row["delta"]["recall@10"]
-    delta = f"{d:+.3f} [{p[0]:+.3f},{p[1]:+.3f}] [{b[0]:+.3f},{b[1]:+.3f}]"
+    delta = f"{d:+.3f} {_interval(*p, '+.3f')} {_interval(*b, '+.3f')}"
     regr = f"{row['regression_rate_orderable']:.3f} of {row['n_orderable']}"
     rep = f"{row['crowded_repaired']}/{row['crowded_failures']}"
     return cells + f"{delta:>40}{regr:>20}{rep:>14}"

@@ -129,6 +129,11 @@ def _share(flags: np.ndarray) -> float:
     return float(flags.mean()) if len(flags) else float("nan")
 
 
+def _bound(value) -> str:
+    """An interval's end, or a dash where there is none (one group: NaN)."""
+    return "-" if value is None or value != value else f"{value:.3f}"
+
+
 def compare(
     dataset: Dataset, system: dict[str, list[str]], base: dict[str, list[str]], qids: list[str]
 ) -> dict:
@@ -221,7 +226,7 @@ class Report:
 
         def cell(s: SystemResult, m: str) -> str:
             lo, hi = s.ci95.get(m, [float("nan")] * 2)
-            return f"{s.metrics[m]:.3f} [{lo:.3f}, {hi:.3f}]"
+            return f"{s.metrics[m]:.3f} [{_bound(lo)}, {_bound(hi)}]"
 
         for name, s in self.systems.items():
             delta = f"{s.delta['recall@10']:+.3f}" if s.delta else ""

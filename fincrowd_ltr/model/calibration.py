@@ -254,7 +254,9 @@ def calibrate(
     if int(keep.sum()) < max(min_queries, 1):
         raise DataError(
             f"calibration needs at least {min_queries} labelled queries with relevant evidence in "
-            f"the bank; got {int(keep.sum())} (of {len(query_ids)})"
+            f"the bank; got {int(keep.sum())} (of {len(query_ids)}): calibrate on more questions "
+            "(fewer --folds make each fold larger; `calibrate` without --fold uses every one) or "
+            "accept fewer (--min-calibration)"
         )
     gains, logits = gains[keep], logits[keep]
     why = uncertifiable(len(gains), cap, delta) if method == "ltt" else None

@@ -270,7 +270,7 @@ def domain_calibration(
         known = ", ".join(sorted(domains)) or "none"
         raise DataError(
             f"no gate calibration for domain {name!r} (calibrated: {known}); calibrate it first "
-            "or fall back to the base order (fallback 'identity')",
+            "or fall back to the base order (fallback='identity', `--domain-fallback identity`)",
             "domain",
         )
     return domains[name]

@@ -11,6 +11,7 @@ and ``run`` (a user's own ranker: scores read from a TREC run file, a mapping, o
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol
@@ -151,7 +152,13 @@ class RunRanker:
 
     def score(self, query: Query, pids: list[str]) -> np.ndarray:
         if callable(self.run):
-            return np.asarray(self.run(query, pids), dtype=np.float64)
+            scores = np.asarray(self.run(query, pids), dtype=np.float64)
+            if scores.shape != (len(pids),):
+                raise DataError(
+                    f"your run for question {query.qid!r} returned scores of shape "
+                    f"{scores.shape} for {len(pids)} candidates (one score per candidate)"
+                )
+            return scores
         scores = self.run.get(query.qid, {})
         self.missing[query.qid] = sum(1 for p in pids if p not in scores)
         return scores_from_run(scores, pids)
@@ -160,7 +167,8 @@ class RunRanker:
 def scores_from_run(scores: Mapping[str, float], pids: list[str]) -> np.ndarray:
     """One question's run scores aligned to ``pids``; a candidate the run lacks gets the run's
     minimum for the question minus one, so it ranks after every scored one."""
-    floor = (min(scores.values()) - 1.0) if scores else 0.0
+    finite = [v for v in scores.values() if math.isfinite(v)]  # a NaN stays one, not the floor
+    floor = (min(finite) - 1.0) if finite else 0.0
     return np.array([scores.get(p, floor) for p in pids], dtype=np.float64)
 
 

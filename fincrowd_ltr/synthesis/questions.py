@@ -96,6 +96,7 @@ class Synthesis:
     candidates: int = 0  # questions the templates could write before sampling
     difficulty: dict | None = None
     named_share: float = 1.0  # the share of drawn questions asked to name their company
+    notes: list[str] = field(default_factory=list)  # why fewer questions than asked, if so
 
     def dataset(self, groups: Iterable[str] | None = None) -> Dataset:
         """A ``Dataset`` over the same passages with the synthetic questions (group = company);
@@ -130,6 +131,7 @@ class Synthesis:
             "n_candidates": self.candidates,
             "n_companies": len(per_company),
             "named_share": self.named_share,
+            "notes": list(self.notes),
             "per_template": dict(sorted(per_template.items())),
             "per_company": dict(sorted(per_company.items())),
             "questions_with_negatives": dict(sorted(negatives.items())),
@@ -262,7 +264,21 @@ def synthesize(
         )
     if generator is not None:
         questions += _generated(generator, pool, passages, len(questions))
-    return Synthesis(name, passages, questions, candidates=len(items), named_share=named_share)
+    notes = []
+    if len(questions) < n:
+        notes.append(
+            f"{len(questions)} of the {n} questions asked for: the templates found {len(items)} "
+            "(statement-table rows with a line item, period columns and figures; sentences "
+            "stating a figure for a period)"
+        )
+    if pool and not any(_company(p) for p in pool):
+        notes.append(
+            "no page names its company or document (corpus metadata 'company' or 'document', "
+            "or a title): questions are written per company, so none could be"
+        )
+    return Synthesis(
+        name, passages, questions, candidates=len(items), named_share=named_share, notes=notes
+    )
 
 
 def named_share_of(questions: Iterable[str], extractor: FieldExtractor) -> float:

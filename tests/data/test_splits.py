@@ -32,3 +32,27 @@ def test_fold_split_parts_are_disjoint_and_complete():
     assert sorted(all_ids) == sorted(ds.queries)
     groups = {k: {ds.queries[q].group for q in v} for k, v in parts.items()}
     assert not groups["train"] & groups["test"] and not groups["val"] & groups["test"]
+
+
+def test_hashing_that_leaves_a_fold_empty_is_repaired_by_moving_whole_groups():
+    from fincrowd_ltr.data.splits import FoldPlan
+
+    # seven groups over five folds: find a seed whose hash assignment leaves a fold empty
+    ds = make([g for g in "abcdefg" for _ in range(3)])
+    seed = next(s for s in range(100) if any(not f for f in group_kfold(ds, 5, s)))
+    hashed = group_kfold(ds, 5, seed)
+    plan = FoldPlan.by_group(ds, 5, seed)
+    assert all(plan.folds), "every fold holds questions"
+    assert sorted(q for f in plan.folds for q in f) == sorted(ds.queries)
+    for fold in plan.folds:  # groups still never straddle folds
+        groups = {ds.queries[q].group for q in fold}
+        assert all(ds.queries[q].group not in groups for f in plan.folds if f != fold for q in f)
+    # a fold hashing had filled with one group only is never a donor
+    donors = [i for i, f in enumerate(hashed) if f and set(plan.folds[i]) != set(f)]
+    assert all(len({ds.queries[q].group for q in hashed[i]}) >= 2 for i in donors)
+    # a plan without an empty fold is the hash assignment, untouched
+    full = next(s for s in range(100) if all(group_kfold(ds, 3, s)))
+    assert [list(f) for f in FoldPlan.by_group(ds, 3, full).folds] == group_kfold(ds, 3, full)
+    # fewer groups than folds: as many folds filled as there are groups, no error here
+    few = make(["a", "b"])
+    assert sum(1 for f in FoldPlan.by_group(few, 4).folds if f) == 2

@@ -87,7 +87,8 @@ def test_gold_metadata_never_reaches_banks_features_gate_or_packing(data_root, t
 
 def _fold_preserving_name(group: str, k: int, seed: int) -> str:
     """An opaque group name that falls in the same fold as ``group`` (the company is gone, the
-    fold plan is the same)."""
+    fold plan is the same as long as hashing leaves no fold empty, as on this data: a repair
+    would choose the group to move by name)."""
     from fincrowd_ltr.data.splits import group_fold
 
     target = group_fold(group, k, seed)

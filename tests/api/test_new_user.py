@@ -1,0 +1,187 @@
+"""What a new user walking the README's journey with their own small corpus hit (a second walk,
+2026-12-04), each a regression test: nothing of theirs is overwritten, a standard BEIR layout is
+read, no command succeeds on nothing, and every silent fallback is said."""
+
+import json
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import fincrowd_ltr as fc
+from fincrowd_ltr.cli import build_parser, main
+from fincrowd_ltr.cli.commands import _promise
+from fincrowd_ltr.data.beir import load_beir, read_qrels
+from fincrowd_ltr.data.schema import DataError, Query
+from fincrowd_ltr.metrics import bootstrap_ci
+from fincrowd_ltr.model.calibration import GateCalibration
+from fincrowd_ltr.retrieval.rankers import RunRanker, check_scores, scores_from_run
+from fincrowd_ltr.settings import CalibrationSettings, from_arguments
+from tests.conftest import user_corpus, write_beir, write_corpus
+
+
+def test_synthesize_never_writes_over_a_folder_that_holds_files(tmp_path):
+    corpus = tmp_path / "corpus"
+    write_corpus(corpus)
+    before = {f.name: f.read_bytes() for f in corpus.iterdir()}
+    common = ["synthesize", "--dataset=beir", f"--data-root={corpus}", "--n=5"]
+    cache = f"--cache-dir={tmp_path / 'cache'}"
+    # the corpus it reads, even with --overwrite
+    assert main([*common, f"--out={corpus}", "--overwrite", cache]) == 2
+    # any folder that holds files, without --overwrite
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "notes.txt").write_text("mine")
+    assert main([*common, f"--out={tmp_path / 'old'}", cache]) == 2
+    assert {f.name: f.read_bytes() for f in corpus.iterdir()} == before
+    assert (tmp_path / "old" / "notes.txt").read_text() == "mine"
+    # the library function refuses too, and replaces only when asked
+    found = fc.synthesize(fc.load_dataset("beir", corpus), 5, cache_dir=None, difficulty=False)
+    with pytest.raises(DataError, match="already holds files"):
+        fc.write_beir(found, tmp_path / "old")
+    fc.write_beir(found, tmp_path / "old", overwrite=True)
+    assert (tmp_path / "old" / "queries.jsonl").exists()
+    assert not list((tmp_path / "old").glob(".*.tmp"))  # written under temporary names, renamed
+
+
+def test_the_standard_beir_layout_reads_qrels_by_split(tmp_path):
+    write_beir(tmp_path, companies=4)
+    qrels = (tmp_path / "qrels.tsv").read_text().splitlines()
+    (tmp_path / "qrels.tsv").unlink()
+    (tmp_path / "qrels").mkdir()
+    (tmp_path / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + qrels[0] + "\n")
+    (tmp_path / "qrels" / "train.tsv").write_text("\n".join(qrels[1:]) + "\n")
+    test = load_beir(tmp_path, split="test")
+    assert list(test.queries) == [qrels[0].split("\t")[0]]  # the split's questions only
+    assert all(test.covered(q) for q in test.queries)
+    everything = load_beir(tmp_path)
+    assert len(everything.queries) == 4 and all(everything.covered(q) for q in everything.queries)
+    with pytest.raises(DataError, match=r"no dev.tsv for split 'dev' \(splits there: test, train"):
+        load_beir(tmp_path, split="dev")
+
+
+def test_a_corpus_without_qrels_says_so_and_evaluate_refuses_it(tmp_path):
+    write_beir(tmp_path, companies=4)
+    (tmp_path / "qrels.tsv").unlink()
+    data = load_beir(tmp_path)
+    assert "no qrels.tsv" in data.notes[0]
+    with pytest.raises(DataError, match="no question has a relevant passage.*no qrels.tsv"):
+        fc.evaluate(data, "bm25", cache_dir=None, progress=False)
+
+
+def test_qrels_with_tabs_keep_ids_that_hold_spaces(tmp_path):
+    path = tmp_path / "qrels.tsv"
+    path.write_text("query-id\tcorpus-id\tscore\nq 1\tdoc 7\t1\nq2 0 d3 1\nq3\td4\t1\t\nq4 d5\t1\n")
+    assert read_qrels(path) == {
+        "q 1": {"doc 7": 1},  # tabs: ids keep their spaces
+        "q2": {"d3": 1},  # TREC qrels with blanks
+        "q3": {"d4": 1},  # a trailing tab
+        "q4": {"d5": 1},  # blanks and a tab mixed
+    }
+
+
+def test_an_empty_corpus_is_named(tmp_path):
+    write_beir(tmp_path, companies=2)
+    (tmp_path / "corpus.jsonl").write_text("")
+    with pytest.raises(DataError, match=r"corpus.jsonl: no passages \(the file is empty\)"):
+        load_beir(tmp_path)
+
+
+def test_metadata_keys_nothing_reads_are_named_with_their_line(tmp_path):
+    write_beir(tmp_path, companies=3)
+    lines = (tmp_path / "corpus.jsonl").read_text().splitlines()
+    row = json.loads(lines[1])
+    row["metadata"]["Company"] = row["metadata"].pop("company")
+    lines[1] = json.dumps(row)
+    (tmp_path / "corpus.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.warns(UserWarning, match=r"'Company' \(line 2; did you mean 'company'\?\)"):
+        data = load_beir(tmp_path)
+    assert any("'Company'" in note for note in data.notes)
+
+
+def test_synthesize_says_why_it_wrote_fewer_questions_than_asked():
+    data = user_corpus(companies=3)
+    anonymous = {
+        pid: fc.Passage(pid, p.text, period=p.period, doc_type=p.doc_type)
+        for pid, p in data.passages.items()
+    }
+    corpus = fc.Dataset("anon", data.queries, anonymous, data.qrels)
+    with pytest.warns(UserWarning, match="no page names its company or document"):
+        found = fc.synthesize(corpus, 50, cache_dir=None, difficulty=False)
+    assert not found.questions
+    assert any("0 of the 50" in note for note in found.report()["notes"])
+
+
+def test_a_users_run_must_score_every_candidate_and_a_nan_is_counted_once():
+    query = Query("q", "revenue 2020", group="Acme")
+    with pytest.raises(DataError, match=r"question 'q' returned scores of shape \(2,\) for 3"):
+        RunRanker(lambda q, pids: [1.0, 2.0]).score(query, ["a", "b", "c"])
+    scores = scores_from_run({"a": 1.0, "b": float("nan")}, ["a", "b", "c", "d"])
+    assert scores[2] == scores[3] == 0.0  # unscored: the finite minimum minus one
+    with pytest.raises(DataError, match="1 non-finite score"):
+        check_scores(scores, "run")
+
+
+def test_too_few_companies_for_the_folds_is_an_error_naming_the_option():
+    with pytest.raises(DataError, match=r"use --folds 3 or fewer"):
+        fc.fit_correction(user_corpus(companies=3), "bm25", folds=5, progress=False)
+
+
+def test_bad_gate_and_mixing_options_fail_before_any_work():
+    with pytest.raises(DataError, match="regression_cap must be in"):
+        CalibrationSettings(regression_cap=1.5)
+    with pytest.raises(DataError, match="min_calibration must be at least 1"):
+        CalibrationSettings(min_calibration=0)
+    args = build_parser().parse_args(["fit", "--ranker=bm25", "--synthetic-weights=0,abc"])
+    with pytest.raises(DataError, match="--synthetic-weights '0,abc': expected a comma list"):
+        from_arguments(args)
+
+
+def test_each_gate_method_states_its_own_promise():
+    cal = GateCalibration(1.0, 0.5, 0.03, 40, 0.1, 0.0, 0.5)
+    for method, says in (
+        ("ltt", "with probability >= 0.90"),
+        ("crc", "expected regression"),
+        ("empirical", "no promise for new ones"),
+    ):
+        text = _promise(GateCalibration(**{**vars(cal), "method": method, "delta": 0.1}))
+        assert text.startswith(method) and says in text
+        assert method == "ltt" or "with probability" not in text
+
+
+def test_one_group_gives_no_interval_rather_than_a_certain_looking_one():
+    lo, hi = bootstrap_ci(np.array([0.2, 0.6, 0.9]), groups=["Acme"] * 3)
+    assert math.isnan(lo) and math.isnan(hi)
+    lo, hi = bootstrap_ci(np.array([0.2, 0.6, 0.9]), groups=["Acme", "Acme", "Bolt"])
+    assert lo < hi
+
+
+def test_a_report_over_one_group_prints_after_a_save_and_load(tmp_path):
+    report = fc.evaluate(user_corpus(companies=1), "bm25", cache_dir=None, progress=False)
+    back = type(report).load(report.save(tmp_path / "r.json"))
+    assert "[-,-]" in str(back) and "one group only" in str(back)
+
+
+def test_a_plan_over_some_questions_is_the_whole_plan_with_the_others_left_out():
+    from fincrowd_ltr.data.splits import FoldPlan
+
+    data = fc.Dataset(
+        "toy", {f"q{i}": Query(f"q{i}", "t", group=g) for i, g in enumerate("abcdefgh")}, {}, {}
+    )
+    for seed in range(40):
+        full = FoldPlan.by_group(data, 6, seed).folds
+        some = [q for q in data.queries if q != "q7"]
+        part = FoldPlan.by_group(data, 6, seed, some).folds
+        assert part == tuple(tuple(q for q in f if q != "q7") for f in full)
+
+
+def test_the_top_level_help_is_plain_text(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "``" not in out and ":mod:" not in out
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        help_text = build_parser()._subparsers._group_actions[0].choices["synthesize"].format_help()
+    assert "--overwrite" in help_text
+    assert "new or empty one (default" not in " ".join(help_text.split())  # --out is required
