@@ -86,20 +86,26 @@ def write_beir(synthesis: Synthesis, out: str | Path, overwrite: bool = False) -
             "--overwrite to replace them"
         )
     out.mkdir(parents=True, exist_ok=True)
-    corpus = []
-    for pid, p in synthesis.passages.items():
-        meta = {k: v for k, v in p.metadata().items() if v is not None}
-        corpus.append(json.dumps({"_id": pid, "text": p.text, "metadata": meta}) + "\n")
-    queries = []
-    for q in synthesis.questions:
-        row = q.to_dict()
-        record = {"_id": row.pop("qid"), "text": row.pop("text"), "group": q.company, **row}
-        queries.append(json.dumps(record) + "\n")
-    qrels = ["query-id\tcorpus-id\tscore\n"]
-    qrels += [f"{q.qid}\t{pid}\t1\n" for q in synthesis.questions for pid in q.relevant]
-    files = {"corpus.jsonl": corpus, "queries.jsonl": queries, "qrels.tsv": qrels}
-    files["report.json"] = [json.dumps(synthesis.report(), indent=1) + "\n"]
-    for name, lines in files.items():
+
+    def corpus():
+        for pid, p in synthesis.passages.items():
+            meta = {k: v for k, v in p.metadata().items() if v is not None}
+            yield json.dumps({"_id": pid, "text": p.text, "metadata": meta}) + "\n"
+
+    def queries():
+        for q in synthesis.questions:
+            row = q.to_dict()
+            record = {"_id": row.pop("qid"), "text": row.pop("text"), "group": q.company, **row}
+            yield json.dumps(record) + "\n"
+
+    def qrels():
+        yield "query-id\tcorpus-id\tscore\n"
+        for q in synthesis.questions:
+            yield from (f"{q.qid}\t{pid}\t1\n" for pid in q.relevant)
+
+    report = [json.dumps(synthesis.report(), indent=1) + "\n"]
+    files = {"corpus.jsonl": corpus(), "queries.jsonl": queries(), "qrels.tsv": qrels()}
+    for name, lines in {**files, "report.json": report}.items():  # streamed, then renamed
         tmp = out / f".{name}.tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.writelines(lines)
