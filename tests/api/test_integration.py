@@ -80,7 +80,10 @@ def test_cli_end_to_end_on_a_question_slice(data_root, tmp_path, capsys):
         for stats in report["systems"].values():
             for metric in ("recall@10", "recall@100", "ndcg@10", "mrr"):
                 lo, hi = stats["ci95"][metric]
-                assert 0.0 <= lo <= stats[metric] <= hi <= 1.0
+                if report["n_groups"] < 2:  # one company: a cluster bootstrap states no interval
+                    assert lo is None and hi is None
+                else:
+                    assert 0.0 <= lo <= stats[metric] <= hi <= 1.0
         if mode == "injected":  # gold is in every covered bank, so recall@100 is complete
             assert all(s["recall@100"] == 1.0 for s in report["systems"].values())
     assert "base:dense" in capsys.readouterr().out
