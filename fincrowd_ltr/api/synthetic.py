@@ -70,6 +70,18 @@ def resolve_named_share(
     return named_share_of(questions, extractor) if share == AUTO else share
 
 
+def require_writable(out: Path, overwrite: bool = False) -> None:
+    """Refuse ``out`` when it is a file, or a folder that holds files and ``overwrite`` is off
+    (it may be the corpus the questions came from)."""
+    if out.exists() and not out.is_dir():
+        raise DataError(f"{out}: not a folder; choose another --out")
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise DataError(
+            f"{out}: already holds files (a corpus?); choose an empty or new --out, or pass "
+            "--overwrite to replace them"
+        )
+
+
 def write_beir(synthesis: Synthesis, out: str | Path, overwrite: bool = False) -> Path:
     """A BEIR folder of the synthetic questions: ``corpus.jsonl`` (the passages and their
     metadata), ``queries.jsonl`` (``group`` = company, ``source``, ``template``, typed
@@ -78,13 +90,7 @@ def write_beir(synthesis: Synthesis, out: str | Path, overwrite: bool = False) -
     written under a temporary name and renamed, so none is ever half-written (a failure between
     two files leaves the earlier ones new and the later ones old)."""
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise DataError(f"{out}: not a folder; choose another --out")
-    if out.is_dir() and any(out.iterdir()) and not overwrite:
-        raise DataError(
-            f"{out}: already holds files (a corpus?); choose an empty or new --out, or pass "
-            "--overwrite to replace them"
-        )
+    require_writable(out, overwrite)
     out.mkdir(parents=True, exist_ok=True)
 
     def corpus():

@@ -177,17 +177,14 @@ def _source_folder(args: argparse.Namespace) -> Path | None:
 def synthesize(args: argparse.Namespace) -> None:
     import json
 
+    from fincrowd_ltr.api.synthetic import require_writable, write_beir
     from fincrowd_ltr.api.synthetic import synthesize as run
-    from fincrowd_ltr.api.synthetic import write_beir
     from fincrowd_ltr.data.schema import DataError
 
     source = _source_folder(args)
     if source is not None and args.out.resolve() == source.resolve():
         raise DataError(f"--out {args.out} is the corpus being read; choose another folder")
-    if args.out.is_dir() and any(args.out.iterdir()) and not args.overwrite:  # before any work
-        raise DataError(
-            f"{args.out}: already holds files; choose an empty or new --out, or pass --overwrite"
-        )
+    require_writable(args.out, args.overwrite)  # before any work
     found = run(
         _dataset(args),
         args.n,

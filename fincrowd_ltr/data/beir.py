@@ -143,21 +143,24 @@ def load_beir(
     if not queries:
         raise DataError(f"{queries_path}: no queries (the file is empty)")
     files = qrels_files(root, split)
-    if split != "all" and files and files[0].name == "qrels.tsv":
-        notes.append(f"{files[0]}: one qrels file for every split; --split {split} not applied")
     if not files:
         notes.append(
             f"{root}: no qrels.tsv (or qrels/*.tsv): no question has a judged passage, so none "
             "is covered"
         )
-    if split != "all" and files and files[0].name != "qrels.tsv":  # qrels/<split>.tsv
-        judged = set(read_qrels(files[0]))
-        queries = {q: v for q, v in queries.items() if q in judged}
+    read = []  # (file, line of each judgement, judgements): every file read once
+    for path in files:
+        lines: dict[tuple[str, str], int] = {}
+        read.append((path, lines, read_qrels(path, lines)))
+    if split != "all" and files:
+        if files[0].name == "qrels.tsv":
+            notes.append(f"{files[0]}: one qrels file for every split; --split {split} not applied")
+        else:  # qrels/<split>.tsv: that split's questions only
+            queries = {q: v for q, v in queries.items() if q in read[0][2]}
     qrels: dict[str, dict[str, int]] = {}
     missing: dict[str, list[str]] = {}
-    for qrels_path in files:
-        lines: dict[tuple[str, str], int] = {}
-        for qid, rels in read_qrels(qrels_path, lines).items():
+    for qrels_path, lines, judged in read:
+        for qid, rels in judged.items():
             if qid not in queries:
                 line = lines[(qid, next(iter(rels)))]
                 raise DataError(f"{qrels_path}:{line}: unknown query id {qid!r}")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from fincrowd_ltr.data.schema import DataError
 from fincrowd_ltr.evaluation.results import Report, write_report
+from fincrowd_ltr.evaluation.results import format_number as _number
 
 
 class WorkflowReport(dict):
@@ -348,13 +349,6 @@ def _share(stat: dict | None) -> str:
 def _interval(lo, hi, spec: str = ".3f", sep: str = ",") -> str:
     """``[lo,hi]``, each a dash where there is none (one group: no interval; NaN or None)."""
     return f"[{_number(lo, spec)}{sep}{_number(hi, spec)}]"
-
-
-def _number(value, spec: str = ".3f") -> str:
-    """A figure, or a dash where there is none (no question had one: NaN or None)."""
-    if value is None or value != value:
-        return "-"
-    return format(value, spec)
 
 
 def _nested_cells(row: dict) -> str:

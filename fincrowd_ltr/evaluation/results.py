@@ -129,9 +129,12 @@ def _share(flags: np.ndarray) -> float:
     return float(flags.mean()) if len(flags) else float("nan")
 
 
-def _bound(value) -> str:
-    """An interval's end, or a dash where there is none (one group: NaN)."""
-    return "-" if value is None or value != value else f"{value:.3f}"
+def format_number(value, spec: str = ".3f") -> str:
+    """A figure, or a dash where there is none (no question had one, or one group gave no
+    interval: NaN or None)."""
+    if value is None or value != value:
+        return "-"
+    return format(value, spec)
 
 
 def compare(
@@ -226,7 +229,7 @@ class Report:
 
         def cell(s: SystemResult, m: str) -> str:
             lo, hi = s.ci95.get(m, [float("nan")] * 2)
-            return f"{s.metrics[m]:.3f} [{_bound(lo)}, {_bound(hi)}]"
+            return f"{s.metrics[m]:.3f} [{format_number(lo)}, {format_number(hi)}]"
 
         for name, s in self.systems.items():
             delta = f"{s.delta['recall@10']:+.3f}" if s.delta else ""
