@@ -31,6 +31,7 @@ from fincrowd_ltr.defaults import (
 
 MODES = BANK_MODES
 GATE_CALIBRATIONS = ("pooled", "fold")
+GATE_ROWS = ("labelled", "synthetic", "both")
 OBJECTIVES = ("pairwise", "listnet")
 SCOPES = ("folds", "transductive")
 AUTO = "auto"  # a named share read from the questions
@@ -274,6 +275,15 @@ class CalibrationSettings:
             choices=GATE_CALIBRATIONS,
         ),
     )
+    gate_rows: str = field(
+        default="labelled",
+        metadata=_opt(
+            "the cross-fitted rows the gate's predictor learns from: the labelled training "
+            "folds', the synthetic questions' (those of each inner test fold's companies; needs "
+            "--synthetic) or both; the gate is calibrated on labelled questions either way",
+            choices=GATE_ROWS,
+        ),
+    )
     domain: str | None = field(
         default=None,
         metadata=_opt("gate domain to calibrate (default: the dataset's name)", type=str),
@@ -290,6 +300,8 @@ class CalibrationSettings:
             raise _data_error(f"regression_cap must be in [0, 1); got {self.regression_cap}")
         if self.min_calibration < 1:
             raise _data_error(f"min_calibration must be at least 1; got {self.min_calibration}")
+        if self.gate_rows not in GATE_ROWS:
+            raise _data_error(f"gate_rows must be one of {GATE_ROWS}; got {self.gate_rows!r}")
         if self.gate_calibration not in GATE_CALIBRATIONS:
             raise _data_error(
                 f"gate_calibration must be one of {GATE_CALIBRATIONS}; got "

@@ -15,7 +15,7 @@ so ``evaluate`` can report on it.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -180,8 +180,11 @@ class _Folds:
         held_groups: set[str] | None = None,
         val_mode: str = "retrieved",
         calibrates: bool = True,
+        gate_rows: str = "labelled",
     ) -> None:
         self.plan, self.examples = plan, examples
+        self.gate_rows = gate_rows
+        self._synthetic_data: Dataset | None = None
         self.train_mode, self.val_mode = train_mode, val_mode
         self.extra = list(extra or [])
         self.synthetic, self.settings = synthetic, settings or SyntheticSettings()
@@ -227,6 +230,25 @@ class _Folds:
             (self.train(tuple(f for f in train if f != j)), self.of(self.val_mode, [j]))
             for j in train
         ]
+
+    def gate_banks(self, fold: int, data: Dataset) -> list[tuple[str, Dataset, list]]:
+        """``(source, dataset, banks)`` of ``fold`` scored by the gate's cross-fitting: the
+        labelled banks in each mode (source = the mode; their retrieved rows may also calibrate)
+        and, when ``gate_rows`` asks for them, the synthetic banks of the fold's companies
+        (source ``synthetic``), which no fit whose training set lacks ``fold`` trained on."""
+        out = [(mode, data, self.of(mode, [fold])) for mode in MODES]
+        if self.gate_rows != "labelled" and self.synthetic is not None:
+            groups = self.fold_groups[fold] - self.held_groups
+            banks = [e for e in self.synthetic.examples if self.synthetic.groups[e.qid] in groups]
+            if self._synthetic_data is None:  # the labelled corpus's passages: one featurizer
+                found = self.synthetic.synthesis.dataset()
+                self._synthetic_data = replace(found, passages=data.passages)
+            out.append(("synthetic", self._synthetic_data, banks))
+        return out
+
+    def teaches_gate(self, source: str) -> bool:
+        """Whether rows of ``source`` (a bank mode, or ``synthetic``) train the gate."""
+        return self.gate_rows == "both" or (source == "synthetic") == (self.gate_rows != "labelled")
 
     @property
     def validated_on(self) -> str:
@@ -327,6 +349,7 @@ class _CrossValidation:
         if self.synthetic.active:  # before any bank is built
             synthetic_scorer(self.synthetic, ranker, self.stage)
             self.synthetic = self.synthetic.resolved(ranker)
+        self._require_gate_rows()
         modes = sorted({b.train_mode, b.val_mode, *MODES})
         cache = s.data.cache_dir
         self.examples, self.notes = _examples_by_mode(
@@ -343,7 +366,7 @@ class _CrossValidation:
         held_groups = {data.queries[q].group for q in self.held or ()}
         self.ex = _Folds(
             plan, self.examples, b.train_mode, extra, self.syn, self.synthetic, fold_groups,
-            held_groups, b.val_mode, s.calibration.gate,
+            held_groups, b.val_mode, s.calibration.gate, s.calibration.gate_rows,
         )  # fmt: skip
         groups = {**extra_groups, **{q: query.group or q for q, query in data.queries.items()}}
         if self.syn is not None:
@@ -351,6 +374,24 @@ class _CrossValidation:
         self.fits = ResidualFits(t.workers, progress, t.committee, groups)
         # every fold's model reads this corpus: its segment names are harvested once, here
         self.features = CorpusFeaturizers()
+
+    def _require_gate_rows(self) -> None:
+        """Synthetic gate rows need synthetic questions that some fits never trained on."""
+        c = self.s.calibration
+        if c.gate_rows == "labelled":
+            return
+        why = None
+        if not c.gate:
+            why = "a fit without a gate has no gate predictor to train"
+        elif not self.synthetic.active:
+            why = "the fit has no synthetic questions (--synthetic N)"
+        elif self.synthetic.scope != "folds":
+            why = (
+                "with synthetic scope 'transductive' every fit trains on every synthetic "
+                "question, so none gives a cross-fitted row (use scope 'folds')"
+            )
+        if why:
+            raise DataError(f"gate_rows {c.gate_rows!r}: {why}", "gate_rows")
 
     def _synthetic_examples(self, featurizer) -> SyntheticExamples | None:
         """The synthetic training banks (None, with a note, when the corpus yields none)."""
@@ -375,6 +416,8 @@ class _CrossValidation:
         )
         if not self.synthetic.labelled:
             raise DataError(f"synthetic-only training has nothing to train on: {found}")
+        if self.s.calibration.gate_rows == "synthetic":
+            raise DataError(f"the gate has no synthetic row to learn from: {found}", "gate_rows")
         self.notes.append(found + "; trained on the labelled banks alone")
         return None
 
@@ -513,6 +556,7 @@ class _CrossValidation:
             "committee": s.training.committee,
             "regression_cap": s.calibration.regression_cap,
             "gate_calibration": s.calibration.gate_calibration,
+            "gate_rows": s.calibration.gate_rows,
             "gate_folds": gate_folds,
             "notes": self.notes,
         }
@@ -554,6 +598,8 @@ class _CrossValidation:
             extra["extra_training"] = _by_dataset(self.extra_qids)
         if s.training.committee > 1:
             extra["committee"] = s.training.committee
+        if c.gate and c.gate_rows != "labelled":
+            extra["gate_rows"] = c.gate_rows
         if self.synthetic.active:  # asked for: recorded even when the corpus yielded none
             extra["synthetic"] = self.synthetic_record()
         final.summary = TrainingSummary(
@@ -678,16 +724,16 @@ def _fit_gate(data, ex, fits, model, train, validation, setting, seed, oof=False
     for test, inner_train, inner_val in _gate_splits(ex, train, validation):
         module, _ = fits.deployed(inner_train, inner_val, setting, seed)
         scorer = model(module.scorer)
-        for mode in MODES:
-            examples = ex.of(mode, [test])
-            qids, f, gains = gate_rows(scorer, data, examples)
-            rows.append((test, mode, qids, f, gains, orderable_rows(examples, qids)))
-    gate = _train_gate_on(rows, seed)
+        for source, dataset, examples in ex.gate_banks(test, data):
+            qids, f, gains = gate_rows(scorer, dataset, examples)
+            rows.append((test, source, qids, f, gains, orderable_rows(examples, qids)))
+    teaching = [row for row in rows if ex.teaches_gate(row[1])]
+    gate = _train_gate_on(teaching, seed)
     if not oof:
         return gate, None
     out = []
     for fold in sorted({row[0] for row in rows}):
-        held_out = _train_gate_on([row for row in rows if row[0] != fold], seed)
+        held_out = _train_gate_on([row for row in teaching if row[0] != fold], seed)
         out += [
             (qids, held_out.logits(f), gains, orderable)
             for test, mode, qids, f, gains, orderable in rows
@@ -717,6 +763,12 @@ def _join_rows(rows: dict, qids, logits, gains, orderable) -> dict:
 def _train_gate_on(rows, seed):
     from fincrowd_ltr.training.gate_module import train_gate
 
+    if not any(len(row[2]) for row in rows):
+        raise DataError(
+            "the gate has no cross-fitted row to learn from (with gate_rows 'synthetic': no "
+            "synthetic bank of a training fold's companies); use gate_rows 'labelled' or 'both'",
+            "gate_rows",
+        )
     feats = np.concatenate([row[3] for row in rows])
     labels = np.concatenate([(row[4] > 1e-12).astype(np.float64) for row in rows])
     return train_gate(feats, labels, seed=seed)

@@ -274,6 +274,83 @@ def test_the_calibration_fold_never_validates_a_residual(tmp_path, labelled):
             assert not qids(inner_val) & set(plan.qids([inner_test]))
 
 
+@pytest.mark.parametrize("gate_rows", ["both", "synthetic"])
+def test_the_gate_learns_from_cross_fitted_synthetic_rows(tmp_path, monkeypatch, gate_rows):
+    """With ``gate_rows`` asking for them, the gate's predictor learns from the synthetic banks of
+    each inner test fold's companies, scored by a residual that never trained on them (with the
+    labelled rows for ``both``); its calibration stays on labelled retrieved banks only."""
+    from fincrowd_ltr.api import fit
+    from fincrowd_ltr.settings import FitSettings
+
+    data = filings_corpus(companies=10)
+    settings = FitSettings().replace(
+        folds=5, grid=None, first_stage="bm25", cache_dir=tmp_path / "c", min_calibration=1,
+        synthetic=SyntheticSettings(n=40), gate_rows=gate_rows,
+    )  # fmt: skip
+    cv = fit._CrossValidation(data, "bm25", settings, None, {}, False)
+    plan, ex = cv.plan, cv.ex
+    synthetic_qids = {e.qid for e in cv.syn.examples}
+    seen = 0
+    for r in plan.rounds():
+        for inner_test, inner_train, _ in fit._gate_splits(ex, r.train, r.validation):
+            sources = {source: banks for source, _, banks in ex.gate_banks(inner_test, data)}
+            assert ex.teaches_gate("retrieved") == (gate_rows == "both")
+            assert ex.teaches_gate("synthetic")
+            rows = {e.qid for e in sources["synthetic"]}
+            assert rows <= synthetic_qids
+            # cross-fitted: the residual scoring them trained on none of them
+            assert not rows & {e.qid for e in inner_train}
+            groups = {cv.syn.groups[q] for q in rows}
+            assert groups <= {data.queries[q].group for q in plan.folds[inner_test]}
+            seen += len(rows)
+    assert seen
+
+    trained_on, calibrated_on, pooled = [], [], []
+    learn, calibrate = fit._train_gate_on, fit.fit_calibration
+    monkeypatch.setattr(
+        fit, "_train_gate_on", lambda rows, seed: trained_on.append(rows) or learn(rows, seed)
+    )
+
+    def recording_calibration(model, dataset, examples, *args, cross_fitted=None, **kwargs):
+        calibrated_on.extend(e.qid for e in examples)
+        calibrated_on.extend(q for rows in cross_fitted or [] for q in rows[0])
+        pooled.append(sum(len(rows[0]) for rows in cross_fitted or []))
+        return calibrate(model, dataset, examples, *args, cross_fitted=cross_fitted, **kwargs)
+
+    monkeypatch.setattr(fit, "fit_calibration", recording_calibration)
+    report = cv.cross_validate()
+    final = cv.final_model()
+    assert report.info["gate_rows"] == gate_rows
+    assert final.summary.extra["gate_rows"] == gate_rows
+    sources = {row[1] for rows in trained_on for row in rows if len(row[2])}
+    assert sources == ({"synthetic", "retrieved", "injected"} if gate_rows == "both"
+                       else {"synthetic"})  # fmt: skip
+    # the pooled calibration keeps the labelled training folds' cross-fitted rows either way
+    assert calibrated_on and not set(calibrated_on) & synthetic_qids
+    assert pooled and all(pooled)
+
+
+def test_synthetic_gate_rows_need_synthetic_questions_no_fit_trained_on(tmp_path):
+    """Asking for synthetic gate rows where there are none to cross-fit is an error that names
+    the option, before any work."""
+    data = filings_corpus(companies=10)
+    options = {"folds": 5, "grid": None, "first_stage": "bm25", "cache_dir": None}
+    cases = [
+        ({"gate_rows": "both"}, "no synthetic questions"),
+        ({"gate_rows": "synthetic", "gate": False}, "without a gate"),
+        (
+            {"gate_rows": "both", "synthetic": SyntheticSettings(n=40, scope="transductive")},
+            "transductive",
+        ),
+    ]
+    for extra, why in cases:
+        with pytest.raises(fc.DataError, match=why) as caught:
+            fc.fit_correction(data, "bm25", progress=False, **options, **extra)
+        assert caught.value.field == "gate_rows"
+    with pytest.raises(fc.DataError, match="gate_rows must be one of"):
+        fc.fit_correction(data, "bm25", gate_rows="synth", **options)
+
+
 @pytest.mark.parametrize("labelled", [False, True])
 def test_a_fit_trains_each_fit_once_and_its_final_model_never_sees_its_calibration(
     tmp_path, monkeypatch, fit_log, labelled
