@@ -154,6 +154,26 @@ def _require_covered_folds(data, plan: FoldPlan, folds: int) -> None:
     )
 
 
+def require_gate_rows(s: FitSettings) -> None:
+    """Synthetic gate rows need a gate and synthetic questions that some fits never trained on
+    (a ``DataError`` naming ``gate_rows`` before any work)."""
+    c, syn = s.calibration, s.synthetic
+    if c.gate_rows == "labelled":
+        return
+    why = None
+    if not c.gate:
+        why = "a fit without a gate has no gate predictor to train"
+    elif not syn.active:
+        why = "the fit has no synthetic questions (--synthetic N)"
+    elif syn.scope != "folds":
+        why = (
+            "with synthetic scope 'transductive' every fit trains on every synthetic question, "
+            "so none gives a cross-fitted row (use scope 'folds')"
+        )
+    if why:
+        raise DataError(f"gate_rows {c.gate_rows!r}: {why}", "gate_rows")
+
+
 class _Folds:
     """Examples per bank mode, indexed by the fold plan; training sets add ``extra`` (banks of
     other datasets, in every training set, never in validation, calibration or test) and the
@@ -237,14 +257,38 @@ class _Folds:
         and, when ``gate_rows`` asks for them, the synthetic banks of the fold's companies
         (source ``synthetic``), which no fit whose training set lacks ``fold`` trained on."""
         out = [(mode, data, self.of(mode, [fold])) for mode in MODES]
-        if self.gate_rows != "labelled" and self.synthetic is not None:
-            groups = self.fold_groups[fold] - self.held_groups
-            banks = [e for e in self.synthetic.examples if self.synthetic.groups[e.qid] in groups]
+        banks = self.synthetic_of(fold) if self.gate_rows != "labelled" else []
+        if banks:
             if self._synthetic_data is None:  # the labelled corpus's passages: one featurizer
                 found = self.synthetic.synthesis.dataset()
                 self._synthetic_data = replace(found, passages=data.passages)
             out.append(("synthetic", self._synthetic_data, banks))
         return out
+
+    def synthetic_of(self, fold: int) -> list[BankExample]:
+        """The synthetic banks of ``fold``'s companies (every fit whose training set lacks
+        ``fold`` trained without them)."""
+        if self.synthetic is None:
+            return []
+        groups = self.fold_groups[fold]
+        return [e for e in self.synthetic.examples if self.synthetic.groups[e.qid] in groups]
+
+    def require_synthetic_gate_rows(self, trains, pooled: bool) -> None:
+        """With gate rows from synthetic questions only, every training set in ``trains`` needs
+        synthetic banks in one of its folds (two when out-of-fold gates score the pooled
+        calibration's rows); checked before any fit."""
+        if self.gate_rows != "synthetic":
+            return
+        need = 2 if pooled else 1
+        for train in trains:
+            found = [f for f in train if self.synthetic_of(f)]
+            if len(found) < need:
+                raise DataError(
+                    f"gate_rows 'synthetic': the gate trained on folds {[f + 1 for f in train]} "
+                    f"finds synthetic banks in {len(found)} of them and needs {need}; synthesise "
+                    "more questions (--synthetic N), or use gate_rows 'both'",
+                    "gate_rows",
+                )
 
     def teaches_gate(self, source: str) -> bool:
         """Whether rows of ``source`` (a bank mode, or ``synthetic``) train the gate."""
@@ -349,7 +393,7 @@ class _CrossValidation:
         if self.synthetic.active:  # before any bank is built
             synthetic_scorer(self.synthetic, ranker, self.stage)
             self.synthetic = self.synthetic.resolved(ranker)
-        self._require_gate_rows()
+        require_gate_rows(s)
         modes = sorted({b.train_mode, b.val_mode, *MODES})
         cache = s.data.cache_dir
         self.examples, self.notes = _examples_by_mode(
@@ -361,37 +405,24 @@ class _CrossValidation:
             t.extra_limit, t.seed, s.data.data_root, cache, progress,
         )  # fmt: skip
         self.syn = self._synthetic_examples(featurizer) if self.synthetic.active else None
+        # what the gate learns from (labelled when the corpus yielded no synthetic bank)
+        self.gate_rows = s.calibration.gate_rows if self.syn is not None else "labelled"
         self.grid = self.synthetic.grid(grid) if self.syn else grid
         fold_groups = [{data.queries[q].group for q in fold} for fold in plan.folds]
         held_groups = {data.queries[q].group for q in self.held or ()}
         self.ex = _Folds(
             plan, self.examples, b.train_mode, extra, self.syn, self.synthetic, fold_groups,
-            held_groups, b.val_mode, s.calibration.gate, s.calibration.gate_rows,
+            held_groups, b.val_mode, s.calibration.gate, self.gate_rows,
         )  # fmt: skip
+        if s.calibration.gate:
+            trains = [r.train for r in plan.rounds()] + [_final_round(data, plan)[1].train]
+            self.ex.require_synthetic_gate_rows(trains, s.calibration.gate_calibration == "pooled")
         groups = {**extra_groups, **{q: query.group or q for q, query in data.queries.items()}}
         if self.syn is not None:
             groups.update(self.syn.groups)
         self.fits = ResidualFits(t.workers, progress, t.committee, groups)
         # every fold's model reads this corpus: its segment names are harvested once, here
         self.features = CorpusFeaturizers()
-
-    def _require_gate_rows(self) -> None:
-        """Synthetic gate rows need synthetic questions that some fits never trained on."""
-        c = self.s.calibration
-        if c.gate_rows == "labelled":
-            return
-        why = None
-        if not c.gate:
-            why = "a fit without a gate has no gate predictor to train"
-        elif not self.synthetic.active:
-            why = "the fit has no synthetic questions (--synthetic N)"
-        elif self.synthetic.scope != "folds":
-            why = (
-                "with synthetic scope 'transductive' every fit trains on every synthetic "
-                "question, so none gives a cross-fitted row (use scope 'folds')"
-            )
-        if why:
-            raise DataError(f"gate_rows {c.gate_rows!r}: {why}", "gate_rows")
 
     def _synthetic_examples(self, featurizer) -> SyntheticExamples | None:
         """The synthetic training banks (None, with a note, when the corpus yields none)."""
@@ -418,7 +449,10 @@ class _CrossValidation:
             raise DataError(f"synthetic-only training has nothing to train on: {found}")
         if self.s.calibration.gate_rows == "synthetic":
             raise DataError(f"the gate has no synthetic row to learn from: {found}", "gate_rows")
-        self.notes.append(found + "; trained on the labelled banks alone")
+        alone = "; trained on the labelled banks alone"
+        if self.s.calibration.gate_rows == "both":
+            alone += ", and the gate learns from labelled rows alone"
+        self.notes.append(found + alone)
         return None
 
     def model(self, scorer, gate_module=None, domains=None) -> GatedCorrection:
@@ -556,7 +590,7 @@ class _CrossValidation:
             "committee": s.training.committee,
             "regression_cap": s.calibration.regression_cap,
             "gate_calibration": s.calibration.gate_calibration,
-            "gate_rows": s.calibration.gate_rows,
+            "gate_rows": self.gate_rows,
             "gate_folds": gate_folds,
             "notes": self.notes,
         }
@@ -598,8 +632,8 @@ class _CrossValidation:
             extra["extra_training"] = _by_dataset(self.extra_qids)
         if s.training.committee > 1:
             extra["committee"] = s.training.committee
-        if c.gate and c.gate_rows != "labelled":
-            extra["gate_rows"] = c.gate_rows
+        if c.gate and self.gate_rows != "labelled":
+            extra["gate_rows"] = self.gate_rows
         if self.synthetic.active:  # asked for: recorded even when the corpus yielded none
             extra["synthetic"] = self.synthetic_record()
         final.summary = TrainingSummary(
@@ -763,12 +797,9 @@ def _join_rows(rows: dict, qids, logits, gains, orderable) -> dict:
 def _train_gate_on(rows, seed):
     from fincrowd_ltr.training.gate_module import train_gate
 
-    if not any(len(row[2]) for row in rows):
-        raise DataError(
-            "the gate has no cross-fitted row to learn from (with gate_rows 'synthetic': no "
-            "synthetic bank of a training fold's companies); use gate_rows 'labelled' or 'both'",
-            "gate_rows",
-        )
+    rows = [row for row in rows if len(row[2])]  # a fold without banks of a source adds none
+    if not rows:
+        raise DataError("the gate has no cross-fitted row to learn from", "gate_rows")
     feats = np.concatenate([row[3] for row in rows])
     labels = np.concatenate([(row[4] > 1e-12).astype(np.float64) for row in rows])
     return train_gate(feats, labels, seed=seed)

@@ -16,7 +16,7 @@ import numpy as np
 
 from fincrowd_ltr.api.corpus import load_dataset
 from fincrowd_ltr.api.evaluate import evaluate
-from fincrowd_ltr.api.fit import fit_correction
+from fincrowd_ltr.api.fit import fit_correction, require_gate_rows
 from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.data.splits import FoldPlan
 from fincrowd_ltr.evaluation.first_stage import SELECT_ON, retrieve_runs
@@ -74,6 +74,7 @@ def nested_cross_validation(
             "nested_cross_validation keeps the held-out companies out of every choice: use "
             "synthetic scope 'folds' (transductive synthesis reads their filings)"
         )
+    require_gate_rows(s)
     data = load_dataset(dataset, s.data.data_root, s.data.split)
     plan = FoldPlan.by_group(data, s.training.folds, s.training.seed)
     stages = choose_first_stages(data, plan, tuple(variants), s.data.cache_dir)

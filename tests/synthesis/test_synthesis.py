@@ -7,6 +7,7 @@ import math
 import re
 from collections import Counter
 
+import numpy as np
 import pytest
 import torch
 
@@ -314,7 +315,7 @@ def test_the_gate_learns_from_cross_fitted_synthetic_rows(tmp_path, monkeypatch,
     def recording_calibration(model, dataset, examples, *args, cross_fitted=None, **kwargs):
         calibrated_on.extend(e.qid for e in examples)
         calibrated_on.extend(q for rows in cross_fitted or [] for q in rows[0])
-        pooled.append(sum(len(rows[0]) for rows in cross_fitted or []))
+        pooled.append([q for rows in cross_fitted or [] for q in rows[0]])
         return calibrate(model, dataset, examples, *args, cross_fitted=cross_fitted, **kwargs)
 
     monkeypatch.setattr(fit, "fit_calibration", recording_calibration)
@@ -325,16 +326,35 @@ def test_the_gate_learns_from_cross_fitted_synthetic_rows(tmp_path, monkeypatch,
     sources = {row[1] for rows in trained_on for row in rows if len(row[2])}
     assert sources == ({"synthetic", "retrieved", "injected"} if gate_rows == "both"
                        else {"synthetic"})  # fmt: skip
-    # the pooled calibration keeps the labelled training folds' cross-fitted rows either way
+    # each gate is followed by its out-of-fold gates, each trained without one fold's rows
+    full, out_of_fold = None, 0
+    for rows in trained_on:
+        folds = {row[0] for row in rows}
+        if full is None or not folds < full:
+            full = folds
+            continue
+        assert len(full - folds) == 1
+        out_of_fold += 1
+    assert out_of_fold
+    # the pooled calibration keeps the labelled training folds' cross-fitted retrieved rows
+    # (once each: an injected row would repeat a qid) and no synthetic one, either way
     assert calibrated_on and not set(calibrated_on) & synthetic_qids
-    assert pooled and all(pooled)
+    assert pooled and all(pooled) and all(len(set(p)) == len(p) for p in pooled)
 
 
-def test_synthetic_gate_rows_need_synthetic_questions_no_fit_trained_on(tmp_path):
+def test_synthetic_gate_rows_need_synthetic_questions_no_fit_trained_on(tmp_path, monkeypatch):
     """Asking for synthetic gate rows where there are none to cross-fit is an error that names
-    the option, before any work."""
+    the option, before any bank is built; folds without synthetic banks add no row, and a gate
+    that would learn from synthetic rows of too few folds is refused before any fit."""
+    from fincrowd_ltr.api import fit
+
     data = filings_corpus(companies=10)
     options = {"folds": 5, "grid": None, "first_stage": "bm25", "cache_dir": None}
+
+    def no_banks(*args, **kwargs):
+        raise AssertionError("banks built before the settings were checked")
+
+    monkeypatch.setattr(fit, "_examples_by_mode", no_banks)
     cases = [
         ({"gate_rows": "both"}, "no synthetic questions"),
         ({"gate_rows": "synthetic", "gate": False}, "without a gate"),
@@ -349,6 +369,35 @@ def test_synthetic_gate_rows_need_synthetic_questions_no_fit_trained_on(tmp_path
         assert caught.value.field == "gate_rows"
     with pytest.raises(fc.DataError, match="gate_rows must be one of"):
         fc.fit_correction(data, "bm25", gate_rows="synth", **options)
+    with pytest.raises(fc.DataError, match="no synthetic questions"):
+        fc.nested_cross_validation(data, "bm25", gate_rows="both", folds=5, cache_dir=None)
+
+    plan = FoldPlan.by_group(data, 5, 0)
+    groups = [{data.queries[q].group for q in fold} for fold in plan.folds]
+    syn = synthesize(data, n=40)
+    only = groups[0]  # synthetic banks of fold 0's companies alone
+    examples = [BankExample(q.qid, [], None, None, None) for q in syn.questions
+                if q.company in only]  # fmt: skip
+    found = SyntheticExamples(examples, {q.qid: q.company for q in syn.questions}, syn)
+    assert examples
+    for rows, fails in (("synthetic", True), ("both", False)):
+        folds = _Folds(plan, {"injected": {}, "retrieved": {}}, "injected", None, found,
+                       SyntheticSettings(n=40), groups, set(), gate_rows=rows)  # fmt: skip
+        assert {source for source, _, _ in folds.gate_banks(1, data)} == {"injected", "retrieved"}
+        assert [source for source, _, _ in folds.gate_banks(0, data)][-1] == "synthetic"
+        folds.require_synthetic_gate_rows([(0, 2)], pooled=False)
+        if fails:
+            with pytest.raises(fc.DataError, match="needs 2") as caught:
+                folds.require_synthetic_gate_rows([(0, 2)], pooled=True)
+            assert caught.value.field == "gate_rows"
+        else:
+            folds.require_synthetic_gate_rows([(0, 2)], pooled=True)
+    # an empty row (a fold without banks of a source) is left out of the gate's training data
+    width = 4
+    full = (["a", "b", "c"], np.ones((3, width)), np.array([0.1, -0.1, 0.2]), np.ones(3, bool))
+    empty = ([], np.zeros((0, 0)), np.zeros(0), np.zeros(0, bool))
+    gate = fit._train_gate_on([(0, "synthetic", *full), (1, "synthetic", *empty)], seed=0)
+    assert gate is not None
 
 
 @pytest.mark.parametrize("labelled", [False, True])
