@@ -31,7 +31,7 @@ from fincrowd_ltr.defaults import (
 
 MODES = BANK_MODES
 GATE_CALIBRATIONS = ("pooled", "fold")
-GATE_ROWS = ("labelled", "synthetic", "both")
+GATE_ROWS = ("auto", "labelled", "synthetic", "both")
 OBJECTIVES = ("pairwise", "listnet")
 SCOPES = ("folds", "transductive")
 AUTO = "auto"  # a named share read from the questions
@@ -276,11 +276,12 @@ class CalibrationSettings:
         ),
     )
     gate_rows: str = field(
-        default="labelled",
+        default="auto",
         metadata=_opt(
             "the cross-fitted rows the gate's predictor learns from: the labelled training "
             "folds', the synthetic questions' (those of each inner test fold's companies; needs "
-            "--synthetic) or both; the gate is calibrated on labelled questions either way",
+            "--synthetic) or both; auto: both when the fit has synthetic questions of scope "
+            "folds, else labelled; the gate is calibrated on labelled questions either way",
             choices=GATE_ROWS,
         ),
     )

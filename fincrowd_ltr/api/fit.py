@@ -158,7 +158,7 @@ def require_gate_rows(s: FitSettings) -> None:
     """Synthetic gate rows need a gate and synthetic questions that some fits never trained on
     (a ``DataError`` naming ``gate_rows`` before any work)."""
     c, syn = s.calibration, s.synthetic
-    if c.gate_rows == "labelled":
+    if c.gate_rows in ("auto", "labelled"):
         return
     why = None
     if not c.gate:
@@ -172,6 +172,17 @@ def require_gate_rows(s: FitSettings) -> None:
         )
     if why:
         raise DataError(f"gate_rows {c.gate_rows!r}: {why}", "gate_rows")
+
+
+def _gate_rows(s: FitSettings, has_synthetic: bool) -> str:
+    """What the gate learns from: ``auto`` is ``both`` for a gated fit with synthetic questions
+    of scope ``folds`` (chosen on FinanceBench fold seeds 0-2 and TAT-QA dev, docs/results.md),
+    and anything is ``labelled`` when the corpus yielded no synthetic bank."""
+    asked = s.calibration.gate_rows
+    if asked == "auto":
+        cross_fitted = s.calibration.gate and s.synthetic.scope == "folds"
+        asked = "both" if cross_fitted else "labelled"
+    return asked if has_synthetic else "labelled"
 
 
 class _Folds:
@@ -405,8 +416,7 @@ class _CrossValidation:
             t.extra_limit, t.seed, s.data.data_root, cache, progress,
         )  # fmt: skip
         self.syn = self._synthetic_examples(featurizer) if self.synthetic.active else None
-        # what the gate learns from (labelled when the corpus yielded no synthetic bank)
-        self.gate_rows = s.calibration.gate_rows if self.syn is not None else "labelled"
+        self.gate_rows = _gate_rows(s, self.syn is not None)
         self.grid = self.synthetic.grid(grid) if self.syn else grid
         fold_groups = [{data.queries[q].group for q in fold} for fold in plan.folds]
         held_groups = {data.queries[q].group for q in self.held or ()}

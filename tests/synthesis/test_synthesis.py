@@ -392,6 +392,17 @@ def test_synthetic_gate_rows_need_synthetic_questions_no_fit_trained_on(tmp_path
             assert caught.value.field == "gate_rows"
         else:
             folds.require_synthetic_gate_rows([(0, 2)], pooled=True)
+    # the default: synthetic rows join a gated fit's gate when cross-fitting can give them
+    from fincrowd_ltr.settings import FitSettings
+
+    default = FitSettings().replace(synthetic=40)
+    assert default.calibration.gate_rows == "auto"
+    assert fit._gate_rows(default, True) == "both"
+    assert fit._gate_rows(default, False) == "labelled"  # the corpus yielded no synthetic bank
+    assert fit._gate_rows(default.replace(gate_rows="labelled"), True) == "labelled"
+    assert fit._gate_rows(default.replace(gate=False), True) == "labelled"
+    transductive = default.replace(synthetic=SyntheticSettings(n=40, scope="transductive"))
+    assert fit._gate_rows(transductive, True) == "labelled"
     # an empty row (a fold without banks of a source) is left out of the gate's training data
     width = 4
     full = (["a", "b", "c"], np.ones((3, width)), np.array([0.1, -0.1, 0.2]), np.ones(3, bool))
