@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 
-from fincrowd_ltr.data.beir import read_trec_run
+from fincrowd_ltr.data.beir import check_run, read_trec_run
 from fincrowd_ltr.data.registry import load_dataset as _load_dataset
 from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.defaults import DEFAULT_CACHE  # noqa: E402
@@ -51,10 +52,12 @@ def rankers_of(text: str | list[str]) -> list[str]:
 
 
 def read_run(run: RunScores | str | Path | None, dataset: Dataset) -> RunScores | None:
-    """A run given as a TREC file path (read and checked against ``dataset``), a mapping or a
-    callable."""
-    if run is None or callable(run) or isinstance(run, dict):
+    """A run given as a TREC file path or a mapping ``{qid: {pid: score}}`` (either checked
+    against ``dataset``: unknown ids and non-finite scores are errors), or a callable."""
+    if run is None or callable(run):
         return run
+    if isinstance(run, Mapping):
+        return check_run(run, dataset)
     return read_trec_run(Path(run), dataset)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 
 from fincrowd_ltr.data.jsonl import read_jsonl, require_fields, require_file
@@ -225,6 +226,36 @@ def read_trec_run(path: Path, dataset: Dataset | None = None) -> dict[str, dict[
                 raise DataError(f"{path}:{lineno}: passage {pid!r} listed twice for query {qid!r}")
             run[qid][pid] = score
     return run
+
+
+def check_run(run: Mapping, dataset: Dataset) -> dict[str, dict[str, float]]:
+    """A run given as a mapping ``run[qid][pid] = score``, checked as a TREC file is: every
+    question and passage id in ``dataset``, every score a finite number.
+
+    Raises:
+        DataError: naming the entry (``run['q1']['p7']``) that breaks a rule.
+    """
+    checked: dict[str, dict[str, float]] = {}
+    for qid, scores in run.items():
+        if qid not in dataset.queries:
+            raise DataError(f"run[{qid!r}]: unknown query id {qid!r} (not in {dataset.name})")
+        if not isinstance(scores, Mapping):
+            raise DataError(
+                f"run[{qid!r}] is a {type(scores).__name__}, not a mapping of passage ids to scores"
+            )
+        row = checked[qid] = {}
+        for pid, score in scores.items():
+            where = f"run[{qid!r}][{pid!r}]"
+            if pid not in dataset.passages:
+                raise DataError(f"{where}: unknown passage id {pid!r} (not in {dataset.name})")
+            try:
+                value = float(score)
+            except (TypeError, ValueError):
+                raise DataError(f"{where}: score {score!r} is not a number") from None
+            if not math.isfinite(value):
+                raise DataError(f"{where}: score is {value} (must be finite)")
+            row[pid] = value
+    return checked
 
 
 def write_trec_run(path: Path, run: dict[str, dict[str, float]], tag: str = "fincrowd") -> None:

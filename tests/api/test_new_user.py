@@ -122,6 +122,23 @@ def test_a_users_run_must_score_every_candidate_and_a_nan_is_counted_once():
         check_scores(scores, "run")
 
 
+def test_a_run_given_as_a_dict_is_checked_like_a_trec_file():
+    data = user_corpus(companies=2)
+    q, p = next(iter(data.queries)), next(iter(data.passages))
+    build = dict(first_stage="run", size=5, cache_dir=None, progress=False)
+    for run, message in [
+        ({q: {"no-such-page": 1.0}}, r"run\['.+'\]\['no-such-page'\]: unknown passage id"),
+        ({"no-such-question": {p: 1.0}}, r"run\['no-such-question'\]: unknown query id"),
+        ({q: {p: float("nan")}}, r"run\['.+'\]\['.+'\]: score is nan \(must be finite\)"),
+        ({q: {p: "high"}}, r"score 'high' is not a number"),
+        ({q: [p]}, r"is a list, not a mapping"),
+    ]:
+        with pytest.raises(DataError, match=message):
+            fc.build_banks(data, ["run"], run=run, **build)
+    run = {qid: {p: np.float32(2.0)} for qid in data.queries}  # numpy scores are numbers
+    assert fc.build_banks(data, ["run"], run=run, **build).banks[q].pids == [p]
+
+
 def test_too_few_companies_for_the_folds_is_an_error_naming_the_option():
     with pytest.raises(DataError, match=r"use --folds 3 or fewer"):
         fc.fit_correction(user_corpus(companies=3), "bm25", folds=5, progress=False)
