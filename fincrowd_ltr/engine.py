@@ -181,15 +181,6 @@ def map_chunked(
     return [out for part in engine.map(fn, chunks, shared, what, progress) for out in part]
 
 
-def stop_pool(pool) -> None:
-    """Cancel a ``ProcessPoolExecutor``'s pending tasks and kill its workers at once (leaving
-    the pool's block would otherwise wait for every queued task)."""
-    processes = list(getattr(pool, "_processes", {}).values())  # no public handle before 3.14
-    pool.shutdown(wait=False, cancel_futures=True)
-    for process in processes:
-        process.kill()
-
-
 _CURRENT: list[Engine] = [LocalEngine()]
 
 

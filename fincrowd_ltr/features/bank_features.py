@@ -21,8 +21,6 @@ For a query and its bank (candidates in bank order), each candidate gets:
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 from scipy import sparse
 
@@ -112,25 +110,6 @@ class BankFeaturizer:
             text = self.passages[pid].text
             cues = self._cues[pid] = (page_role(text), text_periods(text), {})
         return cues
-
-    def extraction_marks(self) -> tuple[int, int]:
-        """How many pages' fields and cues are cached (for :meth:`extracted_since`)."""
-        return len(self._fields), len(self._cues)
-
-    def extracted_since(self, marks: tuple[int, int]) -> tuple[dict, dict]:
-        """The pages' fields and cues cached after ``marks`` (caches only grow, in order)."""
-        return (
-            dict(itertools.islice(self._fields.items(), marks[0], None)),
-            dict(itertools.islice(self._cues.items(), marks[1], None)),
-        )
-
-    def adopt(self, extracted: tuple[dict, dict]) -> None:
-        """Cache fields and cues another copy of this featurizer extracted."""
-        fields, cues = extracted
-        for pid, found in fields.items():
-            self._fields.setdefault(pid, found)
-        for pid, found in cues.items():
-            self._cues.setdefault(pid, found)
 
     def query_fields(self, text: str, pids: list[str] | None = None) -> FinancialFields:
         """The question's fields, reading companies with the extractor's vocabulary plus the

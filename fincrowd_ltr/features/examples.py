@@ -17,7 +17,6 @@ import numpy as np
 from fincrowd_ltr.data.schema import Dataset
 from fincrowd_ltr.features.bank_features import FEATURE_NAMES, BankFeaturizer
 from fincrowd_ltr.features.page_cues import VERSION as CUES_VERSION
-from fincrowd_ltr.features.parallel import featurize_banks
 from fincrowd_ltr.fields.extractor import extractor_fingerprint
 from fincrowd_ltr.retrieval.banks import BankSet
 from fincrowd_ltr.retrieval.filings import VERSION as FILINGS_VERSION
@@ -135,15 +134,15 @@ BANKS_PER_CHUNK = 50
 def bank_features(
     dataset: Dataset, bankset: BankSet, featurizer: BankFeaturizer, qids: list[str]
 ) -> dict[str, np.ndarray]:
-    """Feature matrices of the banks of ``qids``: on the current engine's workers when it is
-    distributed (each chunk of banks travels with its own passages and the extractor), else on
-    every core of this machine (:func:`~fincrowd_ltr.features.parallel.featurize_banks`)."""
+    """Feature matrices of the banks of ``qids`` (on the current engine's workers when it is
+    distributed: each chunk of banks travels with its own passages and the extractor)."""
     from fincrowd_ltr import engine as engines
 
     engine = engines.current()
     if not engine.distributed or len(qids) <= BANKS_PER_CHUNK:
-        banks = [(dataset.queries[q].text, bankset.banks[q].pids) for q in qids]
-        return dict(zip(qids, featurize_banks(featurizer, banks), strict=True))
+        return {
+            q: featurizer.features(dataset.queries[q].text, bankset.banks[q].pids) for q in qids
+        }
     chunks = []
     for start in range(0, len(qids), BANKS_PER_CHUNK):
         part = qids[start : start + BANKS_PER_CHUNK]

@@ -24,7 +24,6 @@ import torch
 from lightning.pytorch.callbacks import Callback, EarlyStopping
 
 from fincrowd_ltr.defaults import SELECTION_GRID
-from fincrowd_ltr.engine import stop_pool
 from fincrowd_ltr.features.examples import BankExample
 from fincrowd_ltr.model.residual import average_residuals
 from fincrowd_ltr.progress import Progress
@@ -255,7 +254,7 @@ class ResidualFits:
                 self.trained += 1
                 bar.update()
         except BaseException:  # interrupted (a signal, Ctrl-C) or a fit failed: stop the rest now
-            stop_pool(pool)  # not terminate(): Lightning turns SIGTERM into a flag in a fit
+            _stop(pool)
             raise
         finally:
             _WORKER_EXAMPLES.clear()
@@ -264,6 +263,15 @@ class ResidualFits:
 
 
 _WORKER_EXAMPLES: list[BankExample] = []
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Cancel the pool's pending fits and end its workers at once (leaving the pool's block
+    would otherwise wait for every queued fit)."""
+    processes = list(getattr(pool, "_processes", {}).values())  # no public handle before 3.14
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.kill()  # not terminate(): Lightning turns SIGTERM into a flag inside a fit
 
 
 def _exit_now(signum, frame) -> None:

@@ -173,39 +173,3 @@ def test_corpus_featurizers_harvest_each_corpus_once_and_are_shared(monkeypatch)
     small.featurizer(FieldExtractor(), a)
     small.featurizer(FieldExtractor(), b)
     assert len(small._featurizers) == 1  # bounded
-
-
-def _random_filings(seed=0, n=300):
-    rng = np.random.default_rng(seed)
-    words = ("revenue net income segment cloud capital expenditure cash flow operating margin "
-             "dividends total assets inventory europe americas services products in millions "
-             "fiscal year ended december consolidated statements of operations").split()  # fmt: skip
-    passages = {}
-    for i in range(n):
-        company = f"Firm{i % 7}"
-        year = 2015 + i % 6
-        body = " ".join(rng.choice(words, size=int(rng.integers(20, 120))))
-        text = f"{company} {body} {year} $ {rng.integers(10, 9999)} {year - 1} $ {rng.integers(10, 99)}"
-        passages[f"p{i}"] = Passage(f"p{i}", text, company=company, period=str(year))
-    questions = [f"What was Firm{k % 7}'s {words[k % len(words)]} in FY{2015 + k % 6}?"
-                 for k in range(40)]  # fmt: skip
-    pids = list(passages)
-    banks = [(questions[k % 40], list(rng.choice(pids, size=30, replace=False))) for k in range(130)]
-    return passages, banks
-
-
-def test_banks_featurised_on_forked_workers_equal_one_process_bit_for_bit():
-    from fincrowd_ltr.features.parallel import featurize_banks
-
-    passages, banks = _random_filings()
-    extractor = FieldExtractor.from_passages(passages.values())
-    alone, forked = (BankFeaturizer(extractor, passages) for _ in range(2))
-    one = featurize_banks(alone, banks, workers=1)
-    many = featurize_banks(forked, banks, workers=2)  # three spans of 50 banks on two workers
-    assert len(many) == len(banks) and all(np.array_equal(a, b) for a, b in zip(one, many))
-    # the parent's caches end as one process leaves them: term ids, page fields and cues
-    assert forked.terms.vocab == alone.terms.vocab
-    assert forked._fields == alone._fields and forked._cues.keys() == alone._cues.keys()
-    # and a later bank on the parent reads the same vocabulary
-    query, pids = banks[0]
-    assert np.array_equal(forked.features(query, pids[::-1]), alone.features(query, pids[::-1]))
