@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -58,6 +59,11 @@ def read_run(run: RunScores | str | Path | None, dataset: Dataset) -> RunScores 
         return run
     if isinstance(run, Mapping):
         return check_run(run, dataset)
+    if not isinstance(run, str | os.PathLike):
+        raise DataError(
+            f"run is a {type(run).__name__}: give a TREC run file's path, a mapping "
+            "{qid: {pid: score}} or a callable (query, pids) -> scores"
+        )
     return read_trec_run(Path(run), dataset)
 
 

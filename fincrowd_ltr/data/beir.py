@@ -197,65 +197,99 @@ def load_beir(
 def read_trec_run(path: Path, dataset: Dataset | None = None) -> dict[str, dict[str, float]]:
     """Read a TREC run file into ``run[qid][pid] = score``.
 
+    With a ``dataset``, lines of questions it does not hold (another split's, say) are skipped
+    with a warning that counts them; a run with none of its questions is an error.
+
     Raises:
-        DataError: naming file and line for malformed lines, non-finite scores, or (when a
-            dataset is given) query or passage ids it does not contain.
+        DataError: naming file and line for malformed lines, non-finite scores, passage ids
+            the dataset lacks, or a passage listed twice for a question.
     """
     require_file(path, "run file")
     run: dict[str, dict[str, float]] = {}
+    outside: dict[str, str] = {}  # question id -> where it first appears
     with open(path, encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, start=1):
             parts = line.split()
             if not parts:
                 continue
+            where = f"{path}:{lineno}"
             if len(parts) != 6:
-                raise DataError(f"{path}:{lineno}: expected 'qid Q0 docid rank score tag'")
+                raise DataError(f"{where}: expected 'qid Q0 docid rank score tag'")
             qid, _, pid, _, score_text, _ = parts
-            try:
-                score = float(score_text)
-            except ValueError:
-                raise DataError(f"{path}:{lineno}: score {score_text!r} is not a number") from None
-            if not math.isfinite(score):
-                raise DataError(f"{path}:{lineno}: score is {score_text} (must be finite)")
+            score = _run_score(score_text, where)
             if dataset is not None:
-                if qid not in dataset.queries:
-                    raise DataError(f"{path}:{lineno}: unknown query id {qid!r}")
                 if pid not in dataset.passages:
-                    raise DataError(f"{path}:{lineno}: unknown passage id {pid!r}")
+                    raise DataError(f"{where}: unknown passage id {pid!r}")
+                if qid not in dataset.queries:
+                    outside.setdefault(qid, where)
+                    continue
             if pid in run.setdefault(qid, {}):
-                raise DataError(f"{path}:{lineno}: passage {pid!r} listed twice for query {qid!r}")
+                raise DataError(f"{where}: passage {pid!r} listed twice for query {qid!r}")
             run[qid][pid] = score
+    if dataset is not None:
+        _questions_outside(outside, run, dataset, str(path))
     return run
 
 
 def check_run(run: Mapping, dataset: Dataset) -> dict[str, dict[str, float]]:
     """A run given as a mapping ``run[qid][pid] = score``, checked as a TREC file is: every
-    question and passage id in ``dataset``, every score a finite number.
+    passage id in ``dataset`` and every score a finite number; questions the dataset does not
+    hold (another split's) are skipped with a warning, and a run with none of them is an error.
 
     Raises:
         DataError: naming the entry (``run['q1']['p7']``) that breaks a rule.
     """
     checked: dict[str, dict[str, float]] = {}
+    outside: dict[str, str] = {}
     for qid, scores in run.items():
-        if qid not in dataset.queries:
-            raise DataError(f"run[{qid!r}]: unknown query id {qid!r} (not in {dataset.name})")
+        if not isinstance(qid, str):
+            raise DataError(f"run[{qid!r}]: question ids are strings, not {type(qid).__name__}")
         if not isinstance(scores, Mapping):
             raise DataError(
                 f"run[{qid!r}] is a {type(scores).__name__}, not a mapping of passage ids to scores"
             )
-        row = checked[qid] = {}
+        row: dict[str, float] = {}
         for pid, score in scores.items():
             where = f"run[{qid!r}][{pid!r}]"
+            if not isinstance(pid, str):
+                raise DataError(f"{where}: passage ids are strings, not {type(pid).__name__}")
             if pid not in dataset.passages:
                 raise DataError(f"{where}: unknown passage id {pid!r} (not in {dataset.name})")
-            try:
-                value = float(score)
-            except (TypeError, ValueError):
-                raise DataError(f"{where}: score {score!r} is not a number") from None
-            if not math.isfinite(value):
-                raise DataError(f"{where}: score is {value} (must be finite)")
-            row[pid] = value
+            row[pid] = _run_score(score, where)
+        if qid in dataset.queries:
+            checked[qid] = row
+        else:
+            outside.setdefault(qid, f"run[{qid!r}]")
+    _questions_outside(outside, checked, dataset, "the run")
     return checked
+
+
+def _run_score(score, where: str) -> float:
+    """A run's score as a finite float, or an error naming ``where``."""
+    if isinstance(score, bool):
+        raise DataError(f"{where}: score {score!r} is not a number")
+    try:
+        value = float(score)
+    except (TypeError, ValueError, OverflowError):
+        raise DataError(f"{where}: score {score!r} is not a number") from None
+    if not math.isfinite(value):
+        raise DataError(f"{where}: score is {score} (must be finite)")
+    return value
+
+
+def _questions_outside(outside: dict[str, str], kept: dict, dataset: Dataset, run: str) -> None:
+    """Say which of a run's questions ``dataset`` does not hold: an error when it holds none
+    of them, else a warning (a run of every split, read for one)."""
+    if not outside:
+        return
+    first, where = next(iter(outside.items()))
+    found = (
+        f"{len(outside)} of {run}'s {len(outside) + len(kept)} question ids are not questions "
+        f"of {dataset.name} as loaded (e.g. {first!r} at {where})"
+    )
+    if not kept:
+        raise DataError(f"{found}: none of its questions is; check the ids and the split")
+    warnings.warn(f"{found}; their scores are not read (another split's?)", stacklevel=3)
 
 
 def write_trec_run(path: Path, run: dict[str, dict[str, float]], tag: str = "fincrowd") -> None:

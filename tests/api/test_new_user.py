@@ -5,6 +5,7 @@ read, no command succeeds on nothing, and every silent fallback is said."""
 import json
 import math
 import warnings
+from types import MappingProxyType
 
 import numpy as np
 import pytest
@@ -128,7 +129,10 @@ def test_a_run_given_as_a_dict_is_checked_like_a_trec_file():
     build = dict(first_stage="run", size=5, cache_dir=None, progress=False)
     for run, message in [
         ({q: {"no-such-page": 1.0}}, r"run\['.+'\]\['no-such-page'\]: unknown passage id"),
-        ({"no-such-question": {p: 1.0}}, r"run\['no-such-question'\]: unknown query id"),
+        ({"no-such-question": {p: 1.0}}, r"1 of the run's 1 question ids .* 'no-such-question'"),
+        ({q: {p: 10**400}}, r"score 10+ is not a number"),
+        ({q: {p: True}}, r"score True is not a number"),
+        ({1: {p: 1.0}}, r"run\[1\]: question ids are strings, not int"),
         ({q: {p: float("nan")}}, r"run\['.+'\]\['.+'\]: score is nan \(must be finite\)"),
         ({q: {p: "high"}}, r"score 'high' is not a number"),
         ({q: [p]}, r"is a list, not a mapping"),
@@ -137,6 +141,13 @@ def test_a_run_given_as_a_dict_is_checked_like_a_trec_file():
             fc.build_banks(data, ["run"], run=run, **build)
     run = {qid: {p: np.float32(2.0)} for qid in data.queries}  # numpy scores are numbers
     assert fc.build_banks(data, ["run"], run=run, **build).banks[q].pids == [p]
+    # any mapping; a run of every question read for some of them warns and reads theirs
+    some = data.subset(list(data.queries)[:1])
+    with pytest.warns(UserWarning, match=r"1 of the run's 2 question ids are not questions"):
+        banks = fc.build_banks(some, ["run"], run=MappingProxyType(run), **build)
+    assert list(banks.banks) == [q]
+    with pytest.raises(DataError, match="run is a list: give a TREC run file's path"):
+        fc.build_banks(data, ["run"], run=[q, p], **build)
 
 
 def test_too_few_companies_for_the_folds_is_an_error_naming_the_option():

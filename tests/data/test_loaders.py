@@ -166,7 +166,6 @@ def test_beir_and_trec_run(tmp_path):
     [
         ("q1 Q0 d1 1 nan x", "must be finite"),
         ("q1 Q0 d1 1 inf x", "must be finite"),
-        ("q9 Q0 d1 1 1.0 x", "unknown query id 'q9'"),
         ("q1 Q0 d9 1 1.0 x", "unknown passage id 'd9'"),
         ("q1 d1 1.0", "expected 'qid Q0 docid rank score tag'"),
     ],
@@ -177,6 +176,18 @@ def test_bad_run_lines(tmp_path, line, message):
     (tmp_path / "run.trec").write_text("q1 Q0 d2 1 2.0 x\n" + line + "\n")
     with pytest.raises(DataError, match=rf"run\.trec:2: .*{message}"):
         read_trec_run(tmp_path / "run.trec", ds)
+
+
+def test_a_run_of_other_questions_is_skipped_with_a_warning_and_of_none_is_an_error(tmp_path):
+    make_beir(tmp_path)
+    ds = load_beir(tmp_path)
+    path = tmp_path / "run.trec"
+    path.write_text("q1 Q0 d2 1 2.0 x\nq9 Q0 d1 1 1.0 x\nq9 Q0 d2 2 0.5 x\n")
+    with pytest.warns(UserWarning, match=r"1 of .*run\.trec's 2 question ids .* 'q9' at .*:2"):
+        assert read_trec_run(path, ds) == {"q1": {"d2": 2.0}}
+    path.write_text("q9 Q0 d1 1 1.0 x\n")
+    with pytest.raises(DataError, match="none of its questions is; check the ids and the split"):
+        read_trec_run(path, ds)
 
 
 def test_beir_unknown_qrels_id_and_empty_query(tmp_path):
