@@ -5,13 +5,13 @@ calibrated on fold ``f + 1``'s own top-``k`` banks)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
-from fincrowd_ltr.api.corpus import build_banks, load_dataset, rankers_of
-from fincrowd_ltr.data.beir import read_trec_run
-from fincrowd_ltr.data.schema import Dataset
+from fincrowd_ltr.api.corpus import build_banks, load_dataset, rankers_of, read_run
+from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.data.splits import FoldPlan
 from fincrowd_ltr.evaluation.cascade import (
     COLUMN,
@@ -163,12 +163,12 @@ def cascade(
     k: int = 20,
     gated: bool = False,
     correction_ranker: str = "dense",
-    scores: dict[str, str | Path] | None = None,
+    scores: dict[str, str | Path | Mapping] | None = None,
     **shortcuts,
 ) -> CascadeReport:
     """The cascade report: first stage, each stage-2 ranker, the settings chosen on training
     folds, and with ``gated`` the correction on the top ``k``. ``scores`` adds runs
-    (``{name: TREC file}``) as fixed stage-2 rankers. ``settings``
+    (``{name: TREC file or {qid: {pid: score}}}``) as fixed stage-2 rankers. ``settings``
     (:class:`~fincrowd_ltr.settings.FitSettings`) or its fields as shortcuts say where the data
     is (``split``, ``data_root``, ``cache_dir``), the first stage (``first_stage``), the fold plan
     (``folds``, ``seed``) and the gate's limits (``regression_cap``, ``min_calibration``,
@@ -181,20 +181,19 @@ def cascade(
     first_stage, folds, seed = s.banks.first_stage, s.training.folds, s.training.seed
     split, cache_dir = s.data.split, s.data.cache_dir
     data = load_dataset(dataset, s.data.data_root, split)
-    stage2 = rankers_of(stage2)
+    stage2, scores = rankers_of(stage2), scores or {}
     bankset = build_banks(
         data, stage2, first_stage=first_stage, size=n, split=split, cache_dir=cache_dir
     )
-    extra = {
-        name: run_scores(read_trec_run(Path(path), data), bankset)
-        for name, path in (scores or {}).items()
-    }
+    extra = {name: run_scores(_run_of(name, run, data), bankset) for name, run in scores.items()}
     grid = settings_grid(stage2, n, k)
     fixed = [CascadeSettings(n, k, r) for r in [*stage2, *extra]]
     report, chosen = crossvalidate_cascade(data, bankset, grid, folds, seed, extra, fixed)
     report = CascadeReport(report)
     report["first_stage"] = BankSpec(first_stage=first_stage).stage(data)
-    report["scores_from_runs"] = {name: str(path) for name, path in (scores or {}).items()}
+    report["scores_from_runs"] = {
+        name: "a mapping" if isinstance(run, Mapping) else str(run) for name, run in scores.items()
+    }
     if gated:
         plan = FoldPlan.by_group(data, folds, seed)
         corrections = fold_corrections(
@@ -210,3 +209,10 @@ def cascade(
                 data, plan, corrections, bankset, same, extra, label=f"cascade:{name}", **limits
             )
     return report
+
+
+def _run_of(name: str, run, data: Dataset) -> dict:
+    """A stage-2 run (a TREC file or a mapping), read and checked against ``data``."""
+    if callable(run):
+        raise DataError(f"scores[{name!r}]: a cascade reads a run's scores, not a callable")
+    return read_run(run, data)

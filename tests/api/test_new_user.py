@@ -213,3 +213,15 @@ def test_the_top_level_help_is_plain_text(capsys):
         help_text = build_parser()._subparsers._group_actions[0].choices["synthesize"].format_help()
     assert "--overwrite" in help_text
     assert "new or empty one (default" not in " ".join(help_text.split())  # --out is required
+
+
+def test_a_cascade_reads_a_run_given_as_a_mapping():
+    data = user_corpus()
+    rng = np.random.default_rng(1)
+    mine = {q: {p: float(rng.normal()) for p in data.passages} for q in data.queries}
+    options = dict(n=10, k=3, first_stage="bm25", cache_dir=None)
+    report = fc.cascade(data, "bm25", scores={"mine": mine}, **options)
+    assert report["scores_from_runs"] == {"mine": "a mapping"}
+    assert "cascade:mine" in report.to_dict()["systems"]
+    with pytest.raises(DataError, match=r"scores\['mine'\]: a cascade reads a run's scores"):
+        fc.cascade(data, "bm25", scores={"mine": lambda q, pids: np.zeros(len(pids))}, **options)
