@@ -14,7 +14,10 @@ cluster is one address away (``Client("tcp://scheduler:8786")``).
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, Protocol
 
 from fincrowd_ltr.progress import Progress
@@ -147,6 +150,28 @@ class DaskEngine:
         self.client.close()
         if self.cluster is not None:
             self.cluster.close()
+
+
+def available_cores() -> int:
+    """The cores this process may use: its CPU affinity, capped by a cgroup v2 CPU quota (a
+    container limited to 2 CPUs on a 64-core host has 2)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - platforms without affinity (macOS, Windows)
+        cores = os.cpu_count() or 1
+    try:
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, int(int(quota) // int(period))))
+    except (OSError, ValueError):
+        pass  # no cgroup v2 quota readable: the affinity stands
+    return cores
+
+
+def fork_safe() -> bool:
+    """Whether worker processes may be forked: on Linux (macOS has ``fork`` but system
+    libraries it loads, Accelerate among them, are not fork-safe; Python spawns there)."""
+    return sys.platform.startswith("linux")
 
 
 def make_engine(

@@ -24,6 +24,7 @@ import torch
 from lightning.pytorch.callbacks import Callback, EarlyStopping
 
 from fincrowd_ltr.defaults import SELECTION_GRID
+from fincrowd_ltr.engine import available_cores, fork_safe
 from fincrowd_ltr.features.examples import BankExample
 from fincrowd_ltr.model.residual import average_residuals
 from fincrowd_ltr.progress import Progress
@@ -215,7 +216,7 @@ class ResidualFits:
                 todo.setdefault(key, job)
         workers = self.workers
         if workers is None:
-            workers = (os.cpu_count() or 1) if len(todo) >= MIN_PARALLEL_FITS else 1
+            workers = available_cores() if len(todo) >= MIN_PARALLEL_FITS else 1
         workers = min(workers, len(todo))
         bar = Progress(len(todo), "residual fits", enabled=self.progress, unit=" fits")
         if workers <= 1:
@@ -234,9 +235,9 @@ class ResidualFits:
             (key, [position[id(e)] for e in train], [position[id(e)] for e in val], setting, seed)
             for key, (train, val, setting, seed) in todo.items()
         ]
-        # fork where the platform has it (workers start at once and inherit the examples; one
-        # thread each, as DataLoader workers, keeps OpenMP safe after fork), spawn elsewhere
-        method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+        # fork on Linux (workers start at once and inherit the examples; one thread each, as
+        # DataLoader workers, keeps OpenMP safe after fork), spawn elsewhere (macOS included)
+        method = "fork" if fork_safe() else "spawn"
         shared = list(examples.values())
         _WORKER_EXAMPLES[:] = shared if method == "fork" else []
         pool = ProcessPoolExecutor(

@@ -106,3 +106,26 @@ def test_dense_scores_on_cuda_equal_the_cpu_ones(tiny_bert):
         assert encoder.device == "cuda"
         gpu = encoder.score("revenue 2021", texts)
     assert np.allclose(cpu, gpu, atol=1e-4)
+
+
+def test_available_cores_reads_affinity_and_a_cgroup_quota(monkeypatch, tmp_path):
+    import os
+    from pathlib import Path
+
+    from fincrowd_ltr import engine
+
+    assert 1 <= engine.available_cores() <= (os.cpu_count() or 1)
+    quota = tmp_path / "cpu.max"
+    real_path = Path
+
+    def fake_path(p):
+        return quota if str(p) == "/sys/fs/cgroup/cpu.max" else real_path(p)
+
+    monkeypatch.setattr(engine, "Path", fake_path)
+    monkeypatch.setattr(engine.os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
+    quota.write_text("200000 100000\n")  # a container of 2 CPUs on a 64-core host
+    assert engine.available_cores() == 2
+    quota.write_text("max 100000\n")
+    assert engine.available_cores() == 64
+    quota.write_text("50000 100000\n")  # half a CPU: one worker
+    assert engine.available_cores() == 1

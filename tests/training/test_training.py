@@ -6,6 +6,7 @@ import math
 
 import lightning as L
 import numpy as np
+import pytest
 import torch
 
 from fincrowd_ltr.settings import BankSettings, DataSettings, FoldSettings
@@ -85,9 +86,14 @@ def _toy_banks(tmp_path) -> list:
     return dm.examples["train"] + dm.examples["val"]
 
 
-def test_parallel_fits_equal_the_fits_of_one_process(tmp_path):
-    """Residuals trained by worker processes are the ones this process would train."""
+@pytest.mark.parametrize("forked", [True, False], ids=["fork", "spawn"])
+def test_parallel_fits_equal_the_fits_of_one_process(tmp_path, monkeypatch, forked):
+    """Residuals trained by worker processes are the ones this process would train, forked (on
+    Linux) or spawned (elsewhere: macOS's system libraries are not fork-safe)."""
+    from fincrowd_ltr.training import fitting
     from fincrowd_ltr.training.fitting import ResidualFits
+
+    monkeypatch.setattr(fitting, "fork_safe", lambda: forked)
 
     banks = _toy_banks(tmp_path)
     jobs = [
