@@ -213,6 +213,8 @@ def cascade(
 
 def _run_of(name: str, run, data: Dataset) -> dict:
     """A stage-2 run (a TREC file or a mapping), read and checked against ``data``."""
-    if callable(run):
-        raise DataError(f"scores[{name!r}]: a cascade reads a run's scores, not a callable")
+    if callable(run) or run is None:
+        raise DataError(
+            f"scores[{name!r}]: a cascade reads a run's scores (a TREC file or a mapping)"
+        )
     return read_run(run, data)

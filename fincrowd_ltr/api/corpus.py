@@ -54,7 +54,8 @@ def rankers_of(text: str | list[str]) -> list[str]:
 
 def read_run(run: RunScores | str | Path | None, dataset: Dataset) -> RunScores | None:
     """A run given as a TREC file path or a mapping ``{qid: {pid: score}}`` (either checked
-    against ``dataset``: unknown ids and non-finite scores are errors), or a callable."""
+    against ``dataset``: unknown passage ids and non-finite scores are errors, questions it does
+    not hold are skipped with a warning), or a callable."""
     if run is None or callable(run):
         return run
     if isinstance(run, Mapping):

@@ -12,9 +12,13 @@ ranker's scores come as a TREC run file (``qid Q0 docid rank score tag``).
 from __future__ import annotations
 
 import math
+import os
+import sys
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
+
+import numpy as np
 
 from fincrowd_ltr.data.jsonl import read_jsonl, require_fields, require_file
 from fincrowd_ltr.data.metadata import METADATA_FIELDS, normalise_metadata
@@ -197,8 +201,9 @@ def load_beir(
 def read_trec_run(path: Path, dataset: Dataset | None = None) -> dict[str, dict[str, float]]:
     """Read a TREC run file into ``run[qid][pid] = score``.
 
-    With a ``dataset``, lines of questions it does not hold (another split's, say) are skipped
-    with a warning that counts them; a run with none of its questions is an error.
+    With a ``dataset``, lines of questions it does not hold (another split's, say) are checked
+    and skipped, with a warning that counts them; a run that scores none of its questions is an
+    error.
 
     Raises:
         DataError: naming file and line for malformed lines, non-finite scores, passage ids
@@ -206,7 +211,8 @@ def read_trec_run(path: Path, dataset: Dataset | None = None) -> dict[str, dict[
     """
     require_file(path, "run file")
     run: dict[str, dict[str, float]] = {}
-    outside: dict[str, str] = {}  # question id -> where it first appears
+    others: dict[str, dict[str, float]] = {}  # questions the dataset does not hold
+    outside: dict[str, str] = {}  # their ids -> where each first appears
     with open(path, encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, start=1):
             parts = line.split()
@@ -217,24 +223,26 @@ def read_trec_run(path: Path, dataset: Dataset | None = None) -> dict[str, dict[
                 raise DataError(f"{where}: expected 'qid Q0 docid rank score tag'")
             qid, _, pid, _, score_text, _ = parts
             score = _run_score(score_text, where)
+            into = run
             if dataset is not None:
                 if pid not in dataset.passages:
                     raise DataError(f"{where}: unknown passage id {pid!r}")
                 if qid not in dataset.queries:
-                    outside.setdefault(qid, where)
-                    continue
-            if pid in run.setdefault(qid, {}):
+                    outside.setdefault(qid, f"line {lineno}")
+                    into = others
+            if pid in into.setdefault(qid, {}):
                 raise DataError(f"{where}: passage {pid!r} listed twice for query {qid!r}")
-            run[qid][pid] = score
+            into[qid][pid] = score
     if dataset is not None:
         _questions_outside(outside, run, dataset, str(path))
     return run
 
 
 def check_run(run: Mapping, dataset: Dataset) -> dict[str, dict[str, float]]:
-    """A run given as a mapping ``run[qid][pid] = score``, checked as a TREC file is: every
-    passage id in ``dataset`` and every score a finite number; questions the dataset does not
-    hold (another split's) are skipped with a warning, and a run with none of them is an error.
+    """A run given as a mapping ``run[qid][pid] = score``, checked as a TREC file is: string
+    ids, every passage id in ``dataset``, every score a finite number; questions the dataset
+    does not hold (another split's) are skipped with a warning, and a run that scores none of
+    its questions is an error.
 
     Raises:
         DataError: naming the entry (``run['q1']['p7']``) that breaks a rule.
@@ -255,41 +263,64 @@ def check_run(run: Mapping, dataset: Dataset) -> dict[str, dict[str, float]]:
                 raise DataError(f"{where}: passage ids are strings, not {type(pid).__name__}")
             if pid not in dataset.passages:
                 raise DataError(f"{where}: unknown passage id {pid!r} (not in {dataset.name})")
+            if isinstance(score, str | bytes):
+                raise DataError(f"{where}: score {score!r} is text, not a number")
             row[pid] = _run_score(score, where)
         if qid in dataset.queries:
             checked[qid] = row
         else:
-            outside.setdefault(qid, f"run[{qid!r}]")
+            outside.setdefault(qid, "")
     _questions_outside(outside, checked, dataset, "the run")
     return checked
 
 
 def _run_score(score, where: str) -> float:
     """A run's score as a finite float, or an error naming ``where``."""
-    if isinstance(score, bool):
-        raise DataError(f"{where}: score {score!r} is not a number")
+    if isinstance(score, bool | np.bool_):
+        raise DataError(f"{where}: score {score!r} is a bool, not a number")
     try:
         value = float(score)
-    except (TypeError, ValueError, OverflowError):
+    except OverflowError:
+        raise DataError(f"{where}: score is too large for a float") from None
+    except (TypeError, ValueError):
         raise DataError(f"{where}: score {score!r} is not a number") from None
     if not math.isfinite(value):
-        raise DataError(f"{where}: score is {score} (must be finite)")
+        raise DataError(f"{where}: score is {value} (must be finite)")
     return value
 
 
 def _questions_outside(outside: dict[str, str], kept: dict, dataset: Dataset, run: str) -> None:
-    """Say which of a run's questions ``dataset`` does not hold: an error when it holds none
-    of them, else a warning (a run of every split, read for one)."""
-    if not outside:
-        return
-    first, where = next(iter(outside.items()))
-    found = (
-        f"{len(outside)} of {run}'s {len(outside) + len(kept)} question ids are not questions "
-        f"of {dataset.name} as loaded (e.g. {first!r} at {where})"
-    )
-    if not kept:
-        raise DataError(f"{found}: none of its questions is; check the ids and the split")
-    warnings.warn(f"{found}; their scores are not read (another split's?)", stacklevel=3)
+    """Refuse a run that scores none of ``dataset``'s questions; warn, counting them, when some
+    of its questions are not ``dataset``'s (``outside``: id -> where it first appears)."""
+    n = len(outside)
+    if outside:
+        first, where = next(iter(outside.items()))
+        example = f"e.g. {first!r}" + (f", {where}" if where else "")
+    if not any(kept.values()):
+        found = f"; {n} of its question ids are not {dataset.name}'s ({example})" if n else ""
+        raise DataError(
+            f"{run} scores none of the {len(dataset.queries)} questions of {dataset.name} as "
+            f"loaded{found}: check the ids and the split"
+        )
+    if outside:
+        total = n + len(kept)
+        verb = "is not a question" if n == 1 else "are not questions"
+        warnings.warn(
+            f"{run}: {n} of its {total} question ids {verb} of {dataset.name} as loaded "
+            f"({example}); their scores are skipped (another split's?)",
+            stacklevel=_caller_outside_package(),
+        )
+
+
+_PACKAGE = str(Path(__file__).resolve().parents[1]) + os.sep
+
+
+def _caller_outside_package() -> int:
+    """The ``stacklevel`` that points a warning at the first caller outside this package."""
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def write_trec_run(path: Path, run: dict[str, dict[str, float]], tag: str = "fincrowd") -> None:

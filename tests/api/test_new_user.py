@@ -129,12 +129,17 @@ def test_a_run_given_as_a_dict_is_checked_like_a_trec_file():
     build = dict(first_stage="run", size=5, cache_dir=None, progress=False)
     for run, message in [
         ({q: {"no-such-page": 1.0}}, r"run\['.+'\]\['no-such-page'\]: unknown passage id"),
-        ({"no-such-question": {p: 1.0}}, r"1 of the run's 1 question ids .* 'no-such-question'"),
-        ({q: {p: 10**400}}, r"score 10+ is not a number"),
-        ({q: {p: True}}, r"score True is not a number"),
+        ({"no-such-question": {p: 1.0}}, r"scores none of the 2 questions .*'no-such-question'"),
+        ({}, r"the run scores none of the 2 questions of mycorpus as loaded: check the ids"),
+        ({q: {}}, r"the run scores none of the 2 questions"),
+        ({q: {p: 10**400}}, r"score is too large for a float"),
+        ({q: {p: True}}, r"score True is a bool, not a number"),
+        ({q: {p: np.True_}}, r"score .*True_? is a bool, not a number"),
+        ({q: {p: "1.5"}}, r"score '1.5' is text, not a number"),
         ({1: {p: 1.0}}, r"run\[1\]: question ids are strings, not int"),
         ({q: {p: float("nan")}}, r"run\['.+'\]\['.+'\]: score is nan \(must be finite\)"),
-        ({q: {p: "high"}}, r"score 'high' is not a number"),
+        ({q: {p: "high"}}, r"score 'high' is text, not a number"),
+        ({q: {p: None}}, r"score None is not a number"),
         ({q: [p]}, r"is a list, not a mapping"),
     ]:
         with pytest.raises(DataError, match=message):
@@ -143,9 +148,12 @@ def test_a_run_given_as_a_dict_is_checked_like_a_trec_file():
     assert fc.build_banks(data, ["run"], run=run, **build).banks[q].pids == [p]
     # any mapping; a run of every question read for some of them warns and reads theirs
     some = data.subset(list(data.queries)[:1])
-    with pytest.warns(UserWarning, match=r"1 of the run's 2 question ids are not questions"):
+    with pytest.warns(
+        UserWarning, match=r"the run: 1 of its 2 question ids is not a question"
+    ) as seen:
         banks = fc.build_banks(some, ["run"], run=MappingProxyType(run), **build)
     assert list(banks.banks) == [q]
+    assert seen[0].filename == __file__  # the warning points at the user's call
     with pytest.raises(DataError, match="run is a list: give a TREC run file's path"):
         fc.build_banks(data, ["run"], run=[q, p], **build)
 

@@ -183,11 +183,18 @@ def test_a_run_of_other_questions_is_skipped_with_a_warning_and_of_none_is_an_er
     ds = load_beir(tmp_path)
     path = tmp_path / "run.trec"
     path.write_text("q1 Q0 d2 1 2.0 x\nq9 Q0 d1 1 1.0 x\nq9 Q0 d2 2 0.5 x\n")
-    with pytest.warns(UserWarning, match=r"1 of .*run\.trec's 2 question ids .* 'q9' at .*:2"):
+    with pytest.warns(
+        UserWarning, match=r"run\.trec: 1 of its 2 question ids is not a question"
+    ) as seen:
         assert read_trec_run(path, ds) == {"q1": {"d2": 2.0}}
-    path.write_text("q9 Q0 d1 1 1.0 x\n")
-    with pytest.raises(DataError, match="none of its questions is; check the ids and the split"):
-        read_trec_run(path, ds)
+    assert "(e.g. 'q9', line 2)" in str(seen[0].message) and seen[0].filename == __file__
+    path.write_text("q1 Q0 d2 1 2.0 x\nq9 Q0 d1 1 1.0 x\nq9 Q0 d1 2 0.5 x\n")
+    with pytest.raises(DataError, match=r"run\.trec:3: passage 'd1' listed twice for query 'q9'"):
+        read_trec_run(path, ds)  # a skipped question's lines are checked too
+    for text in ("q9 Q0 d1 1 1.0 x\n", ""):
+        path.write_text(text)
+        with pytest.raises(DataError, match=r"scores none of the \d+ questions of .*the split"):
+            read_trec_run(path, ds)
 
 
 def test_beir_unknown_qrels_id_and_empty_query(tmp_path):
