@@ -3,6 +3,9 @@ line reads these before it loads anything heavy)."""
 
 from pathlib import Path
 
+# synthetic questions ask about table rows whose label the extractor maps to a metric ("known"),
+# or about every row with a specific label ("any")
+LINE_ITEMS = ("known", "any")
 DEFAULT_CACHE = Path(".cache")  # index, embedding, bank and feature cache
 DEFAULT_BANK_SIZE = 100  # candidates per bank
 BANK_MODES = ("retrieved", "injected")  # what the first stage found / gold injected

@@ -24,6 +24,7 @@ from fincrowd_ltr.defaults import (
     DEFAULT_DELTA,
     DEFAULT_REGRESSION_CAP,
     GATE_METHODS,
+    LINE_ITEMS,
     MIN_CALIBRATION_QUERIES,
     SELECTION_GRID,
     STAND_IN,
@@ -83,6 +84,8 @@ class SyntheticSettings:
             about "the" company's figure): lower it when your questions rarely name one;
             ``"auto"``: the share of the fit's questions (every fold's but a held-out test
             fold's; texts only, never their relevance) in which the extractor reads a company.
+        line_items: Which table rows are asked about: ``known`` (labels the extractor maps to
+            a metric) or ``any`` (every row with a specific label, asked about by its label).
     """
 
     n: int = 0
@@ -93,8 +96,13 @@ class SyntheticSettings:
     select_weights: tuple[float, ...] = ()
     ranker: str | None = None
     named_share: float | str = 1.0
+    line_items: str = "known"
 
     def __post_init__(self) -> None:
+        if self.line_items not in LINE_ITEMS:
+            raise _data_error(
+                f"synthetic line_items must be one of {LINE_ITEMS}; got {self.line_items!r}"
+            )
         if not _is_share(self.named_share):
             raise _data_error(
                 f"synthetic named_share must be in [0, 1] or 'auto'; got {self.named_share!r}"
@@ -487,6 +495,12 @@ def add_synthetic_arguments(parser: argparse.ArgumentParser) -> None:
         help="share of synthetic questions that name their company (default 1); 'auto': the "
         "share of the fit's questions that name one",
     )  # fmt: skip
+    parser.add_argument(
+        "--synthetic-line-items", dest="synthetic_line_items", choices=LINE_ITEMS,
+        default=d.line_items,
+        help="table rows asked about: 'known' (labels the extractor maps to a metric) or 'any' "
+        "(every row with a specific label, asked about by its own label)",
+    )  # fmt: skip
 
 
 def _weights(text: str) -> tuple[float, ...]:
@@ -525,5 +539,6 @@ def from_arguments(args: argparse.Namespace) -> FitSettings:
             select_weights=_weights(args.synthetic_weights),
             ranker=args.synthetic_ranker,
             named_share=args.synthetic_named_share,
+            line_items=args.synthetic_line_items,
         ),
     )

@@ -42,17 +42,19 @@ def synthesize(
     cache_dir: str | Path | None = DEFAULT_CACHE,
     difficulty: bool = True,
     named_share: float | str = 1.0,
+    line_items: str = "known",
 ) -> Synthesis:
     """Synthesise ``n`` training questions from a corpus's pages (no labels read; see
     :func:`fincrowd_ltr.synthesis.synthesize`), with the share of questions BM25 finds first or
     not at all when ``difficulty``; ``named_share`` of them name their company (``"auto"``: as
-    many as of the dataset's own questions, whose texts alone are read)."""
+    many as of the dataset's own questions, whose texts alone are read); ``line_items``: which
+    table rows are asked about (``"known"`` metrics or ``"any"`` specific label)."""
     data = load_dataset(dataset, data_root, "all") if isinstance(dataset, str) else dataset
     extractor = FieldExtractor.from_passages(data.passages.values())
     share = resolve_named_share(named_share, (q.text for q in data.queries.values()), extractor)
     found = _synthesize(
         data, n, seed, companies=companies, generator=generator, name=f"{data.name}-synthetic",
-        extractor=extractor, named_share=share,
+        extractor=extractor, named_share=share, line_items=line_items,
     )  # fmt: skip
     if difficulty and found.questions:
         cache = None if cache_dir is None else Path(cache_dir)
@@ -174,7 +176,7 @@ def synthetic_examples(
     share = resolve_named_share(settings.named_share, questions, featurizer.extractor)
     found = _synthesize(
         data, settings.n, settings.seed, name=f"{data.name}-synthetic",
-        extractor=featurizer.extractor, named_share=share,
+        extractor=featurizer.extractor, named_share=share, line_items=settings.line_items,
     )  # fmt: skip
     syn = found.dataset()
     spec = BankSpec(size=bank_size, mode=mode, first_stage=stage)

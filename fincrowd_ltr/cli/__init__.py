@@ -18,6 +18,7 @@ from fincrowd_ltr.defaults import (
     BANK_MODES,
     DEFAULT_BANK_SIZE,
     DEFAULT_CACHE,
+    LINE_ITEMS,
 )
 
 DESCRIPTION = (
@@ -315,6 +316,13 @@ def _synthesize_command(command) -> None:
         help="share of questions that name their company (default 1); lower it when your "
         "questions rarely name one ('What was the revenue in 2019?'); 'auto': the share of the "
         "dataset's own questions that name one (their texts alone are read)",
+    )
+    p.add_argument(
+        "--line-items",
+        choices=LINE_ITEMS,
+        default="known",
+        help="table rows asked about: 'known' (labels the extractor maps to a metric, default) "
+        "or 'any' (every row with a specific label, asked about by its own label)",
     )
     p.add_argument(
         "--out",

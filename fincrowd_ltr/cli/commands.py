@@ -192,6 +192,7 @@ def synthesize(args: argparse.Namespace) -> None:
         data_root=args.data_root,
         cache_dir=args.cache_dir,
         named_share=args.named_share,
+        line_items=args.line_items,
     )
     out = write_beir(found, args.out, overwrite=args.overwrite)
     report = found.report()

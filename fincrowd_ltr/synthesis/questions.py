@@ -25,10 +25,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 
 from fincrowd_ltr.data.schema import DataError, Dataset, Passage, Query
+from fincrowd_ltr.defaults import LINE_ITEMS
 from fincrowd_ltr.features.page_cues import has_metric_row
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.fields import vocabulary as V
-from fincrowd_ltr.synthesis.tables import PageTable, figure_key, read_table
+from fincrowd_ltr.synthesis.tables import LABEL_METRIC, PageTable, figure_key, read_table
 
 TEMPLATES = ("line_item", "financebench", "how_much", "change", "ratio", "text_figure")
 NEGATIVE_TYPES = ("other_period", "other_line_item", "other_company")
@@ -191,6 +192,7 @@ def synthesize(
     name: str = "synthetic",
     extractor: FieldExtractor | None = None,
     named_share: float = 1.0,
+    line_items: str = "known",
 ) -> Synthesis:
     """Synthesise ``n`` training questions from a corpus's pages, deterministically.
 
@@ -213,7 +215,12 @@ def synthesize(
             questions are drawn whatever the share: only a drawn question's wording (and its
             other-company negatives) changes, so 1.0 (the default) writes exactly the questions
             it always wrote.
+        line_items: ``"known"``: table rows whose label the field extractor maps to one of its
+            metrics; ``"any"``: also every other row with a specific label ("Revenue from
+            Ireland", not "Total"), asked about by its own label (metric ``row:<label>``).
     """
+    if line_items not in LINE_ITEMS:
+        raise DataError(f"synthesize: line_items must be one of {LINE_ITEMS}, got {line_items!r}")
     if isinstance(named_share, str) or not 0.0 <= named_share <= 1.0:
         raise DataError(
             f"synthesize: named_share must be within [0, 1], got {named_share!r} (for 'auto', "
@@ -230,11 +237,13 @@ def synthesize(
     if extractor is None:
         extractor = FieldExtractor.from_passages(passages.values())
     memo: dict[str, str | None] = {}
+    anyrow = line_items == "any"
     headers = _row_headers(pool)
     tables = {
         p.pid: t
         for p in pool
-        if (t := read_table(p.pid, headers.get(p.pid, "") + p.text, extractor, memo)) is not None
+        if (t := read_table(p.pid, headers.get(p.pid, "") + p.text, extractor, memo, anyrow))
+        is not None
     }
     index = _RowIndex(passages, tables, pool)
     items = _table_items(passages, tables, index, set(templates), seed)
@@ -382,17 +391,27 @@ class _RowIndex:
 
     def expand(self, item: _Item) -> _Item:
         """``item`` with every page of its company that prints its figure next to the metric's
-        line item added to the relevant pages (a table the row reader cannot read, a prose
-        restatement): such a page is never trained as a negative."""
+        line item (a row asked about by its label: that label) added to the relevant pages (a
+        table the row reader cannot read, a prose restatement): such a page is never trained as
+        a negative."""
         digits = sum(ch.isdigit() for ch in item.figure)
         if digits < MIN_FIGURE_DIGITS:
             return item
-        metric = frozenset({item.metric})
+        if item.metric.startswith(LABEL_METRIC):
+            label = item.metric[len(LABEL_METRIC) :]
+
+            def prints_row(text: str) -> bool:
+                return label in " ".join(text.lower().split())
+        else:
+            metric = frozenset({item.metric})
+
+            def prints_row(text: str) -> bool:
+                return has_metric_row(text, metric)
+
         found = {
             p
             for p in self.pages_of.get(item.company, ())
-            if item.figure in self.passages[p].text
-            and has_metric_row(self.passages[p].text, metric)
+            if item.figure in self.passages[p].text and prints_row(self.passages[p].text)
         }
         return dataclasses.replace(item, relevant=item.relevant | found)
 

@@ -5,7 +5,8 @@ PDF text layers print a table one cell per line (the label, then ``$``, then the
 by column) and plain-text tables print a row per line (cells apart by spaces or pipes); both are
 read. A page's columns are the
 first run of two or more year headers (``2015`` / ``2014`` / ``2013``, or ``2015 2014 2013`` on
-one line); a row is a label line whose canonical metric the field extractor recognises,
+one line); a row is a label line whose canonical metric the field extractor recognises (or,
+with ``any_label``, any specific label: its metric is then the label itself, ``row:<label>``),
 followed by exactly one figure per column. Anything else is skipped, never guessed: a page that
 prints no year header, or a row with another number of figures, yields nothing.
 """
@@ -25,6 +26,12 @@ _FIGURE = re.compile(r"^[$€£(]*\s*-?\d[\d,]*(?:\.\d+)?\s*\)?%?$|^[—–-]$")
 _CELL = re.compile(r"^\(?-?\d[\d,]*(?:\.\d+)?\)?%?$")
 _CURRENCY_ONLY = re.compile(r"^[$€£]$")
 MAX_LABEL_WORDS = 8
+LABEL_METRIC = "row:"  # the prefix of a metric that is a row's own label (no vocabulary metric)
+# labels that name no line item on their own: a row so labelled is never asked about by label
+GENERIC_LABELS = frozenset({
+    "total", "totals", "subtotal", "other", "others", "net", "balance", "less", "add", "and",
+    "the", "for", "from", "beginning", "end", "year", "period", "ended",
+})  # fmt: skip
 HEADER_WITHIN = 60  # the column header is looked for in a page's first lines
 
 
@@ -83,10 +90,15 @@ def _header(lines: list[str]) -> tuple[int, tuple[str, ...]] | None:
 
 
 def read_table(
-    pid: str, text: str, extractor: FieldExtractor, metrics: dict[str, str | None] | None = None
+    pid: str,
+    text: str,
+    extractor: FieldExtractor,
+    metrics: dict[str, str | None] | None = None,
+    any_label: bool = False,
 ) -> PageTable | None:
     """The page's statement rows, or None when it prints no year header or no metric row.
-    ``metrics`` memoises each label's metric across pages."""
+    ``metrics`` memoises each label's metric across pages; ``any_label`` also reads rows whose
+    label is no known metric (see :func:`label_metric`)."""
     lines = _lines(text)
     found = _header(lines)
     if found is None:
@@ -109,7 +121,7 @@ def read_table(
                 i += 1
                 continue
             label, i = line, i + 1 + n
-        row = _row(label, values, extractor, {} if metrics is None else metrics)
+        row = _row(label, values, extractor, {} if metrics is None else metrics, any_label)
         if row is not None:
             rows.append(row)
     return PageTable(pid, periods, tuple(rows)) if rows else None
@@ -128,8 +140,22 @@ def _inline_row(line: str, n: int) -> tuple[str, tuple[str, ...]] | None:
     return " ".join(tokens), tuple(reversed(cells))
 
 
+def label_metric(label: str) -> str | None:
+    """A row label as its own metric (``"Revenue from Ireland"`` -> ``"row:revenue from
+    ireland"``), or None when the label names nothing on its own (only generic words such as
+    "Total" or "Other", or no word of three letters)."""
+    words = re.findall(r"[a-z][a-z'&-]*", label.lower())
+    if not any(len(w) >= 3 and w not in GENERIC_LABELS for w in words):
+        return None
+    return LABEL_METRIC + " ".join(label.lower().split())
+
+
 def _row(
-    label: str, values: tuple[str, ...], extractor: FieldExtractor, memo: dict[str, str | None]
+    label: str,
+    values: tuple[str, ...],
+    extractor: FieldExtractor,
+    memo: dict[str, str | None],
+    any_label: bool = False,
 ) -> StatementRow | None:
     label = re.sub(r"\s*\(\d\)$", "", label.strip(" :.")).strip()
     if len(label.split()) > MAX_LABEL_WORDS or not label:
@@ -138,4 +164,6 @@ def _row(
         found = extractor.extract_query(label).metric
         memo[label] = next(iter(found)) if len(found) == 1 else None
     metric = memo[label]
+    if metric is None and any_label:
+        metric = label_metric(label)
     return None if metric is None else StatementRow(label, metric, values)
