@@ -94,6 +94,55 @@ def test_statement_rows_are_read_one_cell_per_line_and_one_row_per_line():
     assert figure_key("$ (1,234.5)") == "-1234.5" and figure_key("—") == "0"
 
 
+def _segment_page(name: str, year: int, ireland: int) -> str:
+    """A revenue-by-geography table whose rows no metric of the vocabulary names."""
+    lines = [f"{name} revenue by geography", "(in thousands)", f"{year} {year - 1}"]
+    lines += [f"Ireland {ireland:,} {ireland - 400:,}", f"Malaysia {ireland // 2:,} 1,000"]
+    lines += [f"Total {ireland + ireland // 2:,} 2,000", f"Net sales {5_000 + year} {4_000 + year}"]
+    return "\n".join(lines)
+
+
+def test_any_line_item_asks_about_rows_by_their_own_label():
+    extractor = FieldExtractor()
+    page = _segment_page("Firm1", 2021, 7_300)
+    assert [r.metric for r in read_table("p", page, extractor).rows] == ["revenue"]
+    rows = read_table("p", page, extractor, any_label=True).rows
+    # rows the vocabulary does not name are read by their label; "Total" names nothing alone
+    assert [r.metric for r in rows] == ["row:ireland", "row:malaysia", "revenue"]
+    passages = {
+        f"Firm{c}_{y}:{k}": fc.Passage(
+            f"Firm{c}_{y}:{k}", text, company=f"Firm{c}", document=f"Firm{c}_{y}", period=str(y)
+        )
+        for c in range(3)
+        for y in (2021, 2022)
+        for k, text in enumerate(
+            (_segment_page(f"Firm{c}", y, 7_300 + 100 * c + y), f"Firm{c} cover page {y}")
+        )
+    }
+    # a prose page restating the Ireland figure next to its label: relevant, never a negative
+    passages["Firm1_2021:9"] = fc.Passage(
+        "Firm1_2021:9", "Revenue in Ireland was 9,421 thousand in 2021.", company="Firm1",
+        document="Firm1_2021", period="2021",
+    )  # fmt: skip
+    data = fc.Dataset("geo", {}, passages, {})
+    known = synthesize(data, n=500, seed=0, templates=("line_item",))
+    every = synthesize(data, n=500, seed=0, templates=("line_item",), line_items="any")
+    assert {q.metric for q in known.questions} == {"revenue"}
+    assert {q.metric for q in every.questions} == {"revenue", "row:ireland", "row:malaysia"}
+    assert len(every.questions) == 3 * len(known.questions)
+    ireland = next(
+        q for q in every.questions if q.source == "Firm1_2021:0" and q.metric == "row:ireland"
+    )
+    assert "ireland" in ireland.text.lower() and "2021" in ireland.text
+    assert set(ireland.relevant) == {"Firm1_2021:0", "Firm1_2021:9"}
+    assert all(not p.startswith("Firm1_") for p in ireland.negatives["other_company"])
+    assert ireland.negatives["other_company"]  # the same label in other companies' tables
+    with pytest.raises(fc.DataError, match="line_items"):
+        synthesize(data, line_items="all")
+    with pytest.raises(fc.DataError, match="line_items"):
+        SyntheticSettings(n=10, line_items="all")
+
+
 def test_restating_pages_are_relevant_and_negatives_are_typed():
     data = filings_corpus(questions=False)
     syn = synthesize(data, n=200, seed=0, templates=("line_item",))
