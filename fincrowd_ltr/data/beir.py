@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from fincrowd_ltr.data.jsonl import read_jsonl, require_fields, require_file
-from fincrowd_ltr.data.metadata import METADATA_FIELDS, normalise_metadata
+from fincrowd_ltr.data.metadata import METADATA_FIELDS, normalise_metadata, unread_keys
 from fincrowd_ltr.data.schema import DataError, Dataset, Passage, Query
 
 
@@ -78,14 +78,8 @@ def qrels_files(root: Path, split: str = "all") -> list[Path]:
 
 def _unread_note(path: Path, unread: dict[str, int]) -> str:
     """Which metadata keys a corpus holds that nothing reads (a misspelt key loses its field)."""
-    named = []
-    for key, line in sorted(unread.items(), key=lambda kv: kv[1]):
-        near = next((f for f in METADATA_FIELDS if f == key.strip().lower()), None)
-        named.append(f"{key!r} (line {line}{f'; did you mean {near!r}?' if near else ''})")
-    return (
-        f"{path}: metadata key(s) {', '.join(named)} are not read; the typed fields come from "
-        f"{', '.join(METADATA_FIELDS)}"
-    )
+    lines = {k: f"line {line}" for k, line in sorted(unread.items(), key=lambda kv: kv[1])}
+    return f"{path}: {unread_keys(lines)}"
 
 
 def passage_of(row: dict, path: Path, lineno: int) -> Passage:

@@ -149,6 +149,20 @@ def _canonical_seen(company, doc_type, document, period) -> tuple[tuple[str, str
     return _canonical((company, doc_type, document, period), "metadata")
 
 
+def unread_keys(unread: dict[str, str]) -> str:
+    """Metadata keys nothing reads, each with where it was first seen and the field it may
+    misspell (``"'Period' (line 3; did you mean 'period'?)"``): a misspelt key loses its
+    field silently otherwise."""
+    named = []
+    for key, where in unread.items():
+        near = next((f for f in METADATA_FIELDS if f == key.strip().lower()), None)
+        named.append(f"{key!r} ({where}{f'; did you mean {near!r}?' if near else ''})")
+    return (
+        f"metadata key(s) {', '.join(named)} are not read; the typed fields come from "
+        f"{', '.join(METADATA_FIELDS)}"
+    )
+
+
 def normalise_metadata(metadata: dict, where: str = "metadata") -> dict:
     """A candidate's metadata in canonical form (see the module docstring); unknown keys are
     kept as given, missing or empty values dropped, wrong types a ``DataError`` naming the

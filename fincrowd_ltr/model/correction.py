@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fincrowd_ltr.data.metadata import METADATA_FIELDS, unread_keys
 from fincrowd_ltr.data.ranking import rank_order
 from fincrowd_ltr.data.schema import DataError, Dataset, Passage
 from fincrowd_ltr.features.bank_features import FEATURE_NAMES, BankFeaturizer
@@ -268,7 +269,9 @@ class GatedCorrection:
         ``domain=None`` applies the always-on correction; a calibrated domain lets the gate
         decide (closed: exactly your order); an uncalibrated domain raises unless ``fallback``
         is ``"identity"``. Bad input raises ``DataError`` naming the field, before any cache
-        changes.
+        changes. Metadata keys nothing reads (``"fiscal_year"``, ``"Period"``) are named in
+        the result's warnings and as an ``UnreadMetadataWarning`` (the HTTP service refuses
+        them).
         """
         if not isinstance(query, str) or not query.strip():
             raise DataError("query must be a non-empty string", "query")
@@ -303,6 +306,7 @@ class GatedCorrection:
         q_fields = featurizer.query_fields(query, keys)
         d = self.decide(x, base, q_fields, domain, fallback, calibration)
         shift = self.shift_warnings(None, len(items), d.standardised, SHIFT_Z_ONE_BANK)
+        shift += _unread_metadata(items)
         conflicts = (x[:, _CONFLICT_COLUMNS] > 0).tolist()
         corrections = (d.corrected - d.normalised_base).tolist()
         explanation = {
@@ -580,3 +584,22 @@ def save_residual(
         segments=segments,
     )
     model.save_pretrained(directory)
+
+
+class UnreadMetadataWarning(UserWarning):
+    """A candidate's metadata holds keys that nothing reads (a misspelt key loses its field)."""
+
+
+def _unread_metadata(items: list[Candidate]) -> list[str]:
+    """The note naming candidates' metadata keys that nothing reads (first candidate of each),
+    also warned as an ``UnreadMetadataWarning``; empty when every key is read."""
+    unread: dict[str, str] = {}
+    for i, c in enumerate(items):
+        for key in c.metadata:
+            if key not in METADATA_FIELDS and key not in unread:
+                unread[key] = f"candidates[{i}].metadata"
+    if not unread:
+        return []
+    message = unread_keys(unread)
+    warnings.warn(message, UnreadMetadataWarning, stacklevel=3)
+    return [message]

@@ -8,7 +8,7 @@ import pytest
 from fincrowd_ltr.cli import main
 from fincrowd_ltr.data.schema import DataError
 from fincrowd_ltr.model.checkpoint import write_manifest
-from fincrowd_ltr.model.correction import GatedCorrection
+from fincrowd_ltr.model.correction import GatedCorrection, UnreadMetadataWarning
 from tests.serving.conftest import BASE, QUERY, candidates
 
 
@@ -119,6 +119,23 @@ def test_explanation_and_gate_decision(checkpoint):
     assert [r.ranking for r in batch] == [opened.ranking] * 2
 
 
+def test_unread_metadata_keys_are_named_not_dropped_silently(checkpoint):
+    reranker = GatedCorrection.from_pretrained(checkpoint)
+    clean = reranker.rerank(QUERY, candidates(), BASE, domain="open")
+    assert clean.warnings == []
+    cands = candidates()
+    for c in cands[2:]:  # the year under a key nothing reads: the period is lost
+        c["metadata"]["fiscal_year"] = c["metadata"].pop("period")
+    cands[3]["metadata"]["Company"] = "Acme"
+    with pytest.warns(UnreadMetadataWarning) as caught:
+        result = reranker.rerank(QUERY, cands, BASE, domain="open")
+    message = str(caught[0].message)
+    assert "'fiscal_year' (candidates[2].metadata)" in message
+    assert "'Company' (candidates[3].metadata; did you mean 'company'?)" in message
+    assert result.warnings[-1] == message
+    assert sorted(result.ranking) == sorted(c["id"] for c in cands)
+
+
 @pytest.mark.parametrize(
     ("cands", "scores", "message"),
     [
@@ -173,7 +190,7 @@ def test_onnx_runtime_reranks_like_pytorch_without_torch(checkpoint, tmp_path):
         assert np.allclose(a.scores, b.scores, atol=1e-9)
     script = (
         "import json, sys\n"
-        "from fincrowd_ltr.model.correction import GatedCorrection\n"
+        "from fincrowd_ltr.model.correction import GatedCorrection, UnreadMetadataWarning\n"
         f"m = GatedCorrection.from_pretrained({str(out)!r}, runtime='onnx')\n"
         f"r = m.rerank({QUERY!r}, json.loads(sys.argv[1]), {BASE!r}, domain='open')\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
