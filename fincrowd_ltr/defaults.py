@@ -4,8 +4,9 @@ line reads these before it loads anything heavy)."""
 from pathlib import Path
 
 # synthetic questions ask about table rows whose label the extractor maps to a metric ("known"),
-# or about every row with a specific label ("any")
+# or about every row with a specific label ("any"; the default since the rule of 2026-12-04)
 LINE_ITEMS = ("known", "any")
+DEFAULT_LINE_ITEMS = "any"
 DEFAULT_CACHE = Path(".cache")  # index, embedding, bank and feature cache
 DEFAULT_BANK_SIZE = 100  # candidates per bank
 BANK_MODES = ("retrieved", "injected")  # what the first stage found / gold injected

@@ -22,6 +22,7 @@ from fincrowd_ltr.defaults import (
     DEFAULT_BANK_SIZE,
     DEFAULT_CACHE,
     DEFAULT_DELTA,
+    DEFAULT_LINE_ITEMS,
     DEFAULT_REGRESSION_CAP,
     GATE_METHODS,
     LINE_ITEMS,
@@ -85,7 +86,8 @@ class SyntheticSettings:
             ``"auto"``: the share of the fit's questions (every fold's but a held-out test
             fold's; texts only, never their relevance) in which the extractor reads a company.
         line_items: Which table rows are asked about: ``known`` (labels the extractor maps to
-            a metric) or ``any`` (every row with a specific label, asked about by its label).
+            a metric) or ``any`` (every row with a specific label, asked about by its label;
+            the default).
     """
 
     n: int = 0
@@ -96,7 +98,7 @@ class SyntheticSettings:
     select_weights: tuple[float, ...] = ()
     ranker: str | None = None
     named_share: float | str = 1.0
-    line_items: str = "known"
+    line_items: str = DEFAULT_LINE_ITEMS
 
     def __post_init__(self) -> None:
         if self.line_items not in LINE_ITEMS:
@@ -498,8 +500,8 @@ def add_synthetic_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--synthetic-line-items", dest="synthetic_line_items", choices=LINE_ITEMS,
         default=d.line_items,
-        help="table rows asked about: 'known' (labels the extractor maps to a metric) or 'any' "
-        "(every row with a specific label, asked about by its own label)",
+        help="table rows asked about: 'any' (every row with a specific label, asked about by "
+        "its own label; default) or 'known' (labels the extractor maps to a metric)",
     )  # fmt: skip
 
 

@@ -9,7 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fincrowd_ltr.data.schema import DataError
-from fincrowd_ltr.defaults import BANK_MODES, DEFAULT_BANK_SIZE, DEFAULT_REGRESSION_CAP
+from fincrowd_ltr.defaults import (
+    BANK_MODES,
+    DEFAULT_BANK_SIZE,
+    DEFAULT_LINE_ITEMS,
+    DEFAULT_REGRESSION_CAP,
+)
 
 DEFAULT_DEMO_CONFIG = Path("configs/demo.yaml")
 MODES = BANK_MODES
@@ -34,7 +39,7 @@ class DemoConfig:
 CORRECTION_FIELDS = (
     "dataset", "split", "ranker", "first_stage", "train_mode", "val_mode", "folds", "seed",
     "gate", "regression_cap", "domain", "out", "select", "synthetic", "synthetic_weights",
-    "committee", "calibrate", "evaluate",
+    "synthetic_line_items", "committee", "calibrate", "evaluate",
 )  # fmt: skip
 
 
@@ -228,6 +233,7 @@ def _correction_steps(c: dict, out: Path, common: dict, first_stage: str, echo) 
             n=int(c.get("synthetic", 0)),
             seed=int(c.get("seed", 0)),
             select_weights=tuple(float(w) for w in c.get("synthetic_weights", ())),
+            line_items=str(c.get("synthetic_line_items", DEFAULT_LINE_ITEMS)),
         )
         model, report = api.fit_correction(
             c["dataset"],

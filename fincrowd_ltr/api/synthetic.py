@@ -18,6 +18,7 @@ from pathlib import Path
 
 from fincrowd_ltr.api.corpus import DEFAULT_CACHE, load_dataset
 from fincrowd_ltr.data.schema import DataError, Dataset
+from fincrowd_ltr.defaults import DEFAULT_LINE_ITEMS
 from fincrowd_ltr.features import BankFeaturizer
 from fincrowd_ltr.features.examples import BankExample, make_examples
 from fincrowd_ltr.fields import FieldExtractor
@@ -42,7 +43,7 @@ def synthesize(
     cache_dir: str | Path | None = DEFAULT_CACHE,
     difficulty: bool = True,
     named_share: float | str = 1.0,
-    line_items: str = "known",
+    line_items: str = DEFAULT_LINE_ITEMS,
 ) -> Synthesis:
     """Synthesise ``n`` training questions from a corpus's pages (no labels read; see
     :func:`fincrowd_ltr.synthesis.synthesize`), with the share of questions BM25 finds first or

@@ -18,6 +18,7 @@ from fincrowd_ltr.defaults import (
     BANK_MODES,
     DEFAULT_BANK_SIZE,
     DEFAULT_CACHE,
+    DEFAULT_LINE_ITEMS,
     LINE_ITEMS,
 )
 
@@ -320,9 +321,9 @@ def _synthesize_command(command) -> None:
     p.add_argument(
         "--line-items",
         choices=LINE_ITEMS,
-        default="known",
-        help="table rows asked about: 'known' (labels the extractor maps to a metric, default) "
-        "or 'any' (every row with a specific label, asked about by its own label)",
+        default=DEFAULT_LINE_ITEMS,
+        help="table rows asked about: 'any' (every row with a specific label, asked about by "
+        "its own label; default) or 'known' (labels the extractor maps to a metric)",
     )
     p.add_argument(
         "--out",

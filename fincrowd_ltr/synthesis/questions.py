@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 
 from fincrowd_ltr.data.schema import DataError, Dataset, Passage, Query
-from fincrowd_ltr.defaults import LINE_ITEMS
+from fincrowd_ltr.defaults import DEFAULT_LINE_ITEMS, LINE_ITEMS
 from fincrowd_ltr.features.page_cues import has_metric_row
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.fields import vocabulary as V
@@ -192,7 +192,7 @@ def synthesize(
     name: str = "synthetic",
     extractor: FieldExtractor | None = None,
     named_share: float = 1.0,
-    line_items: str = "known",
+    line_items: str = DEFAULT_LINE_ITEMS,
 ) -> Synthesis:
     """Synthesise ``n`` training questions from a corpus's pages, deterministically.
 
@@ -215,9 +215,10 @@ def synthesize(
             questions are drawn whatever the share: only a drawn question's wording (and its
             other-company negatives) changes, so 1.0 (the default) writes exactly the questions
             it always wrote.
-        line_items: ``"known"``: table rows whose label the field extractor maps to one of its
-            metrics; ``"any"``: also every other row with a specific label ("Revenue from
-            Ireland", not "Total"), asked about by its own label (metric ``row:<label>``).
+        line_items: ``"any"`` (default): every table row with a specific label ("Revenue from
+            Ireland", not "Total"), asked about by its own label where no metric of the field
+            extractor names it (metric ``row:<label>``); ``"known"``: only rows whose label the
+            extractor maps to one of its metrics (the default before 2026-12-04's evening).
     """
     if line_items not in LINE_ITEMS:
         raise DataError(f"synthesize: line_items must be one of {LINE_ITEMS}, got {line_items!r}")

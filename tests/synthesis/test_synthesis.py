@@ -125,8 +125,9 @@ def test_any_line_item_asks_about_rows_by_their_own_label():
         document="Firm1_2021", period="2021",
     )  # fmt: skip
     data = fc.Dataset("geo", {}, passages, {})
-    known = synthesize(data, n=500, seed=0, templates=("line_item",))
-    every = synthesize(data, n=500, seed=0, templates=("line_item",), line_items="any")
+    known = synthesize(data, n=500, seed=0, templates=("line_item",), line_items="known")
+    every = synthesize(data, n=500, seed=0, templates=("line_item",))  # "any", the default
+    assert SyntheticSettings().line_items == "any"
     assert {q.metric for q in known.questions} == {"revenue"}
     assert {q.metric for q in every.questions} == {"revenue", "row:ireland", "row:malaysia"}
     assert len(every.questions) == 3 * len(known.questions)
