@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 
 from fincrowd_ltr.data.schema import DataError, Dataset, Passage, Query
 from fincrowd_ltr.defaults import DEFAULT_LINE_ITEMS, LINE_ITEMS
-from fincrowd_ltr.features.page_cues import has_metric_row
+from fincrowd_ltr.features.page_cues import ROW_REACH, has_metric_row
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.fields import vocabulary as V
 from fincrowd_ltr.synthesis.tables import LABEL_METRIC, PageTable, figure_key, read_table
@@ -399,10 +399,14 @@ class _RowIndex:
         if digits < MIN_FIGURE_DIGITS:
             return item
         if item.metric.startswith(LABEL_METRIC):
-            label = item.metric[len(LABEL_METRIC) :]
+            # the label as words, then the figure itself as a whole number within a row's reach
+            row = re.compile(
+                rf"(?<![\w&]){re.escape(item.metric[len(LABEL_METRIC) :])}(?![\w&])"
+                rf"[^\d]{{0,{ROW_REACH}}}?(?<![\d,.]){re.escape(item.figure)}(?![\d,])"
+            )
 
             def prints_row(text: str) -> bool:
-                return label in " ".join(text.lower().split())
+                return bool(row.search(" ".join(text.lower().split())))
         else:
             metric = frozenset({item.metric})
 
@@ -415,6 +419,12 @@ class _RowIndex:
             if item.figure in self.passages[p].text and prints_row(self.passages[p].text)
         }
         return dataclasses.replace(item, relevant=item.relevant | found)
+
+    def _prints(self, pid: str, figure: str) -> bool:
+        """Whether page ``pid`` prints ``figure`` (one identifying enough to tell: a page that
+        prints the answer under another label is no safe negative)."""
+        enough = sum(ch.isdigit() for ch in figure) >= MIN_FIGURE_DIGITS
+        return enough and figure in self.passages[pid].text
 
     def negatives(self, item: _Item, rng: random.Random) -> dict[str, tuple[str, ...]]:
         """Pages that match the question's topic but violate one constraint, by type (at most
@@ -430,7 +440,9 @@ class _RowIndex:
             "other_line_item": [
                 p
                 for p in self.documents.get(document, ())
-                if p not in item.relevant and all(r.metric != metric for r in self.tables[p].rows)
+                if p not in item.relevant
+                and all(r.metric != metric for r in self.tables[p].rows)
+                and not self._prints(p, item.figure)
             ],
             "other_company": [
                 p

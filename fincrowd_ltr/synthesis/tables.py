@@ -32,6 +32,13 @@ GENERIC_LABELS = frozenset({
     "total", "totals", "subtotal", "other", "others", "net", "balance", "less", "add", "and",
     "the", "for", "from", "beginning", "end", "year", "period", "ended",
 })  # fmt: skip
+# a label that dates a column or a balance ("Years Ended December 31,", "Balance at June 30")
+_DATE_LABEL = re.compile(
+    r"\b(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|"
+    r"sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?|ended|ending)\b|^(?:as of|at)\b",
+    re.I,
+)
+_YEAR_CELL = re.compile(rf"^{_YEAR}$")
 HEADER_WITHIN = 60  # the column header is looked for in a page's first lines
 
 
@@ -141,11 +148,15 @@ def _inline_row(line: str, n: int) -> tuple[str, tuple[str, ...]] | None:
 
 
 def label_metric(label: str) -> str | None:
-    """A row label as its own metric (``"Revenue from Ireland"`` -> ``"row:revenue from
-    ireland"``), or None when the label names nothing on its own (only generic words such as
-    "Total" or "Other", or no word of three letters)."""
+    """A row label as its own metric (``"Stock-based compensation"`` -> ``"row:stock-based
+    compensation"``), or None when the label names nothing on its own: only generic words
+    ("Total", "Other"), no word of three letters, or a date ("Years Ended December 31,",
+    "Balance at June 30")."""
+    label = label.rstrip(" ,;:")
     words = re.findall(r"[a-z][a-z'&-]*", label.lower())
     if not any(len(w) >= 3 and w not in GENERIC_LABELS for w in words):
+        return None
+    if _DATE_LABEL.search(label):
         return None
     return LABEL_METRIC + " ".join(label.lower().split())
 
@@ -164,6 +175,6 @@ def _row(
         found = extractor.extract_query(label).metric
         memo[label] = next(iter(found)) if len(found) == 1 else None
     metric = memo[label]
-    if metric is None and any_label:
-        metric = label_metric(label)
+    if metric is None and any_label and not all(_YEAR_CELL.match(v) for v in values):
+        metric = label_metric(label)  # (a row of years is a column header read as a row)
     return None if metric is None else StatementRow(label, metric, values)

@@ -109,6 +109,12 @@ def test_any_line_item_asks_about_rows_by_their_own_label():
     rows = read_table("p", page, extractor, any_label=True).rows
     # rows the vocabulary does not name are read by their label; "Total" names nothing alone
     assert [r.metric for r in rows] == ["row:ireland", "row:malaysia", "revenue"]
+    # a second header line or a dated balance is no line item: never asked about
+    dated = page.replace("Ireland", "Years ended December 31, 2021 2020\nIreland", 1)
+    dated += "\nBalance at end of June 1,234 1,100\nStock-based compensation 812 790"
+    rows = read_table("p", dated, extractor, any_label=True).rows
+    assert [r.metric for r in rows][-1] == "row:stock-based compensation"
+    assert not any("december" in r.metric or "june" in r.metric for r in rows)
     passages = {
         f"Firm{c}_{y}:{k}": fc.Passage(
             f"Firm{c}_{y}:{k}", text, company=f"Firm{c}", document=f"Firm{c}_{y}", period=str(y)
@@ -122,6 +128,11 @@ def test_any_line_item_asks_about_rows_by_their_own_label():
     # a prose page restating the Ireland figure next to its label: relevant, never a negative
     passages["Firm1_2021:9"] = fc.Passage(
         "Firm1_2021:9", "Revenue in Ireland was 9,421 thousand in 2021.", company="Firm1",
+        document="Firm1_2021", period="2021",
+    )  # fmt: skip
+    # the label and digits of the figure inside another number: not the row, not relevant
+    passages["Firm1_2021:8"] = fc.Passage(
+        "Firm1_2021:8", "Northern Ireland employed 19,421 people in 2021.", company="Firm1",
         document="Firm1_2021", period="2021",
     )  # fmt: skip
     data = fc.Dataset("geo", {}, passages, {})
