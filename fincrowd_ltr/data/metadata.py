@@ -149,14 +149,15 @@ def _canonical_seen(company, doc_type, document, period) -> tuple[tuple[str, str
     return _canonical((company, doc_type, document, period), "metadata")
 
 
-def unread_keys(unread: dict[str, str]) -> str:
-    """Metadata keys nothing reads, each with where it was first seen and the field it may
-    misspell (``"'Period' (line 3; did you mean 'period'?)"``): a misspelt key loses its
+def unread_keys(unread: dict[str, str | None]) -> str:
+    """Metadata keys nothing reads, each with where it was first seen (if given) and the field
+    it may misspell (``"'Period' (line 3; did you mean 'period'?)"``): a misspelt key loses its
     field silently otherwise."""
     named = []
     for key, where in unread.items():
         near = next((f for f in METADATA_FIELDS if f == key.strip().lower()), None)
-        named.append(f"{key!r} ({where}{f'; did you mean {near!r}?' if near else ''})")
+        notes = [n for n in (where, near and f"did you mean {near!r}?") if n]
+        named.append(f"{key!r}" + (f" ({'; '.join(notes)})" if notes else ""))
     return (
         f"metadata key(s) {', '.join(named)} are not read; the typed fields come from "
         f"{', '.join(METADATA_FIELDS)}"

@@ -269,9 +269,9 @@ class GatedCorrection:
         ``domain=None`` applies the always-on correction; a calibrated domain lets the gate
         decide (closed: exactly your order); an uncalibrated domain raises unless ``fallback``
         is ``"identity"``. Bad input raises ``DataError`` naming the field, before any cache
-        changes. Metadata keys nothing reads (``"fiscal_year"``, ``"Period"``) are named in
-        the result's warnings and as an ``UnreadMetadataWarning`` (the HTTP service refuses
-        them).
+        changes. Metadata keys nothing reads (``"fiscal_year"``, ``"Period"``) are named by an
+        ``UnreadMetadataWarning`` (once per key set and calling line; the HTTP service
+        refuses them).
         """
         if not isinstance(query, str) or not query.strip():
             raise DataError("query must be a non-empty string", "query")
@@ -306,7 +306,7 @@ class GatedCorrection:
         q_fields = featurizer.query_fields(query, keys)
         d = self.decide(x, base, q_fields, domain, fallback, calibration)
         shift = self.shift_warnings(None, len(items), d.standardised, SHIFT_Z_ONE_BANK)
-        shift += _unread_metadata(items)
+        _warn_unread_metadata(items)
         conflicts = (x[:, _CONFLICT_COLUMNS] > 0).tolist()
         corrections = (d.corrected - d.normalised_base).tolist()
         explanation = {
@@ -590,16 +590,11 @@ class UnreadMetadataWarning(UserWarning):
     """A candidate's metadata holds keys that nothing reads (a misspelt key loses its field)."""
 
 
-def _unread_metadata(items: list[Candidate]) -> list[str]:
-    """The note naming candidates' metadata keys that nothing reads (first candidate of each),
-    also warned as an ``UnreadMetadataWarning``; empty when every key is read."""
-    unread: dict[str, str] = {}
-    for i, c in enumerate(items):
-        for key in c.metadata:
-            if key not in METADATA_FIELDS and key not in unread:
-                unread[key] = f"candidates[{i}].metadata"
-    if not unread:
-        return []
-    message = unread_keys(unread)
-    warnings.warn(message, UnreadMetadataWarning, stacklevel=3)
-    return [message]
+def _warn_unread_metadata(items: list[Candidate]) -> None:
+    """Warn (``UnreadMetadataWarning``) when candidates' metadata holds keys nothing reads. The
+    message names the keys alone, sorted, so Python shows it once per key set and calling line
+    (a source's ``"source"`` or ``"page"`` keys on every request are not repeated)."""
+    unread = {k for c in items for k in c.metadata if k not in METADATA_FIELDS}
+    if unread:
+        message = "rerank: candidate " + unread_keys(dict.fromkeys(sorted(unread, key=str)))
+        warnings.warn(message, UnreadMetadataWarning, stacklevel=3)

@@ -215,8 +215,8 @@ def synthesize(
             questions are drawn whatever the share: only a drawn question's wording (and its
             other-company negatives) changes, so 1.0 (the default) writes exactly the questions
             it always wrote.
-        line_items: ``"any"`` (default): every table row with a specific label ("Revenue from
-            Ireland", not "Total"), asked about by its own label where no metric of the field
+        line_items: ``"any"`` (default): every table row with a specific label ("Stock-based
+            compensation", not "Total"), asked about by its own label where no metric of the field
             extractor names it (metric ``row:<label>``); ``"known"``: only rows whose label the
             extractor maps to one of its metrics (the default before 2026-12-04's evening).
     """

@@ -120,19 +120,24 @@ def test_explanation_and_gate_decision(checkpoint):
 
 
 def test_unread_metadata_keys_are_named_not_dropped_silently(checkpoint):
+    import warnings
+
     reranker = GatedCorrection.from_pretrained(checkpoint)
-    clean = reranker.rerank(QUERY, candidates(), BASE, domain="open")
-    assert clean.warnings == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnreadMetadataWarning)
+        clean = reranker.rerank(QUERY, candidates(), BASE, domain="open")
     cands = candidates()
     for c in cands[2:]:  # the year under a key nothing reads: the period is lost
         c["metadata"]["fiscal_year"] = c["metadata"].pop("period")
     cands[3]["metadata"]["Company"] = "Acme"
     with pytest.warns(UnreadMetadataWarning) as caught:
         result = reranker.rerank(QUERY, cands, BASE, domain="open")
-    message = str(caught[0].message)
-    assert "'fiscal_year' (candidates[2].metadata)" in message
-    assert "'Company' (candidates[3].metadata; did you mean 'company'?)" in message
-    assert result.warnings[-1] == message
+    assert str(caught[0].message).startswith(
+        "rerank: candidate metadata key(s) 'Company' (did you mean 'company'?), 'fiscal_year' "
+        "are not read"
+    )
+    # a note about the request, not a distribution shift of the bank
+    assert result.warnings == clean.warnings
     assert sorted(result.ranking) == sorted(c["id"] for c in cands)
 
 
