@@ -220,13 +220,7 @@ def synthesize(
             extractor names it (metric ``row:<label>``); ``"known"``: only rows whose label the
             extractor maps to one of its metrics (the default before 2026-12-04's evening).
     """
-    if line_items not in LINE_ITEMS:
-        raise DataError(f"synthesize: line_items must be one of {LINE_ITEMS}, got {line_items!r}")
-    if isinstance(named_share, str) or not 0.0 <= named_share <= 1.0:
-        raise DataError(
-            f"synthesize: named_share must be within [0, 1], got {named_share!r} (for 'auto', "
-            "fincrowd_ltr.synthesize or named_share_of reads it from your questions)"
-        )
+    _check_options(named_share, line_items)
     passages = dict(corpus.passages) if isinstance(corpus, Dataset) else _by_id(corpus)
     if not passages:
         raise DataError("synthesize: the corpus has no passages")
@@ -237,20 +231,51 @@ def synthesize(
     pool = [p for p in passages.values() if keep is None or (p.company or p.document or "") in keep]
     if extractor is None:
         extractor = FieldExtractor.from_passages(passages.values())
-    memo: dict[str, str | None] = {}
-    anyrow = line_items == "any"
-    headers = _row_headers(pool)
-    tables = {
-        p.pid: t
-        for p in pool
-        if (t := read_table(p.pid, headers.get(p.pid, "") + p.text, extractor, memo, anyrow))
-        is not None
-    }
+    tables = _tables(pool, extractor, any_label=line_items == "any")
     index = _RowIndex(passages, tables, pool)
     items = _table_items(passages, tables, index, set(templates), seed)
     if "text_figure" in templates:
         items += _text_items(pool, tables, extractor, seed)
     picked = [index.expand(item) for item in _draw(items, n, seed)]
+    questions = _questions(picked, index, named_share, seed, extractor)
+    if generator is not None:
+        questions += _generated(generator, pool, passages, len(questions))
+    notes = _shortfall(questions, n, len(items), pool)
+    return Synthesis(
+        name, passages, questions, candidates=len(items), named_share=named_share, notes=notes
+    )
+
+
+def _check_options(named_share: float, line_items: str) -> None:
+    if line_items not in LINE_ITEMS:
+        raise DataError(f"synthesize: line_items must be one of {LINE_ITEMS}, got {line_items!r}")
+    if isinstance(named_share, str) or not 0.0 <= named_share <= 1.0:
+        raise DataError(
+            f"synthesize: named_share must be within [0, 1], got {named_share!r} (for 'auto', "
+            "fincrowd_ltr.synthesize or named_share_of reads it from your questions)"
+        )
+
+
+def _tables(
+    pool: list[Passage], extractor: FieldExtractor, any_label: bool
+) -> dict[str, PageTable]:
+    """The statement rows of every page that prints any (row passages read under their
+    table's header row)."""
+    memo: dict[str, str | None] = {}
+    headers = _row_headers(pool)
+    return {
+        p.pid: t
+        for p in pool
+        if (t := read_table(p.pid, headers.get(p.pid, "") + p.text, extractor, memo, any_label))
+        is not None
+    }
+
+
+def _questions(
+    picked: list[_Item], index: _RowIndex, named_share: float, seed: int,
+    extractor: FieldExtractor,
+) -> list[SyntheticQuestion]:  # fmt: skip
+    """The drawn items as questions, with their typed negatives and wording (named or not)."""
     rng = random.Random(seed + 2)
     questions = []
     for i, item in enumerate(picked):
@@ -272,12 +297,17 @@ def synthesize(
                 negatives=negatives,
             )
         )
-    if generator is not None:
-        questions += _generated(generator, pool, passages, len(questions))
+    return questions
+
+
+def _shortfall(
+    questions: list[SyntheticQuestion], n: int, found: int, pool: list[Passage]
+) -> list[str]:
+    """Why fewer than ``n`` questions were written, when so."""
     notes = []
     if len(questions) < n:
         notes.append(
-            f"{len(questions)} of the {n} questions asked for: the templates found {len(items)} "
+            f"{len(questions)} of the {n} questions asked for: the templates found {found} "
             "(statement-table rows with a line item, period columns and figures; sentences "
             "stating a figure for a period)"
         )
@@ -286,9 +316,7 @@ def synthesize(
             "no page names its company or document (corpus metadata 'company' or 'document', "
             "or a title): questions are written per company, so none could be"
         )
-    return Synthesis(
-        name, passages, questions, candidates=len(items), named_share=named_share, notes=notes
-    )
+    return notes
 
 
 def named_share_of(questions: Iterable[str], extractor: FieldExtractor) -> float:
