@@ -187,6 +187,35 @@ SPANS_PER_PAGE = 2  # short query-like spans per sampled page
 MIN_WINDOW = 16  # shorter windows (a page's tail) are not used as targets
 
 
+def _kept_windows(ids: list[list[int]], policy) -> list[tuple[int, int, list[int]]]:
+    """``(page, window index, window)`` of every window at least MIN_WINDOW pieces long."""
+    return [
+        (i, j, w)
+        for i, page in enumerate(ids)
+        for j, w in enumerate(policy.split(page))
+        if len(w) >= MIN_WINDOW
+    ]
+
+
+def _spans(ids: list[list[int]], seed: int) -> list[list[int]]:
+    """SPANS_PER_PAGE short seeded spans of each page longer than 40 pieces."""
+    rng = np.random.default_rng(seed)
+    spans = []
+    for page in ids:
+        for _ in range(SPANS_PER_PAGE if len(page) > 40 else 0):
+            length = int(rng.integers(6, 32))
+            start = int(rng.integers(0, len(page) - length))
+            spans.append(page[start : start + length])
+    return spans
+
+
+def target_sequences(texts: list[str], seed: int, tokenizer, policy) -> list[list[int]]:
+    """The word-piece sequences :func:`sample_targets` asks MiniLM to embed, in its order (for
+    embedding them elsewhere, e.g. on a GPU)."""
+    ids = tokenizer(texts, add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
+    return [w for _, _, w in _kept_windows(ids, policy)] + _spans(ids, seed)
+
+
 def sample_targets(
     texts: list[str], seed: int = 0, encoder=None
 ) -> tuple[list[list[int]], np.ndarray]:
@@ -195,24 +224,14 @@ def sample_targets(
     from fincrowd_ltr.retrieval.dense import DenseEncoder
 
     encoder = encoder or DenseEncoder(cache_dir=None)
-    rng = np.random.default_rng(seed)
-    ids = encoder.tokenizer(texts, add_special_tokens=False, truncation=False, verbose=False)
-    windows: list[list[int]] = []
-    targets: list[np.ndarray] = []
-    for page, vectors in zip(ids["input_ids"], encoder.encode_texts(texts), strict=True):
-        for window, vector in zip(encoder.policy.split(page), vectors, strict=True):
-            if len(window) >= MIN_WINDOW:
-                windows.append(window)
-                targets.append(vector)
-    spans = []
-    for page in ids["input_ids"]:
-        for _ in range(SPANS_PER_PAGE if len(page) > 40 else 0):
-            length = int(rng.integers(6, 32))
-            start = int(rng.integers(0, len(page) - length))
-            spans.append(page[start : start + length])
-    windows += spans
+    tokens = encoder.tokenizer(texts, add_special_tokens=False, truncation=False, verbose=False)
+    ids = tokens["input_ids"]
+    kept = _kept_windows(ids, encoder.policy)
+    vectors = encoder.encode_texts(texts)
+    spans = _spans(ids, seed)
+    targets = [vectors[i][j] for i, j, _ in kept]
     targets += encoder.encode_windows(spans) if spans else []
-    return windows, np.stack(targets)
+    return [w for _, _, w in kept] + spans, np.stack(targets)
 
 
 def passages_key(passages: dict) -> str:
@@ -297,6 +316,7 @@ __all__ = [
     "StaticTuning",
     "passages_key",
     "sample_targets",
+    "target_sequences",
     "static_key",
     "static_model_for",
     "tune_static",
