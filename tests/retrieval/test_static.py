@@ -308,3 +308,25 @@ def test_bank_scoring_reads_the_first_stages_page_vectors_and_scores_the_same(
     assert not encoder.same_windows(StaticEncoder(static, WindowPolicy(window_tokens=64)))
     other = StaticModel(static.vectors * 2, static.tokenizer, static.config)
     assert not encoder.same_windows(StaticEncoder(other))
+
+
+def test_target_sequences_are_what_sample_targets_embeds(tiny_bert):
+    """The sequences a GPU can embed for the tuning are the recipe's own, in its order: each
+    text's windows (short tails left out), then the seeded spans; vectors line up with them."""
+    from fincrowd_ltr.retrieval.dense import DenseEncoder
+    from fincrowd_ltr.retrieval.static_tuning import MIN_WINDOW, sample_targets, target_sequences
+
+    model, tokenizer = tiny_bert
+    policy = WindowPolicy(window_tokens=32)
+    encoder = DenseEncoder(model=model, tokenizer=tokenizer, policy=policy, cache_dir=None)
+    sequences, targets = sample_targets(TEXTS, 3, encoder)
+    assert target_sequences(TEXTS, 3, tokenizer, policy) == sequences
+    assert len(sequences) == len(targets)
+    long_page = tokenizer(TEXTS[3], add_special_tokens=False)["input_ids"]
+    windows = [w for w in policy.split(long_page) if len(w) >= MIN_WINDOW]
+    spans = sequences[-2:]  # two spans of the one text longer than 40 pieces
+    assert len(windows) > 1 and sequences[-2 - len(windows) : -2] == windows  # the last text's
+    assert all(6 <= len(s) < 32 for s in spans)
+    again = np.stack(encoder.encode_windows(sequences))
+    np.testing.assert_allclose(again, targets, atol=1e-5)
+    assert target_sequences(TEXTS, 4, tokenizer, policy)[-2:] != spans  # the seed draws them
