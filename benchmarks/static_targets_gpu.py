@@ -41,7 +41,12 @@ def main() -> None:
     config = BertConfig.from_pretrained(str(folder / "model"))
     weights = load_file(str(folder / "model" / "model.safetensors"))
     model = BertModel(config, add_pooling_layer="pooler.dense.weight" in weights)
-    model.load_state_dict({k: v.float() for k, v in weights.items()}, strict=False)
+    missing, unexpected = model.load_state_dict(
+        {k: v.float() for k, v in weights.items()}, strict=False
+    )
+    stray = [k for k in [*missing, *unexpected] if "position_ids" not in k]
+    if stray:
+        raise SystemExit(f"the weights do not fit the model: {stray}")
     model = model.to(device).eval()
     vectors = np.zeros((n, config.hidden_size), dtype=np.float16)
     order = sorted(range(n), key=lambda i: lengths[i])
