@@ -13,10 +13,16 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from fincrowd_ltr.retrieval.static import StaticModel
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+    from fincrowd_ltr.retrieval.windows import WindowPolicy
 
 
 @dataclass(frozen=True)
@@ -187,7 +193,7 @@ SPANS_PER_PAGE = 2  # short query-like spans per sampled page
 MIN_WINDOW = 16  # shorter windows (a page's tail) are not used as targets
 
 
-def _kept_windows(ids: list[list[int]], policy) -> list[tuple[int, int, list[int]]]:
+def _kept_windows(ids: list[list[int]], policy: WindowPolicy) -> list[tuple[int, int, list[int]]]:
     """``(page, window index, window)`` of every window at least MIN_WINDOW pieces long."""
     return [
         (i, j, w)
@@ -209,7 +215,9 @@ def _spans(ids: list[list[int]], seed: int) -> list[list[int]]:
     return spans
 
 
-def target_sequences(texts: list[str], seed: int, tokenizer, policy) -> list[list[int]]:
+def target_sequences(
+    texts: list[str], seed: int, tokenizer: PreTrainedTokenizerBase, policy: WindowPolicy
+) -> list[list[int]]:
     """The word-piece sequences :func:`sample_targets` asks MiniLM to embed, in its order (for
     embedding them elsewhere, e.g. on a GPU)."""
     ids = tokenizer(texts, add_special_tokens=False, truncation=False, verbose=False)["input_ids"]
