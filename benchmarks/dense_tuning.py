@@ -25,6 +25,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from _provenance import stamp
 
 FOLDS = 5
 SEEDS = (0, 1, 2)
@@ -110,6 +111,7 @@ def prep(args) -> None:
     }
     np.savez_compressed(out / "bundle.npz", **arrays)
     meta = {
+        "made": stamp(),
         "cls": tokenizer.cls_token_id,
         "sep": tokenizer.sep_token_id,
         "pages": len(pages),

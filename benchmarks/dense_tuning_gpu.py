@@ -210,6 +210,8 @@ def main() -> None:
     config = BertConfig.from_pretrained(str(folder / "model"))
     weights = load_file(str(folder / "model" / "model.safetensors"))
     state = {k: v.float() for k, v in weights.items()}
+    utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    log(f"started {utc}; bundle made {b.meta.get('made')}")
     log(f"device {device}, {len(b.windows)} windows, {b.n_syn} synthetic questions")
 
     def fresh():

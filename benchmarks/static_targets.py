@@ -26,6 +26,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+from _provenance import stamp
 
 
 def _sample(passages: dict, pages: int, seed: int = 0) -> list[str]:
@@ -55,6 +56,7 @@ def prep(args) -> None:
         lengths=np.array([len(s) for s in seqs], dtype=np.int32),
     )
     meta = {"cls": tokenizer.cls_token_id, "sep": tokenizer.sep_token_id, "pages": len(chosen)}
+    meta["made"] = stamp()
     (out / "meta.json").write_text(json.dumps(meta))
     weights = load_file(str(minilm_path() / "model.safetensors"))
     half = {k: v.half().contiguous() for k, v in weights.items()}

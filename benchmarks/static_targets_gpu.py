@@ -68,7 +68,13 @@ def main() -> None:
             vectors[idx] = vec.cpu().numpy().astype(np.float16)
     for k in range(0, n, ROWS_PER_FILE):
         np.save(out / f"vectors_{k // ROWS_PER_FILE:02d}.npy", vectors[k : k + ROWS_PER_FILE])
-    print(f"{n} sequences embedded on {device} in {time.time() - started:.1f} s", flush=True)
+    utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
+    line = (
+        f"started {utc}; bundle made {meta.get('made')}; {n} sequences embedded on {device} "
+        f"in {time.time() - started:.1f} s"
+    )
+    print(line, flush=True)
+    (out / "log.txt").write_text(line + "\n")
 
 
 if __name__ == "__main__":

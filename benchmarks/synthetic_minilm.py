@@ -24,6 +24,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+from _provenance import stamp
 
 
 def _todo(banks_file: str, data, cache_dir: str) -> list[str]:
@@ -64,6 +65,7 @@ def prep(args) -> None:
             lengths=np.array([len(s) for s in seqs], dtype=np.int32),
         )
         meta = {"cls": encoder.tokenizer.cls_token_id, "sep": encoder.tokenizer.sep_token_id}
+        meta["made"] = stamp()
         (out / "meta.json").write_text(json.dumps({**meta, "pages": list(map(str, chunk))}))
         save_file(half, str(out / "model" / "model.safetensors"))
         shutil.copy(minilm_path() / "config.json", out / "model" / "config.json")
