@@ -232,11 +232,10 @@ def sample_targets(
     from fincrowd_ltr.retrieval.dense import DenseEncoder
 
     encoder = encoder or DenseEncoder(cache_dir=None)
-    tokens = encoder.tokenizer(texts, add_special_tokens=False, truncation=False, verbose=False)
-    ids = tokens["input_ids"]
-    kept = _kept_windows(ids, encoder.policy)
+    ids = encoder.tokenizer(texts, add_special_tokens=False, truncation=False, verbose=False)
+    kept = _kept_windows(ids["input_ids"], encoder.policy)
+    spans = _spans(ids["input_ids"], seed)
     vectors = encoder.encode_texts(texts)
-    spans = _spans(ids, seed)
     targets = [vectors[i][j] for i, j, _ in kept]
     targets += encoder.encode_windows(spans) if spans else []
     return [w for _, _, w in kept] + spans, np.stack(targets)

@@ -341,6 +341,11 @@ def _by_id(passages: Iterable[Passage]) -> dict[str, Passage]:
     return out
 
 
+def _identifying(figure: str) -> bool:
+    """Whether a figure has digits enough to identify the pages that print it."""
+    return sum(ch.isdigit() for ch in figure) >= MIN_FIGURE_DIGITS
+
+
 def _company(p: Passage) -> str:
     """The unit questions are grouped by: the company, else the document (anonymised corpora)."""
     return p.company or p.document or ""
@@ -423,8 +428,7 @@ class _RowIndex:
         line item (a row asked about by its label: that label) added to the relevant pages (a
         table the row reader cannot read, a prose restatement): such a page is never trained as
         a negative."""
-        digits = sum(ch.isdigit() for ch in item.figure)
-        if digits < MIN_FIGURE_DIGITS:
+        if not _identifying(item.figure):
             return item
         if item.metric.startswith(LABEL_METRIC):
             # the label as words, then the figure itself as a whole number within a row's reach
@@ -448,12 +452,6 @@ class _RowIndex:
         }
         return dataclasses.replace(item, relevant=item.relevant | found)
 
-    def _prints(self, pid: str, figure: str) -> bool:
-        """Whether page ``pid`` prints ``figure`` (one identifying enough to tell: a page that
-        prints the answer under another label is no safe negative)."""
-        enough = sum(ch.isdigit() for ch in figure) >= MIN_FIGURE_DIGITS
-        return enough and figure in self.passages[pid].text
-
     def negatives(self, item: _Item, rng: random.Random) -> dict[str, tuple[str, ...]]:
         """Pages that match the question's topic but violate one constraint, by type (at most
         ``NEGATIVES_PER_TYPE`` each)."""
@@ -461,6 +459,8 @@ class _RowIndex:
             return {}
         company, metric, period = item.company, item.metric, item.period
         document = self.passages[item.source].document or ""
+        # a page that prints an identifying answer under another label is no safe negative
+        answer = item.figure if _identifying(item.figure) else None
         found = {
             "other_period": [
                 p for p in self.rows_of[(company, metric)] if period not in self.tables[p].periods
@@ -470,7 +470,7 @@ class _RowIndex:
                 for p in self.documents.get(document, ())
                 if p not in item.relevant
                 and all(r.metric != metric for r in self.tables[p].rows)
-                and not self._prints(p, item.figure)
+                and not (answer and answer in self.passages[p].text)
             ],
             "other_company": [
                 p
