@@ -25,7 +25,7 @@ import json
 from pathlib import Path
 
 import numpy as np
-from _provenance import stamp
+from _bundle import stamp, write_minilm
 
 FOLDS = 5
 SEEDS = (0, 1, 2)
@@ -51,7 +51,6 @@ def _typed_negatives(question, rng: np.random.Generator) -> list[str]:
 
 
 def prep(args) -> None:
-    from safetensors.torch import load_file, save_file
     from transformers import AutoTokenizer
 
     import fincrowd_ltr as fc
@@ -60,7 +59,7 @@ def prep(args) -> None:
     from fincrowd_ltr.retrieval.windows import WindowPolicy
 
     out = Path(args.out)
-    (out / "model").mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     data = fc.load_dataset("financebench", args.data_root)
     found = fc.synthesize(data, args.n, seed=0, difficulty=False, cache_dir=args.cache_dir)
     banks = fc.build_banks(
@@ -133,10 +132,7 @@ def prep(args) -> None:
         "companies": [s["company"] for s in syn],
     }
     (out / "ids.json").write_text(json.dumps(ids))  # stays here: page ids, for the score step
-    weights = load_file(str(minilm_path() / "model.safetensors"))
-    half = {k: v.half().contiguous() for k, v in weights.items()}
-    save_file(half, str(out / "model" / "model.safetensors"))
-    (out / "model" / "config.json").write_text((minilm_path() / "config.json").read_text())
+    write_minilm(out)
     print(
         f"{len(syn)} synthetic questions, {len(labelled)} labelled banks, {len(pages)} pages, "
         f"{len(flat)} windows -> {out}"

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _device_minilm import build_minilm, embed, embed_many, read_minilm
 
 TEMPERATURE = 0.05
 TRAIN_WINDOWS = 8  # windows per page in training (scoring uses all)
@@ -42,35 +43,6 @@ class Bundle:
         qstarts = np.concatenate([[0], np.cumsum(qlens)])
         self.queries = [qids[qstarts[i] : qstarts[i + 1]] for i in range(len(qlens))]
         self.n_syn = self.meta["synthetic"]
-
-
-def batch_of(seqs: list[np.ndarray], cls: int, sep: int, device) -> dict[str, torch.Tensor]:
-    longest = max(len(s) for s in seqs) + 2
-    ids = torch.zeros((len(seqs), longest), dtype=torch.long)
-    mask = torch.zeros((len(seqs), longest), dtype=torch.long)
-    for i, s in enumerate(seqs):
-        row = [cls, *s.tolist(), sep]
-        ids[i, : len(row)] = torch.tensor(row)
-        mask[i, : len(row)] = 1
-    return {"input_ids": ids.to(device), "attention_mask": mask.to(device)}
-
-
-def embed(model, seqs: list[np.ndarray], cls: int, sep: int, device) -> torch.Tensor:
-    batch = batch_of(seqs, cls, sep, device)
-    hidden = model(**batch).last_hidden_state
-    m = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-    pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
-    return torch.nn.functional.normalize(pooled.float(), dim=-1)
-
-
-@torch.inference_mode()
-def embed_many(model, seqs, cls, sep, device, batch: int = 512) -> torch.Tensor:
-    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))
-    out = torch.empty((len(seqs), model.config.hidden_size), device=device)
-    for s in range(0, len(order), batch):
-        idx = order[s : s + batch]
-        out[idx] = embed(model, [seqs[i] for i in idx], cls, sep, device)
-    return out
 
 
 def score_banks(model, b: Bundle, device, max_banks: int | None) -> np.ndarray:
@@ -190,8 +162,6 @@ def main() -> None:
     parser.add_argument("--max-banks", type=int, default=None)
     parser.add_argument("--budget-s", type=float, default=420)
     args = parser.parse_args()
-    from safetensors.torch import load_file
-    from transformers import BertConfig, BertModel
 
     started = time.time()
     out = Path(args.out)
@@ -207,20 +177,13 @@ def main() -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
     folder = Path(args.bundle)
     b = Bundle(folder)
-    config = BertConfig.from_pretrained(str(folder / "model"))
-    weights = load_file(str(folder / "model" / "model.safetensors"))
-    state = {k: v.float() for k, v in weights.items()}
+    config, state = read_minilm(folder)
     utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     log(f"started {utc}; bundle made {b.meta.get('made')}")
     log(f"device {device}, {len(b.windows)} windows, {b.n_syn} synthetic questions")
 
     def fresh():
-        m = BertModel(config, add_pooling_layer="pooler.dense.weight" in state)
-        missing, unexpected = m.load_state_dict(state, strict=False)
-        unexpected = [k for k in unexpected if "position_ids" not in k]
-        if [k for k in missing if "position_ids" not in k] or unexpected:
-            raise SystemExit(f"weights do not fit: missing {missing}, unexpected {unexpected}")
-        return m.to(device).eval()
+        return build_minilm(config, state, device)
 
     names = []
     for part in args.models.split(","):

@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
-from _provenance import stamp
+from _bundle import stamp, write_minilm
 
 
 def _sample(passages: dict, pages: int, seed: int = 0) -> list[str]:
@@ -36,7 +35,6 @@ def _sample(passages: dict, pages: int, seed: int = 0) -> list[str]:
 
 
 def prep(args) -> None:
-    from safetensors.torch import load_file, save_file
     from transformers import AutoTokenizer
 
     import fincrowd_ltr as fc
@@ -45,7 +43,7 @@ def prep(args) -> None:
     from fincrowd_ltr.retrieval.windows import WindowPolicy
 
     out = Path(args.out)
-    (out / "model").mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     data = fc.load_dataset("financebench", args.data_root)
     tokenizer = AutoTokenizer.from_pretrained(str(minilm_path()))
     chosen = _sample(data.passages, args.pages)
@@ -58,10 +56,7 @@ def prep(args) -> None:
     meta = {"cls": tokenizer.cls_token_id, "sep": tokenizer.sep_token_id, "pages": len(chosen)}
     meta["made"] = stamp()
     (out / "meta.json").write_text(json.dumps(meta))
-    weights = load_file(str(minilm_path() / "model.safetensors"))
-    half = {k: v.half().contiguous() for k, v in weights.items()}
-    save_file(half, str(out / "model" / "model.safetensors"))
-    shutil.copy(minilm_path() / "config.json", out / "model" / "config.json")
+    write_minilm(out)
     print(f"{len(chosen)} pages, {len(seqs)} sequences -> {out}")
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _device_minilm import build_minilm, embed_many, read_minilm
 
 ROWS_PER_FILE = 20_000
 
@@ -25,8 +26,6 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1024)
     parser.add_argument("--limit", type=int, default=None)
     args = parser.parse_args()
-    from safetensors.torch import load_file
-    from transformers import BertConfig, BertModel
 
     started = time.time()
     folder, out = Path(args.bundle), Path(args.out)
@@ -38,34 +37,11 @@ def main() -> None:
     n = len(lengths) if args.limit is None else args.limit
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     torch.backends.cuda.matmul.allow_tf32 = False
-    config = BertConfig.from_pretrained(str(folder / "model"))
-    weights = load_file(str(folder / "model" / "model.safetensors"))
-    model = BertModel(config, add_pooling_layer="pooler.dense.weight" in weights)
-    missing, unexpected = model.load_state_dict(
-        {k: v.float() for k, v in weights.items()}, strict=False
-    )
-    stray = [k for k in [*missing, *unexpected] if "position_ids" not in k]
-    if stray:
-        raise SystemExit(f"the weights do not fit the model: {stray}")
-    model = model.to(device).eval()
-    vectors = np.zeros((n, config.hidden_size), dtype=np.float16)
-    order = sorted(range(n), key=lambda i: lengths[i])
-    with torch.inference_mode():
-        for s in range(0, n, args.batch):
-            idx = order[s : s + args.batch]
-            longest = int(max(lengths[i] for i in idx)) + 2
-            batch = torch.zeros((len(idx), longest), dtype=torch.long)
-            mask = torch.zeros((len(idx), longest), dtype=torch.long)
-            for row, i in enumerate(idx):
-                seq = [meta["cls"], *ids[starts[i] : starts[i + 1]].tolist(), meta["sep"]]
-                batch[row, : len(seq)] = torch.tensor(seq)
-                mask[row, : len(seq)] = 1
-            batch, mask = batch.to(device), mask.to(device)
-            hidden = model(input_ids=batch, attention_mask=mask).last_hidden_state
-            m = mask.unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * m).sum(1) / m.sum(1).clamp(min=1e-9)
-            vec = torch.nn.functional.normalize(pooled, dim=-1)
-            vectors[idx] = vec.cpu().numpy().astype(np.float16)
+    config, state = read_minilm(folder)
+    model = build_minilm(config, state, device)
+    seqs = [ids[starts[i] : starts[i + 1]] for i in range(n)]
+    vectors = embed_many(model, seqs, meta["cls"], meta["sep"], device, args.batch)
+    vectors = vectors.cpu().numpy().astype(np.float16)
     for k in range(0, n, ROWS_PER_FILE):
         np.save(out / f"vectors_{k // ROWS_PER_FILE:02d}.npy", vectors[k : k + ROWS_PER_FILE])
     utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))

@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
-from _provenance import stamp
+from _bundle import stamp, write_minilm
 
 
 def _todo(banks_file: str, data, cache_dir: str) -> list[str]:
@@ -45,19 +44,16 @@ def _windows(pages: list[str], data, encoder) -> list[list[list[int]]]:
 
 
 def prep(args) -> None:
-    from safetensors.torch import load_file, save_file
 
     import fincrowd_ltr as fc
-    from fincrowd_ltr.retrieval.dense import DenseEncoder, minilm_path
+    from fincrowd_ltr.retrieval.dense import DenseEncoder
 
     data = fc.load_dataset("financebench", args.data_root)
     pages = _todo(args.banks, data, args.cache_dir)
     encoder = DenseEncoder(cache_dir=None)
-    weights = load_file(str(minilm_path() / "model.safetensors"))
-    half = {k: v.half().contiguous() for k, v in weights.items()}
     for part, chunk in enumerate(np.array_split(np.array(pages), args.parts)):
         out = Path(f"{args.out}{'abcdefgh'[part]}")
-        (out / "model").mkdir(parents=True, exist_ok=True)
+        out.mkdir(parents=True, exist_ok=True)
         seqs = [w for ws in _windows(list(chunk), data, encoder) for w in ws]
         np.savez_compressed(
             out / "sequences.npz",
@@ -67,8 +63,7 @@ def prep(args) -> None:
         meta = {"cls": encoder.tokenizer.cls_token_id, "sep": encoder.tokenizer.sep_token_id}
         meta["made"] = stamp()
         (out / "meta.json").write_text(json.dumps({**meta, "pages": list(map(str, chunk))}))
-        save_file(half, str(out / "model" / "model.safetensors"))
-        shutil.copy(minilm_path() / "config.json", out / "model" / "config.json")
+        write_minilm(out)
         print(f"{out}: {len(chunk)} pages, {len(seqs)} windows")
 
 
