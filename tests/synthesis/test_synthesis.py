@@ -544,6 +544,31 @@ def test_fit_synthesises_with_the_settings_named_share():
     assert not any(q.company in q.text for q in found.synthesis.questions)
 
 
+def test_retrieved_synthetic_banks_hold_only_what_the_first_stage_found():
+    """``train_mode="retrieved"``: a synthetic bank is the first stage's own candidates (no
+    relevant page added), kept only when they hold a relevant page; gold-injected banks differ
+    from them by relevant pages alone."""
+    from fincrowd_ltr.api.synthetic import synthetic_examples
+    from fincrowd_ltr.features.bank_features import BankFeaturizer
+
+    data = filings_corpus(questions=False)
+    featurizer = BankFeaturizer(FieldExtractor.from_passages(data.passages.values()), data.passages)
+    banks = {
+        mode: synthetic_examples(
+            SyntheticSettings(n=40), data, featurizer, "bm25", "bm25", mode, 3, None, False
+        )
+        for mode in ("retrieved", "injected")
+    }
+    retrieved = {e.qid: e for e in banks["retrieved"].examples}
+    injected = {e.qid: e for e in banks["injected"].examples}
+    assert retrieved and all(e.has_support for e in retrieved.values())
+    assert set(retrieved) < set(injected)  # some source pages lie beyond the first stage's 3
+    syn = banks["injected"].synthesis.dataset()
+    for qid, e in retrieved.items():
+        added = set(injected[qid].pids) - set(e.pids)
+        assert all(syn.qrels[qid].get(p, 0) > 0 for p in added)
+
+
 def test_an_auto_named_share_is_read_from_the_questions_texts(tmp_path):
     """``named_share="auto"``: synthetic questions name their company as often as the user's
     questions do (the extractor reads them; the fit leaves its held-out test fold out)."""
