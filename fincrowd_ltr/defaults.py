@@ -10,6 +10,9 @@ DEFAULT_LINE_ITEMS = "any"
 DEFAULT_CACHE = Path(".cache")  # index, embedding, bank and feature cache
 DEFAULT_BANK_SIZE = 100  # candidates per bank
 BANK_MODES = ("retrieved", "injected")  # what the first stage found / gold injected
+# training banks as deployed (what the first stage found); "injected" was the default before
+# the rule of 2026-12-04 (docs/results.md, "Training banks as deployed")
+DEFAULT_TRAIN_MODE = "retrieved"
 DEFAULT_REGRESSION_CAP = 0.03  # largest share of orderable questions the gate may make worse
 DEFAULT_DELTA = 0.1  # the gate's cap holds with probability >= 1 - delta over the calibration draw
 GATE_METHODS = ("ltt", "crc", "empirical")  # how the cap is kept (fincrowd_ltr.model.calibration)

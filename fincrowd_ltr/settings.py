@@ -24,6 +24,7 @@ from fincrowd_ltr.defaults import (
     DEFAULT_DELTA,
     DEFAULT_LINE_ITEMS,
     DEFAULT_REGRESSION_CAP,
+    DEFAULT_TRAIN_MODE,
     GATE_METHODS,
     LINE_ITEMS,
     MIN_CALIBRATION_QUERIES,
@@ -156,7 +157,8 @@ class BankSettings:
         default=DEFAULT_BANK_SIZE, metadata=_opt("candidates per bank (training and evaluation)")
     )
     train_mode: str = field(
-        default="injected", metadata=_opt("bank mode of the training banks", choices=MODES)
+        default=DEFAULT_TRAIN_MODE,
+        metadata=_opt("bank mode of the training banks", choices=MODES),
     )
     val_mode: str = field(
         default="retrieved",

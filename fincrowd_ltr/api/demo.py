@@ -14,6 +14,7 @@ from fincrowd_ltr.defaults import (
     DEFAULT_BANK_SIZE,
     DEFAULT_LINE_ITEMS,
     DEFAULT_REGRESSION_CAP,
+    DEFAULT_TRAIN_MODE,
 )
 
 DEFAULT_DEMO_CONFIG = Path("configs/demo.yaml")
@@ -246,7 +247,7 @@ def _correction_steps(c: dict, out: Path, common: dict, first_stage: str, echo) 
             synthetic=synthetic,
             first_stage=c.get("first_stage", first_stage),
             split=c.get("split", "all"),
-            train_mode=c.get("train_mode", "injected"),
+            train_mode=c.get("train_mode", DEFAULT_TRAIN_MODE),
             val_mode=c.get("val_mode", "retrieved"),
             regression_cap=float(c.get("regression_cap", DEFAULT_REGRESSION_CAP)),
             domain=c.get("domain"),

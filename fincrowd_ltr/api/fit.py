@@ -411,6 +411,8 @@ class _CrossValidation:
             data, ranker, modes, banks, featurizer, b.first_stage, b.bank_size, s.data.split,
             cache, run, progress,
         )  # fmt: skip
+        if b.train_mode == "retrieved":
+            self.notes += _retrieved_training(data, self.examples["retrieved"])
         extra, self.extra_qids, extra_groups = _extra_examples(
             list(t.extra_training), ranker, b.train_mode, b.first_stage, b.bank_size,
             t.extra_limit, t.seed, s.data.data_root, cache, progress,
@@ -695,6 +697,20 @@ def _examples_by_mode(
         found = make_examples(data, bankset, ranker, featurizer, cache=cache)
         examples[mode] = {e.qid: e for e in found}
     return examples, notes
+
+
+def _retrieved_training(data: Dataset, found: dict[str, BankExample]) -> list[str]:
+    """A note when retrieved training banks leave covered questions without a relevant
+    candidate: those questions train nothing."""
+    covered = [q for q in data.queries if data.covered(q)]
+    missed = sum(not (q in found and found[q].has_support) for q in covered)
+    if not missed:
+        return []
+    return [
+        f"training banks as retrieved: {missed} of {len(covered)} covered questions have no "
+        "relevant candidate in their bank and train nothing (--train-mode injected adds their "
+        "relevant pages)"
+    ]
 
 
 def _extra_examples(

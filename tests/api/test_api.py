@@ -236,3 +236,27 @@ def test_a_committee_fit_is_recorded_trains_every_member_once_and_serves(tmp_pat
     for bad in (0, 2.5):
         with pytest.raises(fc.DataError, match="committee"):
             fc.fit_correction(data, "bm25", folds=4, cache_dir=None, committee=bad)
+
+
+def test_retrieved_training_banks_count_the_questions_they_leave_out():
+    """Training banks as the first stage returns them (the default): a covered question
+    whose relevant page the first stage missed trains nothing, and the report says how many."""
+    data = user_corpus()
+    banks = fc.build_banks(data, ["bm25"], mode="retrieved", size=2, cache_dir=None)
+    missed = sum(
+        not any(data.qrels[q].get(p, 0) > 0 for p in banks.banks[q].pids) for q in data.queries
+    )
+    assert 0 < missed < len(data.queries)
+    notes = {}
+    for mode in ("retrieved", "injected"):
+        _, report = fc.fit_correction(
+            data, "bm25", folds=4, cache_dir=None, grid=None, gate=False, bank_size=2,
+            train_mode=mode, progress=False,
+        )  # fmt: skip
+        notes[mode] = [n for n in report.info["notes"] if n.startswith("training banks")]
+    assert notes["retrieved"] == [
+        f"training banks as retrieved: {missed} of {len(data.queries)} covered questions have "
+        "no relevant candidate in their bank and train nothing (--train-mode injected adds "
+        "their relevant pages)"
+    ]
+    assert notes["injected"] == []

@@ -157,7 +157,7 @@ def test_a_checkpoint_of_a_python_built_data_module_exports(tmp_path):
         dataset="beir",
         ranker="bm25",
         source=DataSettings(data_root=str(tmp_path / "corpus"), cache_dir=tmp_path / "cache"),
-        banks=BankSettings(bank_size=6),
+        banks=BankSettings(bank_size=6, train_mode="injected"),  # two modes the export keeps apart
         folds=FoldSettings(folds=3, test_fold=1),
     )
     trainer = L.Trainer(
@@ -177,7 +177,7 @@ def test_a_checkpoint_of_a_python_built_data_module_exports(tmp_path):
         "retrieved",
         3,
         1,
-    )  # fmt: skip  (BankSettings' own defaults)
+    )  # fmt: skip
     assert summary.first_stage == "bm25"  # 'auto' resolved for the corpus, as its banks were built
     assert BankDataModule().banks.train_mode == "retrieved"  # the module's default is unchanged
     old = {"bank_mode": "injected", "val_bank_mode": None, "folds": 4, "split": "dev"}
