@@ -284,6 +284,19 @@ class _Folds:
         groups = self.fold_groups[fold]
         return [e for e in self.synthetic.examples if self.synthetic.groups[e.qid] in groups]
 
+    def require_support(self, trains) -> None:
+        """Every training set in ``trains`` holds a bank with a relevant candidate (retrieved
+        banks may hold none); checked before any fit."""
+        for train in trains:
+            if not any(e.has_support for e in self.train(train)):
+                raise DataError(
+                    f"no training bank of folds {[f + 1 for f in train]} holds a relevant "
+                    f"candidate: the first stage ({self.train_mode} banks) found none of their "
+                    "questions' relevant pages; train on gold-injected banks (--train-mode "
+                    "injected), larger banks (--bank-size) or another first stage",
+                    "train_mode",
+                )
+
     def require_synthetic_gate_rows(self, trains, pooled: bool) -> None:
         """With gate rows from synthetic questions only, every training set in ``trains`` needs
         synthetic banks in one of its folds (two when out-of-fold gates score the pooled
@@ -411,8 +424,8 @@ class _CrossValidation:
             data, ranker, modes, banks, featurizer, b.first_stage, b.bank_size, s.data.split,
             cache, run, progress,
         )  # fmt: skip
-        if b.train_mode == "retrieved":
-            self.notes += _retrieved_training(data, self.examples["retrieved"])
+        if b.train_mode == "retrieved" and self.synthetic.labelled:
+            self.notes += _retrieved_training(data, self.examples["retrieved"], self.held)
         extra, self.extra_qids, extra_groups = _extra_examples(
             list(t.extra_training), ranker, b.train_mode, b.first_stage, b.bank_size,
             t.extra_limit, t.seed, s.data.data_root, cache, progress,
@@ -426,8 +439,9 @@ class _CrossValidation:
             plan, self.examples, b.train_mode, extra, self.syn, self.synthetic, fold_groups,
             held_groups, b.val_mode, s.calibration.gate, self.gate_rows,
         )  # fmt: skip
+        trains = [r.train for r in plan.rounds()] + [_final_round(data, plan)[1].train]
+        self.ex.require_support(trains)
         if s.calibration.gate:
-            trains = [r.train for r in plan.rounds()] + [_final_round(data, plan)[1].train]
             self.ex.require_synthetic_gate_rows(trains, s.calibration.gate_calibration == "pooled")
         groups = {**extra_groups, **{q: query.group or q for q, query in data.queries.items()}}
         if self.syn is not None:
@@ -699,10 +713,11 @@ def _examples_by_mode(
     return examples, notes
 
 
-def _retrieved_training(data: Dataset, found: dict[str, BankExample]) -> list[str]:
-    """A note when retrieved training banks leave covered questions without a relevant
-    candidate: those questions train nothing."""
-    covered = [q for q in data.queries if data.covered(q)]
+def _retrieved_training(data: Dataset, found: dict[str, BankExample], held=None) -> list[str]:
+    """A note when retrieved training banks leave covered questions (outside a held-out test
+    fold) without a relevant candidate: those questions train nothing."""
+    held = set(held or ())
+    covered = [q for q in data.queries if data.covered(q) and q not in held]
     missed = sum(not (q in found and found[q].has_support) for q in covered)
     if not missed:
         return []

@@ -13,7 +13,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from fincrowd_ltr.data import load_dataset as _load_dataset
-from fincrowd_ltr.data.schema import Dataset
+from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.data.splits import fold_split
 from fincrowd_ltr.features import FEATURE_NAMES, BankFeaturizer
 from fincrowd_ltr.features.examples import BankExample, make_examples
@@ -191,6 +191,14 @@ class BankDataModule(L.LightningDataModule):
 
     def train_features(self) -> torch.Tensor:
         """All training candidates' features (rows), for the standardisation statistics."""
+        if not self.examples["train"]:
+            raise DataError(
+                f"no training bank holds a relevant candidate "
+                f"({self.skipped_without_support.get('train', 0)} banks without one): the first "
+                "stage found none of these questions' relevant pages; train on gold-injected "
+                "banks (--train-mode injected), larger banks (--bank-size) or another first stage",
+                "train_mode",
+            )
         return torch.from_numpy(np.concatenate([e.features for e in self.examples["train"]]))
 
     def _loader(self, part: str, shuffle: bool) -> DataLoader:

@@ -240,23 +240,53 @@ def test_a_committee_fit_is_recorded_trains_every_member_once_and_serves(tmp_pat
 
 def test_retrieved_training_banks_count_the_questions_they_leave_out():
     """Training banks as the first stage returns them (the default): a covered question
-    whose relevant page the first stage missed trains nothing, and the report says how many."""
+    whose relevant page the first stage missed trains nothing, and the report says how many
+    (a held-out test fold's questions are not counted)."""
+    from fincrowd_ltr.api.fit import _retrieved_training
+    from fincrowd_ltr.features.bank_features import BankFeaturizer
+    from fincrowd_ltr.features.examples import make_examples
+    from fincrowd_ltr.fields import FieldExtractor
+
     data = user_corpus()
     banks = fc.build_banks(data, ["bm25"], mode="retrieved", size=2, cache_dir=None)
-    missed = sum(
-        not any(data.qrels[q].get(p, 0) > 0 for p in banks.banks[q].pids) for q in data.queries
-    )
-    assert 0 < missed < len(data.queries)
+    missing = {
+        q for q in data.queries if not any(data.qrels[q].get(p, 0) > 0 for p in banks.banks[q].pids)
+    }
+    assert 0 < len(missing) < len(data.queries)
     notes = {}
-    for mode in ("retrieved", "injected"):
+    for mode in ("default", "injected"):
+        options = {} if mode == "default" else {"train_mode": mode}
         _, report = fc.fit_correction(
             data, "bm25", folds=4, cache_dir=None, grid=None, gate=False, bank_size=2,
-            train_mode=mode, progress=False,
+            progress=False, **options,
         )  # fmt: skip
+        assert report.info["train_mode"] == options.get("train_mode", "retrieved")
         notes[mode] = [n for n in report.info["notes"] if n.startswith("training banks")]
-    assert notes["retrieved"] == [
-        f"training banks as retrieved: {missed} of {len(data.queries)} covered questions have "
-        "no relevant candidate in their bank and train nothing (--train-mode injected adds "
-        "their relevant pages)"
-    ]
+
+    def note(missed: int, covered: int) -> list[str]:
+        return [
+            f"training banks as retrieved: {missed} of {covered} covered questions have no "
+            "relevant candidate in their bank and train nothing (--train-mode injected adds "
+            "their relevant pages)"
+        ]
+
+    assert notes["default"] == note(len(missing), len(data.queries))
     assert notes["injected"] == []
+    featurizer = BankFeaturizer(FieldExtractor.from_passages(data.passages.values()), data.passages)
+    examples = {e.qid: e for e in make_examples(data, banks, "bm25", featurizer)}
+    held = set(sorted(data.queries)[:4])
+    assert _retrieved_training(data, examples, held) == note(len(missing - held), 12)
+
+
+def test_a_training_set_without_a_relevant_candidate_is_named_before_any_fit():
+    """Retrieved banks can leave a training set with no relevant candidate at all (here the
+    final model's one training fold): a ``DataError`` naming the folds and the option, not a
+    worker's traceback."""
+    with pytest.raises(
+        fc.DataError, match=r"no training bank of folds \[\d+\] holds a relev"
+    ) as err:
+        fc.fit_correction(
+            user_corpus(), "bm25", folds=4, test_fold=0, cache_dir=None, grid=None,
+            gate=False, bank_size=2, progress=False,
+        )  # fmt: skip
+    assert err.value.field == "train_mode"

@@ -375,3 +375,20 @@ def test_a_committee_leaves_each_share_of_groups_out_of_one_member_and_averages_
     assert torch.allclose(module.scorer.feature_std, torch.where(
         rows.std(0, unbiased=False) > 0, rows.std(0, unbiased=False), torch.ones(rows.shape[1])
     ))  # the statistics of a single fit on the same banks  # fmt: skip
+
+
+def test_training_banks_without_a_relevant_candidate_are_a_named_error():
+    """Retrieved training banks may hold no relevant candidate: the data module names the
+    option to change instead of failing on an empty array."""
+    from fincrowd_ltr.data.schema import DataError
+    from fincrowd_ltr.features import FEATURE_NAMES
+    from fincrowd_ltr.features.examples import BankExample
+
+    n = 4
+    empty = BankExample("q", [f"p{i}" for i in range(n)], np.zeros((n, len(FEATURE_NAMES))),
+                        np.arange(n, dtype=float), np.zeros(n, dtype=np.int64))  # fmt: skip
+    dm = BankDataModule(examples={"train": [empty], "val": [empty], "test": []})
+    assert dm.skipped_without_support["train"] == 1
+    with pytest.raises(DataError, match="no training bank holds a relevant candidate") as err:
+        dm.train_features()
+    assert err.value.field == "train_mode"
