@@ -439,7 +439,9 @@ class _CrossValidation:
             plan, self.examples, b.train_mode, extra, self.syn, self.synthetic, fold_groups,
             held_groups, b.val_mode, s.calibration.gate, self.gate_rows,
         )  # fmt: skip
-        trains = [r.train for r in plan.rounds()] + [_final_round(data, plan)[1].train]
+        gated = s.calibration.gate  # a gated final model leaves its calibration fold out
+        final = _final_round(data, plan)[1].train if gated else tuple(range(len(plan)))
+        trains = [r.train for r in plan.rounds()] + [final]
         self.ex.require_support(trains)
         if s.calibration.gate:
             self.ex.require_synthetic_gate_rows(trains, s.calibration.gate_calibration == "pooled")

@@ -280,7 +280,7 @@ def test_retrieved_training_banks_count_the_questions_they_leave_out():
 
 def test_a_training_set_without_a_relevant_candidate_is_named_before_any_fit():
     """Retrieved banks can leave a training set with no relevant candidate at all (here the
-    final model's one training fold): a ``DataError`` naming the folds and the option, not a
+    one round's one training fold): a ``DataError`` naming the folds and the option, not a
     worker's traceback."""
     with pytest.raises(
         fc.DataError, match=r"no training bank of folds \[\d+\] holds a relev"
