@@ -42,7 +42,7 @@ from fincrowd_ltr.evaluation.results import (
 from fincrowd_ltr.features import BankFeaturizer
 from fincrowd_ltr.features.bank_features import FAMILIES
 from fincrowd_ltr.features.corpus import CorpusFeaturizers
-from fincrowd_ltr.features.examples import BankExample, make_examples
+from fincrowd_ltr.features.examples import BankExample, make_examples, no_support_error
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.model.correction import GatedCorrection
 from fincrowd_ltr.model.summary import TrainingSummary
@@ -289,13 +289,7 @@ class _Folds:
         banks may hold none); checked before any fit."""
         for train in trains:
             if not any(e.has_support for e in self.train(train)):
-                raise DataError(
-                    f"no training bank of folds {[f + 1 for f in train]} holds a relevant "
-                    f"candidate: the first stage ({self.train_mode} banks) found none of their "
-                    "questions' relevant pages; train on gold-injected banks (--train-mode "
-                    "injected), larger banks (--bank-size) or another first stage",
-                    "train_mode",
-                )
+                raise no_support_error(f"of folds {[f + 1 for f in train]} ")
 
     def require_synthetic_gate_rows(self, trains, pooled: bool) -> None:
         """With gate rows from synthetic questions only, every training set in ``trains`` needs
@@ -443,7 +437,7 @@ class _CrossValidation:
         final = _final_round(data, plan)[1].train if gated else tuple(range(len(plan)))
         trains = [r.train for r in plan.rounds()] + [final]
         self.ex.require_support(trains)
-        if s.calibration.gate:
+        if gated:
             self.ex.require_synthetic_gate_rows(trains, s.calibration.gate_calibration == "pooled")
         groups = {**extra_groups, **{q: query.group or q for q, query in data.queries.items()}}
         if self.syn is not None:

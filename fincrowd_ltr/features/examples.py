@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fincrowd_ltr.data.schema import Dataset
+from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.features.bank_features import FEATURE_NAMES, BankFeaturizer
 from fincrowd_ltr.features.page_cues import VERSION as CUES_VERSION
 from fincrowd_ltr.fields.extractor import extractor_fingerprint
@@ -48,6 +48,17 @@ class BankExample:
         copy = replace(self, weight=weight)
         copy.derived = self.derived
         return copy
+
+
+def no_support_error(which: str = "", detail: str = "") -> DataError:
+    """The error for a training set (``which``: "of folds [2] ") none of whose banks holds a
+    relevant candidate, as retrieved banks may leave it, naming the option to change."""
+    return DataError(
+        f"no training bank {which}holds a relevant candidate{detail}: the first stage found "
+        "none of these questions' relevant pages; train on gold-injected banks (--train-mode "
+        "injected), larger banks (--bank-size) or another first stage",
+        "train_mode",
+    )
 
 
 def labels_of(dataset: Dataset, qid: str, pids: list[str]) -> np.ndarray:

@@ -13,10 +13,10 @@ import torch
 from torch.utils.data import DataLoader
 
 from fincrowd_ltr.data import load_dataset as _load_dataset
-from fincrowd_ltr.data.schema import DataError, Dataset
+from fincrowd_ltr.data.schema import Dataset
 from fincrowd_ltr.data.splits import fold_split
 from fincrowd_ltr.features import FEATURE_NAMES, BankFeaturizer
-from fincrowd_ltr.features.examples import BankExample, make_examples
+from fincrowd_ltr.features.examples import BankExample, make_examples, no_support_error
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.model.pairs import MAX_DISTRACTORS, Pairs, pair_index, stack_pairs
 from fincrowd_ltr.retrieval.build import BankSpec, build_banks
@@ -192,13 +192,8 @@ class BankDataModule(L.LightningDataModule):
     def train_features(self) -> torch.Tensor:
         """All training candidates' features (rows), for the standardisation statistics."""
         if not self.examples["train"]:
-            raise DataError(
-                f"no training bank holds a relevant candidate "
-                f"({self.skipped_without_support.get('train', 0)} banks without one): the first "
-                "stage found none of these questions' relevant pages; train on gold-injected "
-                "banks (--train-mode injected), larger banks (--bank-size) or another first stage",
-                "train_mode",
-            )
+            skipped = self.skipped_without_support.get("train", 0)
+            raise no_support_error(detail=f" ({skipped} banks without one)")
         return torch.from_numpy(np.concatenate([e.features for e in self.examples["train"]]))
 
     def _loader(self, part: str, shuffle: bool) -> DataLoader:
