@@ -13,6 +13,7 @@ import numpy as np
 from fincrowd_ltr.api.corpus import build_banks, load_dataset, rankers_of, read_run
 from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.data.splits import FoldPlan
+from fincrowd_ltr.defaults import DEFAULT_TRAIN_MODE
 from fincrowd_ltr.evaluation.cascade import (
     COLUMN,
     SELECTED,
@@ -33,16 +34,25 @@ DOMAIN = "cascade"
 
 
 def fold_corrections(
-    data: Dataset, ranker: str, plan: FoldPlan, *, first_stage: str, cache_dir, seed: int = 0
+    data: Dataset,
+    ranker: str,
+    plan: FoldPlan,
+    *,
+    first_stage: str,
+    cache_dir,
+    seed: int = 0,
+    train_mode: str = DEFAULT_TRAIN_MODE,
 ) -> dict[int, object]:
     """``{test fold f: GatedCorrection}`` trained on the folds other than ``f`` and ``f + 1``
-    (uncalibrated: fold ``f + 1`` calibrates it on the cascade's banks)."""
+    on ``train_mode`` banks (uncalibrated: fold ``f + 1`` calibrates it on the cascade's banks)."""
     from fincrowd_ltr.api.fit import MODES, _fit_gate, _Folds
     from fincrowd_ltr.features import BankFeaturizer
     from fincrowd_ltr.features.corpus import CorpusFeaturizers
     from fincrowd_ltr.model.correction import GatedCorrection, TrainingSummary
     from fincrowd_ltr.training.fitting import ResidualFits, choose_setting
 
+    if train_mode not in MODES:
+        raise DataError(f"train_mode {train_mode!r}: choose from {list(MODES)}", "train_mode")
     extractor = FieldExtractor.from_passages(data.passages.values())
     featurizer = BankFeaturizer(extractor, data.passages)
     examples = {}
@@ -52,12 +62,15 @@ def fold_corrections(
         examples[mode] = {
             e.qid: e for e in make_examples(data, banks, ranker, featurizer, cache=cache)
         }
-    ex, fits = _Folds(plan, examples, "injected"), ResidualFits()
+    ex, fits = _Folds(plan, examples, train_mode), ResidualFits()
+    ex.require_support([r.train for r in plan.rounds()])
 
     shared = CorpusFeaturizers()  # every fold's model reads the same corpus
 
     def model(scorer, gate=None, domains=None):
-        summary = TrainingSummary(dataset=data.name, base_ranker=ranker)
+        summary = TrainingSummary(
+            dataset=data.name, base_ranker=ranker, first_stage=first_stage, bank_mode=train_mode
+        )
         return GatedCorrection(
             scorer, gate, domains, extractor.companies, summary,
             segments=extractor.segment_names, features=shared,
@@ -149,7 +162,7 @@ def gated_cascade(
 
 
 _CASCADE_USES = (
-    *("split", "data_root", "cache_dir", "first_stage", "folds", "seed"),
+    *("split", "data_root", "cache_dir", "first_stage", "train_mode", "folds", "seed"),
     *("regression_cap", "min_calibration", "delta", "gate_method"),
 )
 
@@ -171,8 +184,9 @@ def cascade(
     (``{name: TREC file or {qid: {pid: score}}}``) as fixed stage-2 rankers. ``settings``
     (:class:`~fincrowd_ltr.settings.FitSettings`) or its fields as shortcuts say where the data
     is (``split``, ``data_root``, ``cache_dir``), the first stage (``first_stage``), the fold plan
-    (``folds``, ``seed``) and the gate's limits (``regression_cap``, ``min_calibration``,
-    ``delta``, ``gate_method``; or a whole ``calibration=CalibrationSettings(...)``)."""
+    (``folds``, ``seed``), the correction's training banks (``train_mode``, default
+    ``retrieved``) and the gate's limits (``regression_cap``, ``min_calibration``, ``delta``,
+    ``gate_method``; or a whole ``calibration=CalibrationSettings(...)``)."""
     calibration = shortcuts.pop("calibration", None)
     require_used(shortcuts, _CASCADE_USES, "cascade")
     s = (settings or FitSettings()).replace(**shortcuts)
@@ -197,8 +211,10 @@ def cascade(
     if gated:
         plan = FoldPlan.by_group(data, folds, seed)
         corrections = fold_corrections(
-            data, correction_ranker, plan, first_stage=first_stage, cache_dir=cache_dir, seed=seed
-        )
+            data, correction_ranker, plan, first_stage=first_stage, cache_dir=cache_dir,
+            seed=seed, train_mode=s.banks.train_mode,
+        )  # fmt: skip
+        report["correction_train_mode"] = s.banks.train_mode
         limits = {"calibration": s.calibration}
         report["gated"] = {
             "selected": gated_cascade(data, plan, corrections, bankset, chosen, extra, **limits)

@@ -495,6 +495,7 @@ def _cascade_command(command) -> None:
     )
     p.add_argument("--gated", action="store_true", help="add the residual and gate on the top k")
     p.add_argument("--correction-ranker", default="dense", help="base ranker of the residual")
+    settings.add_arguments(p, settings.BankSettings, ("train_mode",))
     _cap(p)
     p.add_argument("--folds", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)

@@ -507,6 +507,7 @@ def cascade(args: argparse.Namespace) -> dict:
         correction_ranker=args.correction_ranker,
         scores=scores,
         first_stage=args.first_stage,
+        train_mode=args.train_mode,
         folds=args.folds,
         seed=args.seed,
         calibration=_calibration(args),

@@ -201,8 +201,10 @@ class CascadeReport(WorkflowReport):
             ),
             f"chosen per fold on training folds: {self['chosen_per_fold']}",
         ]
+        trained = self.get("correction_train_mode")
+        on = f" (residual trained on {trained} banks)" if trained else ""
         for name, block in self.get("gated", {}).items():
-            parts.append(_paired_rows(f"\ngated correction on {name} top-k", block["systems"]))
+            parts.append(_paired_rows(f"\ngated correction on {name} top-k{on}", block["systems"]))
         return "\n".join(parts)
 
 

@@ -139,7 +139,8 @@ def test_evaluate_reports_fixed_cascades_under_their_names(tmp_path):
     assert main([*args[:-2], "--cascade", "bm25:softmax:0.5"]) == 2  # a clear error, not a crash
 
 
-def test_gated_cascade_on_held_out_folds(tmp_path):
+@pytest.mark.parametrize("train_mode", ["retrieved", "injected"])
+def test_gated_cascade_on_held_out_folds(tmp_path, capsys, train_mode):
     from fincrowd_ltr.cli import main
     from tests.conftest import write_corpus
 
@@ -157,11 +158,15 @@ def test_gated_cascade_on_held_out_folds(tmp_path):
         "--correction-ranker=bm25",
         "--folds=4",
         "--min-calibration=2",
+        f"--train-mode={train_mode}",
         f"--cache-dir={tmp_path / 'cache'}",
         f"--report={report_path}",
     ]
     assert main(args) == 0
-    gated = json.loads(report_path.read_text())["gated"]["selected"]
+    report = json.loads(report_path.read_text())
+    assert report["correction_train_mode"] == train_mode  # the residual's training banks
+    assert f"residual trained on {train_mode} banks" in capsys.readouterr().out
+    gated = report["gated"]["selected"]
     assert len(gated["folds"]) == 4 and gated["n_queries"] == 12
     systems = gated["systems"]
     assert set(systems) == {SELECTED, f"{SELECTED}+residual", f"{SELECTED}+gated"}
@@ -174,3 +179,20 @@ def test_gated_cascade_on_held_out_folds(tmp_path):
     if gated["gate_open_share"] == 0.0:
         assert systems[f"{SELECTED}+gated"]["per_query"] == base
     assert 0.0 <= gated["gate_open_share"] <= 1.0
+
+
+def test_fold_corrections_train_on_the_named_bank_mode(tmp_path):
+    from fincrowd_ltr.api.cascade import fold_corrections
+    from fincrowd_ltr.data.schema import DataError
+    from fincrowd_ltr.data.splits import FoldPlan
+    from tests.conftest import write_corpus
+
+    write_corpus(tmp_path / "c")
+    data = load_dataset("beir", tmp_path / "c")
+    plan = FoldPlan.by_group(data, 4, 0)
+    with pytest.raises(DataError, match="train_mode 'gold'"):
+        fold_corrections(data, "bm25", plan, first_stage="bm25", cache_dir=None, train_mode="gold")
+    corrections = fold_corrections(
+        data, "bm25", plan, first_stage="bm25", cache_dir=None, train_mode="injected"
+    )
+    assert {m.summary.bank_mode for m in corrections.values()} == {"injected"}
