@@ -66,10 +66,11 @@ def fold_corrections(
     ex.require_support([r.train for r in plan.rounds()])
 
     shared = CorpusFeaturizers()  # every fold's model reads the same corpus
+    stage = BankSpec(first_stage=first_stage).stage(data)  # "auto" resolved, as fit records it
 
     def model(scorer, gate=None, domains=None):
         summary = TrainingSummary(
-            dataset=data.name, base_ranker=ranker, first_stage=first_stage, bank_mode=train_mode
+            dataset=data.name, base_ranker=ranker, first_stage=stage, bank_mode=train_mode
         )
         return GatedCorrection(
             scorer, gate, domains, extractor.companies, summary,

@@ -196,3 +196,4 @@ def test_fold_corrections_train_on_the_named_bank_mode(tmp_path):
         data, "bm25", plan, first_stage="bm25", cache_dir=None, train_mode="injected"
     )
     assert {m.summary.bank_mode for m in corrections.values()} == {"injected"}
+    assert {m.summary.first_stage for m in corrections.values()} == {"bm25"}
