@@ -131,7 +131,7 @@ class BankFeaturizer:
     def bank_terms(self, pids: list[str], query: str = "") -> tuple[sparse.csr_matrix, np.ndarray]:
         """Term counts of the bank (rows in bank order, columns the bank's terms) and the columns
         of the query's terms."""
-        q_terms = np.unique(np.array(self.terms.tokens(query), dtype=np.int64))
+        q_terms = self.terms.query_terms(query)
         rows = [self.terms.counts(p, self.passages[p].text) for p in pids]
         return self.terms.matrix(rows, q_terms)
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.features.bank_features import FEATURE_NAMES, BankFeaturizer
+from fincrowd_ltr.features.lexical import VERSION as LEXICAL_VERSION
 from fincrowd_ltr.features.page_cues import VERSION as CUES_VERSION
 from fincrowd_ltr.fields.extractor import extractor_fingerprint
 from fincrowd_ltr.retrieval.banks import BankSet
@@ -75,6 +76,7 @@ def vocabulary_key(featurizer: BankFeaturizer) -> str:
             extractor_fingerprint(),
             CUES_VERSION,
             FILINGS_VERSION,
+            LEXICAL_VERSION,
             list(FEATURE_NAMES),
             sorted(featurizer.extractor.companies.items()),
             sorted(featurizer.extractor.segment_names.items()),

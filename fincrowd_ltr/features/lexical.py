@@ -2,10 +2,16 @@
 
 Term counts of every passage are computed once (``TermCounter``) and cached; a bank's statistics
 are then a few sparse-matrix operations over its 100 rows, fast enough to run per request.
+
+Terms are ordered by a fixed hash of their text (``term_key``), never by the order a process
+first met them: a bank's columns, each row's entries and the query's terms come in that order,
+so the floating-point sums, and so the features, are the same bits in every process (a fresh
+featurizer, one that served other banks first, a Dask worker).
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 import numpy as np
@@ -17,14 +23,24 @@ STOPWORDS = frozenset(STOPWORDS_EN)
 BM25_K1, BM25_B = 1.5, 0.75
 CONCENTRATION_NEIGHBOURS = 5
 DENSE_PRODUCT_CELLS = 2_000_000  # up to ~16 MB: 100 candidates x 20,000 shared terms
+VERSION = 2  # bump when features change in any bit (part of the feature cache key); 2: term_key
+
+
+def term_key(term: str) -> int:
+    """The term's place in every term order: a fixed 64-bit hash of its text."""
+    return int.from_bytes(hashlib.blake2b(term.encode(), digest_size=8).digest(), "little")
 
 
 class TermCounter:
     """Maps texts to sparse term-count rows over a growing vocabulary (lower-case, English
-    stopwords removed, as the first-stage BM25)."""
+    stopwords removed, as the first-stage BM25); ids number terms as first met, and every order
+    of terms follows ``term_key``."""
 
     def __init__(self) -> None:
         self.vocab: dict[str, int] = {}
+        self._keys: list[int] = []  # term id -> term_key
+        self._key_array = np.zeros(0, dtype=np.uint64)  # the keys as an array, grown by doubling
+        self._filled = 0  # how many of them it holds
         self._rows: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._column = np.full(0, -1, dtype=np.int64)  # scratch: corpus term id -> bank column
 
@@ -36,30 +52,53 @@ class TermCounter:
             idx = self.vocab.get(token)
             if idx is None:
                 idx = self.vocab[token] = len(self.vocab)
+                self._keys.append(term_key(token))
             ids.append(idx)
         return ids
 
+    def keys(self, ids: np.ndarray) -> np.ndarray:
+        """The ``term_key`` of each term id."""
+        filled, n = self._filled, len(self._keys)
+        if filled < n:  # new terms: grow by doubling, copy only the new keys
+            if len(self._key_array) < n:
+                grown = np.zeros(2 * n, dtype=np.uint64)
+                grown[:filled] = self._key_array[:filled]
+                self._key_array = grown
+            self._key_array[filled:n] = self._keys[filled:n]
+            self._filled = n
+        return self._key_array[ids]
+
+    def in_key_order(self, ids: np.ndarray) -> np.ndarray:
+        """Term ids sorted by ``term_key``."""
+        return ids[np.argsort(self.keys(ids))]
+
+    def query_terms(self, text: str) -> np.ndarray:
+        """The distinct term ids of a text, in ``term_key`` order."""
+        return self.in_key_order(np.unique(np.array(self.tokens(text), dtype=np.int64)))
+
     def counts(self, key: str, text: str) -> tuple[np.ndarray, np.ndarray]:
-        """(term ids, counts) of a text, cached under ``key``."""
+        """(term ids in ``term_key`` order, counts) of a text, cached under ``key``."""
         row = self._rows.get(key)
         if row is None:
             ids, counts = np.unique(np.array(self.tokens(text), dtype=np.int64), return_counts=True)
-            row = self._rows[key] = (ids, counts.astype(np.float64))
+            order = np.argsort(self.keys(ids), kind="stable")
+            row = self._rows[key] = (ids[order], counts[order].astype(np.float64))
         return row
 
     def matrix(
         self, rows: list[tuple[np.ndarray, np.ndarray]], query_terms: np.ndarray
     ) -> tuple[sparse.csr_matrix, np.ndarray]:
-        """Stack rows into a CSR matrix over the bank's own vocabulary (columns are the terms that
-        occur in the bank, so bank statistics never touch the corpus-wide vocabulary); returns it
-        with the columns of ``query_terms`` that occur in the bank."""
+        """Stack rows (from ``counts``) into a CSR matrix over the bank's own vocabulary (columns
+        are the terms that occur in the bank, in ``term_key`` order, so bank statistics never
+        touch the corpus-wide vocabulary and each row's entries stay sorted); returns it with the
+        columns of ``query_terms`` that occur in the bank, in the order given."""
         indices = np.concatenate([ids for ids, _ in rows]) if rows else np.zeros(0, np.int64)
         data = np.concatenate([c for _, c in rows]) if rows else np.zeros(0)
         if len(self._column) < len(self.vocab):
             self._column = np.full(2 * len(self.vocab), -1, dtype=np.int64)
         present = np.zeros(len(self._column), dtype=bool)
         present[indices] = True
-        terms = np.flatnonzero(present)  # the bank's terms, sorted: no sort of the entries needed
+        terms = self.in_key_order(np.flatnonzero(present))  # rows are in this order already
         self._column[terms] = np.arange(len(terms))
         columns = self._column[indices]
         query_terms = query_terms[query_terms < len(present)]

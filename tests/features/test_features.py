@@ -173,3 +173,21 @@ def test_corpus_featurizers_harvest_each_corpus_once_and_are_shared(monkeypatch)
     small.featurizer(FieldExtractor(), a)
     small.featurizer(FieldExtractor(), b)
     assert len(small._featurizers) == 1  # bounded
+
+
+def test_features_are_the_same_bits_whatever_the_featurizer_met_before(financebench):
+    """Term order follows the terms' text, not the order a process met them: a featurizer that
+    served other banks first gives bit-identical features (before, the last bits moved)."""
+    data = financebench
+    extractor = FieldExtractor.from_passages(data.passages.values())
+    pids = sorted(data.passages)
+    qids = sorted(data.queries)[:12]
+    banks = [(data.queries[q].text, pids[i * 500 : i * 500 + 60]) for i, q in enumerate(qids)]
+    fresh = BankFeaturizer(extractor, data.passages)
+    expected = [fresh.features(query, bank) for query, bank in banks]
+    served = BankFeaturizer(extractor, data.passages)
+    for query, bank in reversed(banks):  # other term ids for the same terms
+        served.features(query, list(reversed(bank)))
+    assert served.terms.vocab != fresh.terms.vocab
+    for (query, bank), want in zip(banks, expected, strict=True):
+        assert np.array_equal(served.features(query, bank), want)
