@@ -5,8 +5,10 @@ are then a few sparse-matrix operations over its 100 rows, fast enough to run pe
 
 Terms are ordered by a fixed hash of their text (``term_key``), never by the order a process
 first met them: a bank's columns, each row's entries and the query's terms come in that order,
-so the floating-point sums, and so the features, are the same bits in every process (a fresh
-featurizer, one that served other banks first, a Dask worker).
+and the similarity product runs on one BLAS thread, so the floating-point sums, and so the
+features, are the same bits in every process on the same kind of CPU (a fresh featurizer, one
+that served other banks first, a Dask worker). OpenBLAS picks its kernels by CPU type, so
+machines of another type may differ in the last bits.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import re
 import numpy as np
 from bm25s.stopwords import STOPWORDS_EN
 from scipy import sparse
+from threadpoolctl import ThreadpoolController
 
 TOKEN = re.compile(r"(?u)\b\w\w+\b")  # the bm25s default token pattern
 STOPWORDS = frozenset(STOPWORDS_EN)
@@ -24,6 +27,15 @@ BM25_K1, BM25_B = 1.5, 0.75
 CONCENTRATION_NEIGHBOURS = 5
 DENSE_PRODUCT_CELLS = 2_000_000  # up to ~16 MB: 100 candidates x 20,000 shared terms
 VERSION = 2  # bump when features change in any bit (part of the feature cache key); 2: term_key
+_BLAS: list[ThreadpoolController] = []  # made on first use (it inspects the loaded libraries)
+
+
+def one_blas_thread():
+    """A context in which BLAS runs on one thread: a product's sums then do not depend on the
+    thread count (and for a bank's small product one thread is also faster)."""
+    if not _BLAS:
+        _BLAS.append(ThreadpoolController())
+    return _BLAS[0].limit(limits=1, user_api="blas")
 
 
 def term_key(term: str) -> int:
@@ -70,7 +82,7 @@ class TermCounter:
 
     def in_key_order(self, ids: np.ndarray) -> np.ndarray:
         """Term ids sorted by ``term_key``."""
-        return ids[np.argsort(self.keys(ids))]
+        return ids[np.argsort(self.keys(ids), kind="stable")]
 
     def query_terms(self, text: str) -> np.ndarray:
         """The distinct term ids of a text, in ``term_key`` order."""
@@ -147,7 +159,8 @@ def cosine_similarities(docs: sparse.csr_matrix) -> np.ndarray:
     if n * len(shared_terms) <= DENSE_PRODUCT_CELLS:  # a dense product is faster for a bank
         unit = np.zeros((n, len(shared_terms)))
         unit[rows[shared], columns[shared]] = values
-        sims = unit @ unit.T
+        with one_blas_thread():
+            sims = unit @ unit.T
     else:
         indptr = np.concatenate([[0], np.cumsum(np.bincount(rows[shared], minlength=n))])
         unit = sparse.csr_matrix((values, columns[shared], indptr), shape=(n, len(shared_terms)))

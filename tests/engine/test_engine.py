@@ -31,9 +31,14 @@ def _everything(data: Dataset):
 
     banks = build_banks(data, ["bm25", "dense"], first_stage="bm25", size=20, cache_dir=None)
     extractor = FieldExtractor.from_passages(data.passages.values())
-    examples = make_examples(data, banks, "dense", BankFeaturizer(extractor, data.passages))
+    # features of 100-candidate banks too, where OpenBLAS would split a product over threads
+    wide = build_banks(data, ["bm25"], first_stage="bm25", size=100, cache_dir=None)
+    features = {}
+    for bankset, ranker, tag in ((banks, "dense", ""), (wide, "bm25", ":100")):
+        found = make_examples(data, bankset, ranker, BankFeaturizer(extractor, data.passages))
+        features.update({e.qid + tag: e.features for e in found})
     fields = extract_passages(extractor, list(data.passages.values()))
-    return banks, {e.qid: e.features for e in examples}, fields
+    return banks, features, fields
 
 
 def test_dask_engine_builds_the_banks_of_one_process(tatqa_slice, monkeypatch):
@@ -68,8 +73,11 @@ def test_dask_engine_builds_the_banks_of_one_process(tatqa_slice, monkeypatch):
         assert np.array_equal(other.scores["bm25"], bank.scores["bm25"])
         # embeddings computed in another process with another thread count: same to float32
         assert np.allclose(other.scores["dense"], bank.scores["dense"], atol=1e-6)
-        # term order follows the terms' text, so features are the same bits in every process
-        assert np.array_equal(dask_features[qid], local_features[qid])
+    # term order follows the terms' text and the similarity product runs on one BLAS thread, so
+    # features are the same bits in every process (a worker has one thread, this process more)
+    assert dask_features.keys() == local_features.keys()
+    for key, features in local_features.items():
+        assert np.array_equal(dask_features[key], features)
     assert dask_fields == local_fields
 
 

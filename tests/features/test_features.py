@@ -191,3 +191,40 @@ def test_features_are_the_same_bits_whatever_the_featurizer_met_before(financebe
     assert served.terms.vocab != fresh.terms.vocab
     for (query, bank), want in zip(banks, expected, strict=True):
         assert np.array_equal(served.features(query, bank), want)
+
+
+def test_features_are_the_same_bits_whatever_the_blas_thread_count(financebench):
+    """The bank's similarity product runs on one BLAS thread whatever the process allows (a Dask
+    worker gets one, a local process all cores): 100-candidate banks, where OpenBLAS would split
+    the product over threads."""
+    from threadpoolctl import ThreadpoolController
+
+    data = financebench
+    extractor = FieldExtractor.from_passages(data.passages.values())
+    pids = sorted(data.passages)
+    qids = sorted(data.queries)[:8]
+    banks = [(data.queries[q].text, pids[i * 700 : i * 700 + 100]) for i, q in enumerate(qids)]
+    blas = ThreadpoolController()
+    with blas.limit(limits=1, user_api="blas"):
+        one = [BankFeaturizer(extractor, data.passages).features(q, b) for q, b in banks]
+    with blas.limit(limits=2, user_api="blas"):
+        two = [BankFeaturizer(extractor, data.passages).features(q, b) for q, b in banks]
+    for a, b in zip(one, two, strict=True):
+        assert np.array_equal(a, b)
+
+
+def test_term_order_does_not_depend_on_what_a_counter_met_first():
+    """Without the data: random texts, counted in two orders, give the same bank features."""
+    rng = np.random.default_rng(0)
+    words = [f"w{i}x" for i in range(3000)]
+    texts = {
+        f"p{i}": " ".join(rng.choice(words, size=int(rng.integers(50, 400)))) for i in range(80)
+    }
+    passages = {pid: Passage(pid, text) for pid, text in texts.items()}
+    extractor = FieldExtractor.from_passages(passages.values())
+    query = " ".join(rng.choice(words, size=12))
+    bank = list(passages)
+    fresh = BankFeaturizer(extractor, passages).features(query, bank)
+    served = BankFeaturizer(extractor, passages)
+    served.features(" ".join(reversed(words[:500])), list(reversed(bank)))
+    assert np.array_equal(served.features(query, bank), fresh)
