@@ -13,7 +13,6 @@ import numpy as np
 from fincrowd_ltr.api.corpus import build_banks, load_dataset, rankers_of, read_run
 from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.data.splits import FoldPlan
-from fincrowd_ltr.defaults import DEFAULT_TRAIN_MODE
 from fincrowd_ltr.evaluation.cascade import (
     COLUMN,
     SELECTED,
@@ -28,7 +27,7 @@ from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.retrieval.banks import BankSet
 from fincrowd_ltr.retrieval.build import BankSpec
 from fincrowd_ltr.retrieval.cascade import CascadeSettings, settings_grid
-from fincrowd_ltr.settings import CalibrationSettings, FitSettings, require_used
+from fincrowd_ltr.settings import BankSettings, CalibrationSettings, FitSettings, require_used
 
 DOMAIN = "cascade"
 
@@ -37,41 +36,56 @@ def fold_corrections(
     data: Dataset,
     ranker: str,
     plan: FoldPlan,
+    banks: BankSettings | None = None,
     *,
-    first_stage: str,
-    cache_dir,
+    cache_dir=None,
     seed: int = 0,
-    train_mode: str = DEFAULT_TRAIN_MODE,
 ) -> dict[int, object]:
     """``{test fold f: GatedCorrection}`` trained on the folds other than ``f`` and ``f + 1``
-    on ``train_mode`` banks (uncalibrated: fold ``f + 1`` calibrates it on the cascade's banks)."""
+    (uncalibrated: fold ``f + 1`` calibrates it on the cascade's banks). ``banks`` says how
+    the correction's banks are made (first stage, size, the training and validation bank
+    modes: :class:`~fincrowd_ltr.settings.BankSettings`, default ``retrieved`` training)."""
     from fincrowd_ltr.api.fit import MODES, _fit_gate, _Folds
     from fincrowd_ltr.features import BankFeaturizer
     from fincrowd_ltr.features.corpus import CorpusFeaturizers
     from fincrowd_ltr.model.correction import GatedCorrection, TrainingSummary
     from fincrowd_ltr.training.fitting import ResidualFits, choose_setting
 
-    if train_mode not in MODES:
-        raise DataError(f"train_mode {train_mode!r}: choose from {list(MODES)}", "train_mode")
+    b = banks or BankSettings()
+    for name in ("train_mode", "val_mode"):
+        if getattr(b, name) not in MODES:
+            raise DataError(f"{name} {getattr(b, name)!r}: choose from {list(MODES)}", name)
     extractor = FieldExtractor.from_passages(data.passages.values())
     featurizer = BankFeaturizer(extractor, data.passages)
     examples = {}
     for mode in MODES:
-        banks = build_banks(data, [ranker], first_stage=first_stage, mode=mode, cache_dir=cache_dir)
+        bankset = build_banks(
+            data, [ranker], first_stage=b.first_stage, size=b.bank_size, mode=mode,
+            cache_dir=cache_dir,
+        )  # fmt: skip
         cache = None if cache_dir is None else Path(cache_dir)
         examples[mode] = {
-            e.qid: e for e in make_examples(data, banks, ranker, featurizer, cache=cache)
+            e.qid: e for e in make_examples(data, bankset, ranker, featurizer, cache=cache)
         }
-    ex, fits = _Folds(plan, examples, train_mode), ResidualFits()
-    ex.require_support([r.train for r in plan.rounds()])
+    ex, fits = _Folds(plan, examples, b.train_mode, val_mode=b.val_mode), ResidualFits()
+    try:
+        ex.require_support([r.train for r in plan.rounds()])
+    except DataError:  # the cascade's own options in the advice
+        raise DataError(
+            f"gated cascade: no training bank of the correction ({b.train_mode} banks of "
+            f"{b.bank_size} from first stage {b.first_stage!r}) holds a relevant candidate in "
+            "some round's training folds; use --train-mode injected or another --first-stage",
+            "train_mode",
+        ) from None
 
     shared = CorpusFeaturizers()  # every fold's model reads the same corpus
-    stage = BankSpec(first_stage=first_stage).stage(data)  # "auto" resolved, as fit records it
+    stage = BankSpec(first_stage=b.first_stage).stage(data)  # "auto" resolved, as fit records it
 
     def model(scorer, gate=None, domains=None):
         summary = TrainingSummary(
-            dataset=data.name, base_ranker=ranker, first_stage=stage, bank_mode=train_mode
-        )
+            dataset=data.name, base_ranker=ranker, first_stage=stage, bank_size=b.bank_size,
+            bank_mode=b.train_mode, val_bank_mode=b.val_mode,
+        )  # fmt: skip
         return GatedCorrection(
             scorer, gate, domains, extractor.companies, summary,
             segments=extractor.segment_names, features=shared,
@@ -163,7 +177,8 @@ def gated_cascade(
 
 
 _CASCADE_USES = (
-    *("split", "data_root", "cache_dir", "first_stage", "train_mode", "folds", "seed"),
+    *("split", "data_root", "cache_dir", "first_stage", "train_mode", "val_mode", "bank_size"),
+    *("folds", "seed"),
     *("regression_cap", "min_calibration", "delta", "gate_method"),
 )
 
@@ -185,9 +200,9 @@ def cascade(
     (``{name: TREC file or {qid: {pid: score}}}``) as fixed stage-2 rankers. ``settings``
     (:class:`~fincrowd_ltr.settings.FitSettings`) or its fields as shortcuts say where the data
     is (``split``, ``data_root``, ``cache_dir``), the first stage (``first_stage``), the fold plan
-    (``folds``, ``seed``), the correction's training banks (``train_mode``, default
-    ``retrieved``) and the gate's limits (``regression_cap``, ``min_calibration``, ``delta``,
-    ``gate_method``; or a whole ``calibration=CalibrationSettings(...)``)."""
+    (``folds``, ``seed``), the correction's banks (``train_mode``, default ``retrieved``,
+    ``val_mode``, ``bank_size``) and the gate's limits (``regression_cap``, ``min_calibration``,
+    ``delta``, ``gate_method``; or a whole ``calibration=CalibrationSettings(...)``)."""
     calibration = shortcuts.pop("calibration", None)
     require_used(shortcuts, _CASCADE_USES, "cascade")
     s = (settings or FitSettings()).replace(**shortcuts)
@@ -197,6 +212,12 @@ def cascade(
     split, cache_dir = s.data.split, s.data.cache_dir
     data = load_dataset(dataset, s.data.data_root, split)
     stage2, scores = rankers_of(stage2), scores or {}
+    plan = FoldPlan.by_group(data, folds, seed)
+    corrections = (  # first: a correction that cannot train stops the run before the cascade's
+        fold_corrections(data, correction_ranker, plan, s.banks, cache_dir=cache_dir, seed=seed)
+        if gated
+        else {}
+    )
     bankset = build_banks(
         data, stage2, first_stage=first_stage, size=n, split=split, cache_dir=cache_dir
     )
@@ -210,11 +231,6 @@ def cascade(
         name: "a mapping" if isinstance(run, Mapping) else str(run) for name, run in scores.items()
     }
     if gated:
-        plan = FoldPlan.by_group(data, folds, seed)
-        corrections = fold_corrections(
-            data, correction_ranker, plan, first_stage=first_stage, cache_dir=cache_dir,
-            seed=seed, train_mode=s.banks.train_mode,
-        )  # fmt: skip
         report["correction_train_mode"] = s.banks.train_mode
         limits = {"calibration": s.calibration}
         report["gated"] = {
