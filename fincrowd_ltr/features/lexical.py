@@ -26,7 +26,7 @@ STOPWORDS = frozenset(STOPWORDS_EN)
 BM25_K1, BM25_B = 1.5, 0.75
 CONCENTRATION_NEIGHBOURS = 5
 DENSE_PRODUCT_CELLS = 2_000_000  # up to ~16 MB: 100 candidates x 20,000 shared terms
-VERSION = 2  # bump when features change in any bit (part of the feature cache key); 2: term_key
+VERSION = 3  # in the feature cache key: bump when features move (2: term_key, 3: one BLAS thread)
 _BLAS: list[ThreadpoolController] = []  # made on first use (it inspects the loaded libraries)
 
 
