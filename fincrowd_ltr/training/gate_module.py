@@ -6,7 +6,7 @@ from __future__ import annotations
 import lightning as L
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader
 
 from fincrowd_ltr.model.gate import IdentityGate
 from fincrowd_ltr.training.trainer import quiet_trainer
@@ -59,6 +59,14 @@ def train_gate(
     module = GateModule(x.shape[1], pos_weight=pos_weight)
     module.gate.fit_standardisation(x)
     trainer = quiet_trainer(epochs, accelerator="cpu")
-    loader = DataLoader(TensorDataset(x, y), batch_size=max(len(y), 1), shuffle=False)
-    trainer.fit(module, train_dataloaders=loader)
+    # the full batch as the loader's one item (no per-row fetch and stack at every step), on
+    # one thread: a gate's tensors are far below torch's parallel grain, so the results are the
+    # same bits, and extra threads only contend with the residual fits running beside it
+    loader = DataLoader([(x, y)], batch_size=None, shuffle=False)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        trainer.fit(module, train_dataloaders=loader)
+    finally:
+        torch.set_num_threads(threads)
     return module.gate

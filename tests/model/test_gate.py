@@ -276,3 +276,22 @@ def test_extreme_gate_logits_calibrate_without_overflow_warnings():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert fit_temperature(logits, np.array([0, 0, 1, 1, 1])) > 0
+
+
+def test_gate_training_is_the_same_with_any_thread_count_and_restores_it():
+    """The gate trains its one full batch on one thread (the same bits as with more, and no
+    contention with the residual fits beside it) and gives the caller's thread count back."""
+    from fincrowd_ltr.training.gate_module import train_gate
+
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(300, 6)), (rng.random(300) < 0.3).astype(float)
+    before = torch.get_num_threads()
+    gates = []
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        gates.append(train_gate(x, y, seed=0, epochs=20))
+        assert torch.get_num_threads() == threads
+    torch.set_num_threads(before)
+    one, two = (g.state_dict() for g in gates)
+    assert all(torch.equal(one[k], two[k]) for k in one)
+    assert not all(torch.equal(v, torch.zeros_like(v)) for v in one.values())  # it trained
