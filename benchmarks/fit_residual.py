@@ -131,6 +131,9 @@ def main() -> None:
         "--cold", action="store_true", help="every run from an empty cache (--cache-dir unused)"
     )
     args = parser.parse_args()
+    # both sides run in their own checkout's folder: relative paths would point elsewhere
+    args.data_root = str(Path(args.data_root).resolve()) if args.data_root else args.data_root
+    args.cache_dir = str(Path(args.cache_dir).resolve())
     if args.cold and args.warm:
         parser.error("--cold and --warm exclude each other")
     cache = Path(args.cache_dir).resolve()
