@@ -32,24 +32,29 @@ from fincrowd_ltr.settings import BankSettings, CalibrationSettings, FitSettings
 DOMAIN = "cascade"
 
 
-def fold_corrections(
-    data: Dataset,
-    ranker: str,
-    plan: FoldPlan,
-    banks: BankSettings | None = None,
-    *,
-    cache_dir=None,
-    seed: int = 0,
-) -> dict[int, object]:
-    """``{test fold f: GatedCorrection}`` trained on the folds other than ``f`` and ``f + 1``
-    (uncalibrated: fold ``f + 1`` calibrates it on the cascade's banks). ``banks`` says how
-    the correction's banks are made (first stage, size, the training and validation bank
-    modes: :class:`~fincrowd_ltr.settings.BankSettings`, default ``retrieved`` training)."""
-    from fincrowd_ltr.api.fit import MODES, _fit_gate, _Folds
+@dataclasses.dataclass
+class CorrectionFolds:
+    """The gated cascade's correction before training: its banks as examples per fold plan
+    (``folds``, an ``api.fit._Folds``), checked to train in every round."""
+
+    data: Dataset
+    ranker: str
+    plan: FoldPlan
+    banks: BankSettings
+    folds: object
+    extractor: FieldExtractor
+    stage: str  # the first stage, "auto" resolved
+
+
+def correction_folds(
+    data: Dataset, ranker: str, plan: FoldPlan, banks: BankSettings | None = None, *, cache_dir=None
+) -> CorrectionFolds:
+    """The correction's banks and examples as ``banks`` says (first stage, size, training and
+    validation bank modes: :class:`~fincrowd_ltr.settings.BankSettings`, default ``retrieved``
+    training); a ``DataError`` before any training when some round's training folds hold no
+    relevant candidate."""
+    from fincrowd_ltr.api.fit import MODES, _Folds
     from fincrowd_ltr.features import BankFeaturizer
-    from fincrowd_ltr.features.corpus import CorpusFeaturizers
-    from fincrowd_ltr.model.correction import GatedCorrection, TrainingSummary
-    from fincrowd_ltr.training.fitting import ResidualFits, choose_setting
 
     b = banks or BankSettings()
     for name in ("train_mode", "val_mode"):
@@ -67,38 +72,63 @@ def fold_corrections(
         examples[mode] = {
             e.qid: e for e in make_examples(data, bankset, ranker, featurizer, cache=cache)
         }
-    ex, fits = _Folds(plan, examples, b.train_mode, val_mode=b.val_mode), ResidualFits()
-    try:
-        ex.require_support([r.train for r in plan.rounds()])
-    except DataError:  # the cascade's own options in the advice
-        raise DataError(
-            f"gated cascade: no training bank of the correction ({b.train_mode} banks of "
-            f"{b.bank_size} from first stage {b.first_stage!r}) holds a relevant candidate in "
-            "some round's training folds; use --train-mode injected or another --first-stage",
-            "train_mode",
-        ) from None
+    ex = _Folds(plan, examples, b.train_mode, val_mode=b.val_mode)
+    stage = BankSpec(first_stage=b.first_stage).stage(data)  # as fit records it
+    for r in plan.rounds():
+        if not any(e.has_support for e in ex.train(r.train)):
+            injected = b.train_mode == "injected"
+            other = "" if injected else "gold-injected training banks (--train-mode injected) or "
+            raise DataError(
+                f"gated cascade: no training bank of folds {[f + 1 for f in r.train]} holds a "
+                f"relevant candidate ({b.train_mode} banks of {b.bank_size} from first stage "
+                f"{stage!r}); use {other}another first stage",
+                "train_mode",
+            )
+    return CorrectionFolds(data, ranker, plan, b, ex, extractor, stage)
 
+
+def train_corrections(prepared: CorrectionFolds, seed: int = 0) -> dict[int, object]:
+    """``{test fold f: GatedCorrection}`` trained on the folds other than ``f`` and ``f + 1``
+    (uncalibrated: fold ``f + 1`` calibrates it on the cascade's banks)."""
+    from fincrowd_ltr.api.fit import _fit_gate
+    from fincrowd_ltr.features.corpus import CorpusFeaturizers
+    from fincrowd_ltr.model.correction import GatedCorrection, TrainingSummary
+    from fincrowd_ltr.training.fitting import ResidualFits, choose_setting
+
+    p, b, ex, fits = prepared, prepared.banks, prepared.folds, ResidualFits()
     shared = CorpusFeaturizers()  # every fold's model reads the same corpus
-    stage = BankSpec(first_stage=b.first_stage).stage(data)  # "auto" resolved, as fit records it
 
     def model(scorer, gate=None, domains=None):
         summary = TrainingSummary(
-            dataset=data.name, base_ranker=ranker, first_stage=stage, bank_size=b.bank_size,
-            bank_mode=b.train_mode, val_bank_mode=b.val_mode,
+            dataset=p.data.name, base_ranker=p.ranker, first_stage=p.stage,
+            bank_size=b.bank_size, bank_mode=b.train_mode, val_bank_mode=b.val_mode,
         )  # fmt: skip
         return GatedCorrection(
-            scorer, gate, domains, extractor.companies, summary,
-            segments=extractor.segment_names, features=shared,
+            scorer, gate, domains, p.extractor.companies, summary,
+            segments=p.extractor.segment_names, features=shared,
         )  # fmt: skip
 
     out = {}
-    for r in plan.rounds():  # fold r.validation calibrates: the training folds choose the epochs
+    for r in p.plan.rounds():  # fold r.validation calibrates: the training folds choose epochs
         _, _, epochs = choose_setting(ex.selection_splits(r.train, r.validation), ({},), seed, fits)
         setting = ex.fixed({}, epochs)
         module, _ = fits.deployed(*ex.split(r.train, r.validation), setting, seed)
-        gate, _ = _fit_gate(data, ex, fits, model, r.train, r.validation, setting, seed)
+        gate, _ = _fit_gate(p.data, ex, fits, model, r.train, r.validation, setting, seed)
         out[r.test] = model(module.scorer, gate)
     return out
+
+
+def fold_corrections(
+    data: Dataset,
+    ranker: str,
+    plan: FoldPlan,
+    banks: BankSettings | None = None,
+    *,
+    cache_dir=None,
+    seed: int = 0,
+) -> dict[int, object]:
+    """:func:`correction_folds` then :func:`train_corrections`."""
+    return train_corrections(correction_folds(data, ranker, plan, banks, cache_dir=cache_dir), seed)
 
 
 def gated_cascade(
@@ -177,8 +207,7 @@ def gated_cascade(
 
 
 _CASCADE_USES = (
-    *("split", "data_root", "cache_dir", "first_stage", "train_mode", "val_mode", "bank_size"),
-    *("folds", "seed"),
+    *("split", "data_root", "cache_dir", "first_stage", "train_mode", "folds", "seed"),
     *("regression_cap", "min_calibration", "delta", "gate_method"),
 )
 
@@ -200,9 +229,10 @@ def cascade(
     (``{name: TREC file or {qid: {pid: score}}}``) as fixed stage-2 rankers. ``settings``
     (:class:`~fincrowd_ltr.settings.FitSettings`) or its fields as shortcuts say where the data
     is (``split``, ``data_root``, ``cache_dir``), the first stage (``first_stage``), the fold plan
-    (``folds``, ``seed``), the correction's banks (``train_mode``, default ``retrieved``,
-    ``val_mode``, ``bank_size``) and the gate's limits (``regression_cap``, ``min_calibration``,
-    ``delta``, ``gate_method``; or a whole ``calibration=CalibrationSettings(...)``)."""
+    (``folds``, ``seed``), the correction's training banks (``train_mode``, default
+    ``retrieved``; a ``settings`` object's other bank fields too) and the gate's limits
+    (``regression_cap``, ``min_calibration``, ``delta``, ``gate_method``; or a whole
+    ``calibration=CalibrationSettings(...)``)."""
     calibration = shortcuts.pop("calibration", None)
     require_used(shortcuts, _CASCADE_USES, "cascade")
     s = (settings or FitSettings()).replace(**shortcuts)
@@ -212,16 +242,18 @@ def cascade(
     split, cache_dir = s.data.split, s.data.cache_dir
     data = load_dataset(dataset, s.data.data_root, split)
     stage2, scores = rankers_of(stage2), scores or {}
+    runs = {name: _run_of(name, run, data) for name, run in scores.items()}  # checked first
     plan = FoldPlan.by_group(data, folds, seed)
-    corrections = (  # first: a correction that cannot train stops the run before the cascade's
-        fold_corrections(data, correction_ranker, plan, s.banks, cache_dir=cache_dir, seed=seed)
+    # the correction's banks before the cascade's: one that cannot train stops the run here
+    prepared = (
+        correction_folds(data, correction_ranker, plan, s.banks, cache_dir=cache_dir)
         if gated
-        else {}
+        else None
     )
     bankset = build_banks(
         data, stage2, first_stage=first_stage, size=n, split=split, cache_dir=cache_dir
     )
-    extra = {name: run_scores(_run_of(name, run, data), bankset) for name, run in scores.items()}
+    extra = {name: run_scores(run, bankset) for name, run in runs.items()}
     grid = settings_grid(stage2, n, k)
     fixed = [CascadeSettings(n, k, r) for r in [*stage2, *extra]]
     report, chosen = crossvalidate_cascade(data, bankset, grid, folds, seed, extra, fixed)
@@ -230,7 +262,8 @@ def cascade(
     report["scores_from_runs"] = {
         name: "a mapping" if isinstance(run, Mapping) else str(run) for name, run in scores.items()
     }
-    if gated:
+    if prepared is not None:
+        corrections = train_corrections(prepared, seed)
         report["correction_train_mode"] = s.banks.train_mode
         limits = {"calibration": s.calibration}
         report["gated"] = {

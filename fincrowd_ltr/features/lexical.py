@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 from bm25s.stopwords import STOPWORDS_EN
@@ -28,14 +31,19 @@ CONCENTRATION_NEIGHBOURS = 5
 DENSE_PRODUCT_CELLS = 2_000_000  # up to ~16 MB: 100 candidates x 20,000 shared terms
 VERSION = 3  # in the feature cache key: bump when features move (2: term_key, 3: one BLAS thread)
 _BLAS: list[ThreadpoolController] = []  # made on first use (it inspects the loaded libraries)
+_BLAS_LOCK = threading.Lock()  # BLAS's thread count is one per process
 
 
-def one_blas_thread():
+@contextmanager
+def one_blas_thread() -> Iterator[None]:
     """A context in which BLAS runs on one thread: a product's sums then do not depend on the
-    thread count (and for a bank's small product one thread is also faster)."""
-    if not _BLAS:
-        _BLAS.append(ThreadpoolController())
-    return _BLAS[0].limit(limits=1, user_api="blas")
+    thread count (and for a bank's small product one thread is also faster). The count is the
+    process's, so callers on several threads take turns (a bank's product takes ~1 ms)."""
+    with _BLAS_LOCK:
+        if not _BLAS:
+            _BLAS.append(ThreadpoolController())
+        with _BLAS[0].limit(limits=1, user_api="blas"):
+            yield
 
 
 def term_key(term: str) -> int:

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from fincrowd_ltr.data.schema import DataError
 from fincrowd_ltr.model.gate import IdentityGate
 from fincrowd_ltr.training.trainer import quiet_trainer
 
@@ -54,6 +55,10 @@ def train_gate(
     L.seed_everything(seed, verbose=False)
     x = torch.from_numpy(np.asarray(features, dtype=np.float64))
     y = torch.from_numpy(np.asarray(labels, dtype=np.float64))
+    if len(y) == 0 or len(x) != len(y):
+        raise DataError(
+            f"a gate trains on rows with labels: got {len(x)} rows and {len(y)} labels", "labels"
+        )
     positives = float(y.sum())
     pos_weight = (len(y) - positives) / positives if positives > 0 else 1.0
     module = GateModule(x.shape[1], pos_weight=pos_weight)

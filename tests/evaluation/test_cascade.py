@@ -181,9 +181,9 @@ def test_gated_cascade_on_held_out_folds(tmp_path, capsys, train_mode):
     assert 0.0 <= gated["gate_open_share"] <= 1.0
 
 
-def test_fold_corrections_train_on_the_named_bank_mode(tmp_path, monkeypatch):
+def test_fold_corrections_train_on_the_named_banks(tmp_path, monkeypatch):
     import fincrowd_ltr.api.fit as fit
-    from fincrowd_ltr.api.cascade import fold_corrections
+    from fincrowd_ltr.api.cascade import correction_folds, train_corrections
     from fincrowd_ltr.data.schema import DataError
     from fincrowd_ltr.data.splits import FoldPlan
     from fincrowd_ltr.settings import BankSettings
@@ -193,47 +193,62 @@ def test_fold_corrections_train_on_the_named_bank_mode(tmp_path, monkeypatch):
     data = load_dataset("beir", tmp_path / "c")
     plan = FoldPlan.by_group(data, 4, 0)
     with pytest.raises(DataError, match="train_mode 'gold'"):
-        fold_corrections(data, "bm25", plan, BankSettings(first_stage="bm25", train_mode="gold"))
-    built = []  # the bank mode each fold plan trains on
+        correction_folds(data, "bm25", plan, BankSettings(first_stage="bm25", train_mode="gold"))
+    trained_on = []  # the examples every residual fit trains on
 
-    class Recording(fit._Folds):
-        def __init__(self, plan, examples, train_mode, *args, **kwargs):
-            built.append(train_mode)
-            super().__init__(plan, examples, train_mode, *args, **kwargs)
+    def recording(self, folds, _train=fit._Folds.train):
+        found = _train(self, folds)
+        trained_on.extend(found)
+        return found
 
-    monkeypatch.setattr(fit, "_Folds", Recording)
+    monkeypatch.setattr(fit._Folds, "train", recording)
     for train_mode in ("retrieved", "injected"):
-        banks = BankSettings(first_stage="bm25+query", bank_size=8, train_mode=train_mode)
-        corrections = fold_corrections(data, "bm25", plan, banks)
-        assert built.pop() == train_mode and not built
+        banks = BankSettings(
+            first_stage="bm25+query", bank_size=8, train_mode=train_mode, val_mode="injected"
+        )
+        prepared = correction_folds(data, "bm25", plan, banks)
+        ex = prepared.folds
+        assert (ex.train_mode, ex.val_mode) == (train_mode, "injected")
+        by_mode = {m: set(map(id, found.values())) for m, found in ex.examples.items()}
+        assert all(len(e.pids) <= 8 for found in ex.examples.values() for e in found.values())
+        trained_on.clear()
+        corrections = train_corrections(prepared)
+        assert trained_on and {id(e) for e in trained_on} <= by_mode[train_mode]
         summaries = [m.summary for m in corrections.values()]
-        assert {s.bank_mode for s in summaries} == {train_mode}
+        assert {(s.bank_mode, s.val_bank_mode) for s in summaries} == {(train_mode, "injected")}
         assert {(s.first_stage, s.bank_size) for s in summaries} == {("bm25+query", 8)}
 
 
-def test_a_gated_cascade_that_cannot_train_stops_before_the_cascade(tmp_path, monkeypatch):
+def test_a_gated_cascade_checks_its_runs_and_its_correction_before_the_cascade(
+    tmp_path, monkeypatch
+):
     import importlib
 
     import fincrowd_ltr.api.fit as fit
     from fincrowd_ltr.data.schema import DataError
-    from fincrowd_ltr.features.examples import no_support_error
     from tests.conftest import write_corpus
 
     # the module (``fincrowd_ltr.api.cascade`` the attribute is the function)
     api_cascade = importlib.import_module("fincrowd_ltr.api.cascade")
 
-    def no_support(self, trains):
-        raise no_support_error("of folds [1] ")
-
     def not_reached(*args, **kwargs):
-        raise AssertionError("the cascade ran before the correction's check")
+        raise AssertionError("the cascade ran before its inputs were checked")
 
-    monkeypatch.setattr(fit._Folds, "require_support", no_support)
     monkeypatch.setattr(api_cascade, "crossvalidate_cascade", not_reached)
     write_corpus(tmp_path / "c")
-    with pytest.raises(DataError, match="gated cascade.*--train-mode injected") as err:
+    run = dict(data_root=tmp_path / "c", first_stage="bm25", folds=4, cache_dir=None, n=12, k=4)
+    with pytest.raises(DataError, match="missing.trec"):  # a bad run: before any training
+        monkeypatch.setattr(api_cascade, "correction_folds", not_reached)
         api_cascade.cascade(
-            "beir", "bm25", data_root=tmp_path / "c", first_stage="bm25", folds=4,
-            cache_dir=None, gated=True, correction_ranker="bm25", n=12, k=4,
-        )  # fmt: skip
-    assert err.value.field == "train_mode" and "--bank-size" not in str(err.value)
+            "beir", "bm25", gated=True, scores={"mine": tmp_path / "missing.trec"}, **run
+        )
+    monkeypatch.undo()
+    monkeypatch.setattr(api_cascade, "crossvalidate_cascade", not_reached)
+    monkeypatch.setattr(fit._Folds, "train", lambda self, folds: [])  # no relevant candidate
+    for train_mode, advice in (("retrieved", True), ("injected", False)):
+        with pytest.raises(DataError, match=r"gated cascade: no training bank of folds \[") as err:
+            api_cascade.cascade(
+                "beir", "bm25", gated=True, correction_ranker="bm25", train_mode=train_mode, **run
+            )
+        assert err.value.field == "train_mode" and "--bank-size" not in str(err.value)
+        assert ("--train-mode injected" in str(err.value)) == advice

@@ -278,20 +278,33 @@ def test_extreme_gate_logits_calibrate_without_overflow_warnings():
         assert fit_temperature(logits, np.array([0, 0, 1, 1, 1])) > 0
 
 
-def test_gate_training_is_the_same_with_any_thread_count_and_restores_it():
-    """The gate trains its one full batch on one thread (the same bits as with more, and no
-    contention with the residual fits beside it) and gives the caller's thread count back."""
-    from fincrowd_ltr.training.gate_module import train_gate
+def test_gate_training_gives_the_bits_of_the_per_row_loader_and_restores_threads():
+    """The gate trains its one full batch as the loader's one item on one thread: the same
+    bits as the per-row loader on the caller's threads it replaced, the caller's thread count
+    given back; no rows is a clear error."""
+    import lightning as L
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from fincrowd_ltr.training.gate_module import GateModule, train_gate
+    from fincrowd_ltr.training.trainer import quiet_trainer
 
     rng = np.random.default_rng(0)
     x, y = rng.normal(size=(300, 6)), (rng.random(300) < 0.3).astype(float)
     before = torch.get_num_threads()
-    gates = []
-    for threads in (1, 2):
-        torch.set_num_threads(threads)
-        gates.append(train_gate(x, y, seed=0, epochs=20))
-        assert torch.get_num_threads() == threads
-    torch.set_num_threads(before)
-    one, two = (g.state_dict() for g in gates)
-    assert all(torch.equal(one[k], two[k]) for k in one)
-    assert not all(torch.equal(v, torch.zeros_like(v)) for v in one.values())  # it trained
+    try:
+        torch.set_num_threads(2)
+        gate = train_gate(x, y, seed=0, epochs=20)
+        assert torch.get_num_threads() == 2
+        # the loader it replaced: a TensorDataset fetched row by row and stacked at every step
+        L.seed_everything(0, verbose=False)
+        tx, ty = torch.from_numpy(x), torch.from_numpy(y)
+        old = GateModule(6, pos_weight=float((len(ty) - ty.sum()) / ty.sum()))
+        old.gate.fit_standardisation(tx)
+        rows = DataLoader(TensorDataset(tx, ty), batch_size=len(ty), shuffle=False)
+        quiet_trainer(20, accelerator="cpu").fit(old, train_dataloaders=rows)
+    finally:
+        torch.set_num_threads(before)
+    new, want = gate.state_dict(), old.gate.state_dict()
+    assert new.keys() == want.keys() and all(torch.equal(new[k], want[k]) for k in new)
+    with pytest.raises(DataError, match="0 labels"):
+        train_gate(np.zeros((0, 6)), np.zeros(0))
