@@ -74,16 +74,14 @@ def correction_folds(
         }
     ex = _Folds(plan, examples, b.train_mode, val_mode=b.val_mode)
     stage = BankSpec(first_stage=b.first_stage).stage(data)  # as fit records it
-    for r in plan.rounds():
-        if not any(e.has_support for e in ex.train(r.train)):
-            injected = b.train_mode == "injected"
-            other = "" if injected else "gold-injected training banks (--train-mode injected) or "
-            raise DataError(
-                f"gated cascade: no training bank of folds {[f + 1 for f in r.train]} holds a "
-                f"relevant candidate ({b.train_mode} banks of {b.bank_size} from first stage "
-                f"{stage!r}); use {other}another first stage",
-                "train_mode",
-            )
+    injected = b.train_mode == "injected"
+    other = "" if injected else "gold-injected training banks (--train-mode injected) or "
+    ex.require_support(
+        [r.train for r in plan.rounds()],
+        detail=f" ({b.train_mode} banks of {b.bank_size} from first stage {stage!r})",
+        advice=f"use {other}another first stage",
+        where="gated cascade: ",
+    )
     return CorrectionFolds(data, ranker, plan, b, ex, extractor, stage)
 
 

@@ -284,12 +284,13 @@ class _Folds:
         groups = self.fold_groups[fold]
         return [e for e in self.synthetic.examples if self.synthetic.groups[e.qid] in groups]
 
-    def require_support(self, trains) -> None:
+    def require_support(self, trains, **error) -> None:
         """Every training set in ``trains`` holds a bank with a relevant candidate (retrieved
-        banks may hold none); checked before any fit."""
+        banks may hold none); checked before any fit (``error``: ``no_support_error``'s
+        ``detail``, ``advice`` and ``where``)."""
         for train in trains:
             if not any(e.has_support for e in self.train(train)):
-                raise no_support_error(f"of folds {[f + 1 for f in train]} ")
+                raise no_support_error(f"of folds {[f + 1 for f in train]} ", **error)
 
     def require_synthetic_gate_rows(self, trains, pooled: bool) -> None:
         """With gate rows from synthetic questions only, every training set in ``trains`` needs

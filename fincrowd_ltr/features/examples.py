@@ -51,13 +51,21 @@ class BankExample:
         return copy
 
 
-def no_support_error(which: str = "", detail: str = "") -> DataError:
+NO_SUPPORT_ADVICE = (
+    "train on gold-injected banks (--train-mode injected), larger banks (--bank-size) or "
+    "another first stage"
+)
+
+
+def no_support_error(
+    which: str = "", detail: str = "", advice: str = NO_SUPPORT_ADVICE, where: str = ""
+) -> DataError:
     """The error for a training set (``which``: "of folds [2] ") none of whose banks holds a
-    relevant candidate, as retrieved banks may leave it, naming the option to change."""
+    relevant candidate, as retrieved banks may leave it, naming the options to change
+    (``advice``; ``where`` names the workflow)."""
     return DataError(
-        f"no training bank {which}holds a relevant candidate{detail}: the first stage found "
-        "none of these questions' relevant pages; train on gold-injected banks (--train-mode "
-        "injected), larger banks (--bank-size) or another first stage",
+        f"{where}no training bank {which}holds a relevant candidate{detail}: the first stage "
+        f"found none of these questions' relevant pages; {advice}",
         "train_mode",
     )
 
