@@ -58,9 +58,7 @@ class TermCounter:
 
     def __init__(self) -> None:
         self.vocab: dict[str, int] = {}
-        self._keys: list[int] = []  # term id -> term_key
-        self._key_array = np.zeros(0, dtype=np.uint64)  # the keys as an array, grown by doubling
-        self._filled = 0  # how many of them it holds
+        self._keys = np.zeros(1024, dtype=np.uint64)  # term id -> term_key, grown by doubling
         self._rows: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self._column = np.full(0, -1, dtype=np.int64)  # scratch: corpus term id -> bank column
 
@@ -72,21 +70,15 @@ class TermCounter:
             idx = self.vocab.get(token)
             if idx is None:
                 idx = self.vocab[token] = len(self.vocab)
-                self._keys.append(term_key(token))
+                if idx == len(self._keys):
+                    self._keys = np.concatenate([self._keys, np.zeros_like(self._keys)])
+                self._keys[idx] = term_key(token)
             ids.append(idx)
         return ids
 
     def keys(self, ids: np.ndarray) -> np.ndarray:
         """The ``term_key`` of each term id."""
-        filled, n = self._filled, len(self._keys)
-        if filled < n:  # new terms: grow by doubling, copy only the new keys
-            if len(self._key_array) < n:
-                grown = np.zeros(2 * n, dtype=np.uint64)
-                grown[:filled] = self._key_array[:filled]
-                self._key_array = grown
-            self._key_array[filled:n] = self._keys[filled:n]
-            self._filled = n
-        return self._key_array[ids]
+        return self._keys[ids]
 
     def in_key_order(self, ids: np.ndarray) -> np.ndarray:
         """Term ids sorted by ``term_key``."""
