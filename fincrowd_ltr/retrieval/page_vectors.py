@@ -71,7 +71,10 @@ class PageVectors:
         cut into the default windows (:class:`~fincrowd_ltr.retrieval.windows.WindowPolicy`)."""
         from fincrowd_ltr.retrieval.static_tuning import static_model_for
 
-        model = static_model_for(passages, cache_dir, corpus_key, progress=progress)
+        known: dict[str, np.ndarray] = {}  # the corpus's piece ids, when its scorer is built now
+        model = static_model_for(
+            passages, cache_dir, corpus_key, progress=progress, piece_ids=known
+        )
         encoder = StaticEncoder(model, WindowPolicy())
         path = None
         if cache_dir is not None:
@@ -85,7 +88,8 @@ class PageVectors:
         with bulk_tokenizing():
             for i in range(0, len(pids), CHUNK):
                 texts = [passages[p].text for p in pids[i : i + CHUNK]]
-                for windows in encoder.window_vectors(texts):
+                ids = [known[t] for t in texts] if all(t in known for t in texts) else None
+                for windows in encoder.window_vectors(texts, ids):
                     parts.append(windows)
                     lengths.append(len(windows))
                 bar.update(len(texts))

@@ -81,7 +81,7 @@ class StaticModel:
             return np.zeros((0, self.dim), dtype=np.float32)
         lengths = np.array([len(w) for w in windows], dtype=np.int64)
         indptr = np.concatenate([[0], np.cumsum(lengths)])
-        filled = [np.asarray(w, dtype=np.int64) for w in windows if w]
+        filled = [np.asarray(w, dtype=np.int64) for w in windows if len(w)]
         ids = np.concatenate(filled) if filled else np.zeros(0, dtype=np.int64)
         weights = np.repeat(1.0 / np.maximum(lengths, 1), lengths).astype(np.float32)
         counts = csr_matrix((weights, ids, indptr), shape=(len(windows), len(self.vectors)))
@@ -181,10 +181,17 @@ class StaticEncoder:
 
     encode_passages = encode_texts
 
-    def window_vectors(self, texts: list[str]) -> list[np.ndarray]:
-        """Window vectors of ``texts`` computed now (nothing kept)."""
+    def window_vectors(
+        self, texts: list[str], piece_ids: list[np.ndarray] | None = None
+    ) -> list[np.ndarray]:
+        """Window vectors of ``texts`` computed now (nothing kept); ``piece_ids``: the texts'
+        word-piece ids when already known (:func:`piece_frequencies` gives them)."""
         windows, owner = [], []
-        for i, ids in enumerate(self.model.token_ids(texts)):
+        if piece_ids is None:
+            piece_ids = self.model.token_ids(texts)
+        elif len(piece_ids) != len(texts):
+            raise ValueError(f"{len(piece_ids)} id lists for {len(texts)} texts")
+        for i, ids in enumerate(piece_ids):
             for window in self.policy.split(ids):
                 windows.append(window)
                 owner.append(i)
@@ -237,25 +244,49 @@ def bulk_tokenizing() -> Iterator[None]:
                 os.environ["TOKENIZERS_PARALLELISM"] = before
 
 
-def piece_frequencies(model_or_tokenizer, texts: Iterable[str], vocab_size: int) -> np.ndarray:
-    """Relative frequency of every word piece in ``texts`` (add-one smoothed)."""
-    tokenizer = getattr(model_or_tokenizer, "tokenizer", model_or_tokenizer)
+def piece_frequencies(
+    model_or_tokenizer,
+    texts: Iterable[str],
+    vocab_size: int,
+    piece_ids: dict[str, np.ndarray] | None = None,
+) -> np.ndarray:
+    """Relative frequency of every word piece in ``texts`` (add-one smoothed), counting every
+    piece of every text: a tokenizer that truncates or pads (MiniLM's ``tokenizer.json`` does
+    both, at 128) is read through a copy that does neither. ``piece_ids``, when given, receives
+    each text's ids (what :meth:`StaticModel.token_ids` gives, as compact arrays), so a caller
+    that embeds the same texts next need not tokenise them again."""
+    tokenizer = _whole_text(getattr(model_or_tokenizer, "tokenizer", model_or_tokenizer))
     counts = np.ones(vocab_size, dtype=np.float64)
     batch: list[str] = []
     for text in texts:  # the caller's iterable is read outside the bulk sections
         batch.append(text)
         if len(batch) == 512:
-            _count(tokenizer, batch, counts)
+            _count(tokenizer, batch, counts, piece_ids)
             batch = []
     if batch:
-        _count(tokenizer, batch, counts)
+        _count(tokenizer, batch, counts, piece_ids)
     return counts / counts.sum()
 
 
-def _count(tokenizer, texts: list[str], counts: np.ndarray) -> None:
+def _whole_text(tokenizer):
+    """``tokenizer`` when it neither truncates nor pads, else a copy that does neither."""
+    if tokenizer.truncation is None and tokenizer.padding is None:
+        return tokenizer
+    from tokenizers import Tokenizer
+
+    copy = Tokenizer.from_str(tokenizer.to_str())
+    copy.no_truncation()
+    copy.no_padding()
+    return copy
+
+
+def _count(tokenizer, texts: list[str], counts: np.ndarray, piece_ids: dict | None = None) -> None:
     with bulk_tokenizing():
         encodings = tokenizer.encode_batch(texts, add_special_tokens=False)
-    ids = [np.asarray(e.ids, dtype=np.int64) for e in encodings]
+    dtype = np.uint16 if len(counts) <= 1 << 16 else np.int64
+    ids = [np.asarray(e.ids, dtype=dtype) for e in encodings]
+    if piece_ids is not None:
+        piece_ids.update(zip(texts, ids, strict=True))
     if ids:  # whole counts, exact in float64: the same sums as adding one piece at a time
         counts += np.bincount(np.concatenate(ids), minlength=len(counts))
 
@@ -271,6 +302,7 @@ def distill_static(
     sif: float = DEFAULT_SIF,
     model_dir: str | Path | None = None,
     batch_size: int = 512,
+    piece_ids: dict[str, np.ndarray] | None = None,
 ) -> StaticModel:
     """A :class:`StaticModel` distilled from MiniLM (the shipped weights unless ``model_dir``).
 
@@ -279,6 +311,7 @@ def distill_static(
             the vocabulary's rank (Zipf's law, model2vec's default).
         dim: Dimensions kept by PCA (at most MiniLM's 384).
         sif: The SIF constant ``a``.
+        piece_ids: Receives each corpus text's word-piece ids (see :func:`piece_frequencies`).
     """
     import torch
     from tokenizers import Tokenizer
@@ -287,7 +320,7 @@ def distill_static(
     from fincrowd_ltr.retrieval.dense import minilm_path
 
     folder = Path(model_dir) if model_dir else minilm_path()
-    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    tokenizer = _whole_text(Tokenizer.from_file(str(folder / "tokenizer.json")))
     model = AutoModel.from_pretrained(str(folder)).eval()
     vocab = tokenizer.get_vocab_size()
     cls_id, sep_id = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
@@ -309,7 +342,7 @@ def distill_static(
         frequencies = (1 / ranks) / (1 / ranks).sum()
         weighting = "zipf-rank"
     else:
-        frequencies = piece_frequencies(tokenizer, corpus, vocab)
+        frequencies = piece_frequencies(tokenizer, corpus, vocab, piece_ids)
         weighting = "corpus"
     vectors = vectors * sif_weights(frequencies, sif)[:, None]
     config = {

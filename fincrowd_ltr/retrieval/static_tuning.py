@@ -187,7 +187,9 @@ def _batches(order, size: int):
         yield order[first : first + size]
 
 
-RECIPE = "distil-sif-corpus/tokenlearn-v1"  # bump when how the default static model is made changes
+# bump when how the default static model is made changes (v2: every corpus piece counted; v1
+# counted each text's first 128 pieces and their padding)
+RECIPE = "distil-sif-corpus/tokenlearn-v2"
 TUNING_PAGES = 400  # pages of the corpus MiniLM embeds as targets (seeded sample)
 SPANS_PER_PAGE = 2  # short query-like spans per sampled page
 MIN_WINDOW = 16  # shorter windows (a page's tail) are not used as targets
@@ -276,10 +278,12 @@ def static_model_for(
     pages: int = TUNING_PAGES,
     seed: int = 0,
     progress: bool = False,
+    piece_ids: dict[str, np.ndarray] | None = None,
 ) -> StaticModel:
     """The default static scorer of a corpus: distilled from MiniLM with the corpus's piece
     frequencies, then tuned to MiniLM's vectors of ``pages`` sampled pages (no questions, no
-    labels). Built once and cached under ``cache_dir/static/`` by corpus and recipe."""
+    labels). Built once and cached under ``cache_dir/static/`` by corpus and recipe; when it is
+    built here, ``piece_ids`` (if given) receives every passage's word-piece ids."""
     import sys
     import time
 
@@ -297,7 +301,7 @@ def static_model_for(
             file=sys.stderr,
             flush=True,
         )
-    model = distill_static(corpus=(p.text for p in passages.values()))
+    model = distill_static(corpus=(p.text for p in passages.values()), piece_ids=piece_ids)
     ids = sorted(passages)
     rng = np.random.default_rng(seed)
     chosen = sorted(rng.choice(len(ids), min(pages, len(ids)), replace=False))

@@ -280,9 +280,9 @@ def test_bank_scoring_reads_the_first_stages_page_vectors_and_scores_the_same(
     spec = BankSpec(size=8, first_stage="bm25+static=0.5")
     banked, calls, real = {}, [], StaticEncoder.window_vectors
 
-    def counted(encoder, texts):
+    def counted(encoder, texts, piece_ids=None):
         calls.append(len(texts))
-        return real(encoder, texts)
+        return real(encoder, texts, piece_ids)
 
     for reuse in (False, True):
         calls.clear()
@@ -330,3 +330,48 @@ def test_target_sequences_are_what_sample_targets_embeds(tiny_bert):
     again = np.stack(encoder.encode_windows(sequences))
     np.testing.assert_allclose(again, targets, atol=1e-5)
     assert target_sequences(TEXTS, 4, tokenizer, policy)[-2:] != spans  # the seed draws them
+
+
+def test_corpus_counts_read_every_piece_of_every_text(teacher_dir, static):
+    """MiniLM's tokenizer.json truncates and pads at 128 pieces; the corpus's SIF counts read
+    every piece (and no padding) without changing the caller's tokenizer, and hand back each
+    text's ids as the static model cuts them."""
+    from tokenizers import Tokenizer
+
+    from fincrowd_ltr.retrieval.static import piece_frequencies
+
+    shipped = Tokenizer.from_file(str(teacher_dir / "tokenizer.json"))
+    assert shipped.truncation is not None and shipped.padding is not None
+    long_text = "revenue " * 300
+    ids: dict = {}
+    frequencies = piece_frequencies(shipped, [long_text, "cash"], 30522, ids)
+    counts = frequencies * (30522 + 301)  # add-one smoothing plus 301 pieces
+    assert round(counts[shipped.token_to_id("revenue")]) == 301
+    assert round(counts[shipped.token_to_id("[PAD]")]) == 1
+    assert shipped.truncation is not None  # the caller's tokenizer is left as it was
+    assert [list(ids[t]) for t in (long_text, "cash")] == static.token_ids([long_text, "cash"])
+
+
+def test_a_cold_build_tokenises_the_corpus_once(teacher_dir, tmp_path, monkeypatch):
+    """Building the corpus's scorer hands the page vectors the ids its counts read: the corpus
+    is not tokenised again, and the vectors are the encoder's own, bit for bit."""
+    import fincrowd_ltr.retrieval.dense as dense
+    import fincrowd_ltr.retrieval.static as static_module
+    import fincrowd_ltr.retrieval.static_tuning as tuning
+    from fincrowd_ltr.retrieval.page_vectors import PageVectors
+
+    real = static_module.distill_static
+    monkeypatch.setattr(
+        static_module, "distill_static", lambda **kw: real(dim=16, model_dir=teacher_dir, **kw)
+    )  # the tiny teacher; no MiniLM targets or tuning (not what this test is about)
+    monkeypatch.setattr(dense, "DenseEncoder", lambda **kw: None)
+    monkeypatch.setattr(tuning, "sample_targets", lambda texts, seed, encoder: ([], None))
+    monkeypatch.setattr(tuning, "tune_static", lambda model, *args, **kw: model)
+    passages = {f"p{i}": Passage(f"p{i}", text) for i, text in enumerate(TEXTS + TEXTS[:1])}
+    pids = sorted(passages)  # two pages share a text
+    with monkeypatch.context() as m:
+        m.setattr(StaticModel, "token_ids", lambda *a: pytest.fail("tokenised again"))
+        pages = PageVectors.build(pids, passages, tmp_path, "corpus")
+    expected = StaticEncoder(pages.encoder.model).window_vectors([passages[p].text for p in pids])
+    np.testing.assert_array_equal(pages.vectors, np.concatenate(expected))
+    assert [len(w) for w in pages.windows(pids)] == [len(w) for w in expected]
