@@ -4,8 +4,9 @@ The baseline is the package at ``--baseline-ref`` (default ``_baseline.BASELINE_
 into a temporary git worktree and run with this virtual environment; the current code runs from this
 checkout. Both run the full default command (gated correction, 5 group folds, the 12-setting grid)
 on the same banks, in one shared cache that the first (untimed) run of each side fills; then
-``--repeats`` timed runs per side. The script prints the medians, their ratio, the target, and
-whether both sides wrote the same cross-validation report (numbers to 1e-9).
+``--repeats`` timed runs per side. The script prints the medians, their ratio, the target (issue
+24's 300 s with ``--cold``; issue 15's for the default command warm; none for other commands
+warm), and whether both sides wrote the same cross-validation report (numbers to 1e-9).
 
     .venv/bin/python benchmarks/fit_residual.py [--cases finqa:bm25,financebench:dense]
 
@@ -32,7 +33,16 @@ from pathlib import Path
 
 from _baseline import BASELINE_REF, ROOT, alternate, checkout
 
-TARGETS = {"finqa": 180.0, "financebench": 120.0}  # seconds on 2 cores (issue 15)
+TARGETS = {"finqa": 180.0, "financebench": 120.0}  # the default command warm, 2 cores (issue 15)
+COLD_TARGET = 300.0  # the shipped configuration from empty caches, 2 cores (issue 24)
+
+
+def target(dataset: str, args) -> float:
+    """The budget a row is read against: issue 24's for a cold run, issue 15's for the default
+    command warm, none for another command warm."""
+    if args.cold:
+        return COLD_TARGET
+    return float("nan") if args.fit_args else TARGETS.get(dataset, float("nan"))
 
 
 def run(source: Path, dataset: str, ranker: str, args, cache: Path, out: Path) -> float:
@@ -156,7 +166,7 @@ def main() -> None:
     for dataset, ranker, before, after, identical in rows:
         print(
             f"{dataset:<14}{ranker:<8}{before:>8.1f}{after:>8.1f}{before / after:>6.2f}x"
-            f"{TARGETS.get(dataset, float('nan')):>8.0f}  {'yes' if identical else 'NO'}"
+            f"{target(dataset, args):>8.0f}  {'yes' if identical else 'NO'}"
         )
     print(f"before = {args.baseline_ref}, after = this checkout (uncommitted changes included)")
     if args.fit_args:
