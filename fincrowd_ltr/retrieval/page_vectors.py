@@ -88,10 +88,12 @@ class PageVectors:
         with bulk_tokenizing():
             for i in range(0, len(pids), CHUNK):
                 texts = [passages[p].text for p in pids[i : i + CHUNK]]
-                ids = [known[t] for t in texts] if all(t in known for t in texts) else None
+                ids = [known.get(t) for t in texts]
                 for windows in encoder.window_vectors(texts, ids):
                     parts.append(windows)
                     lengths.append(len(windows))
+                for t in texts:  # used: released (a later page with the same text tokenises)
+                    known.pop(t, None)
                 bar.update(len(texts))
         bar.close()
         dim = model.dim

@@ -182,15 +182,19 @@ class StaticEncoder:
     encode_passages = encode_texts
 
     def window_vectors(
-        self, texts: list[str], piece_ids: list[np.ndarray] | None = None
+        self, texts: list[str], piece_ids: list[np.ndarray | None] | None = None
     ) -> list[np.ndarray]:
-        """Window vectors of ``texts`` computed now (nothing kept); ``piece_ids``: the texts'
-        word-piece ids when already known (:func:`piece_frequencies` gives them)."""
-        windows, owner = [], []
-        if piece_ids is None:
-            piece_ids = self.model.token_ids(texts)
-        elif len(piece_ids) != len(texts):
+        """Window vectors of ``texts`` computed now (nothing kept); ``piece_ids``: each text's
+        word-piece ids when already known (:func:`piece_frequencies` gives them), ``None`` for
+        a text to tokenise here."""
+        piece_ids = list(piece_ids) if piece_ids is not None else [None] * len(texts)
+        if len(piece_ids) != len(texts):
             raise ValueError(f"{len(piece_ids)} id lists for {len(texts)} texts")
+        todo = [i for i, ids in enumerate(piece_ids) if ids is None]
+        if todo:
+            for i, ids in zip(todo, self.model.token_ids([texts[i] for i in todo]), strict=True):
+                piece_ids[i] = ids
+        windows, owner = [], []
         for i, ids in enumerate(piece_ids):
             for window in self.policy.split(ids):
                 windows.append(window)

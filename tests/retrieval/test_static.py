@@ -354,8 +354,10 @@ def test_corpus_counts_read_every_piece_of_every_text(teacher_dir, static):
 
 def test_a_cold_build_tokenises_the_corpus_once(teacher_dir, tmp_path, monkeypatch):
     """Building the corpus's scorer hands the page vectors the ids its counts read: the corpus
-    is not tokenised again, and the vectors are the encoder's own, bit for bit."""
+    is not tokenised again (but for a text whose ids a chunk before already used and released),
+    and the vectors are the encoder's own, bit for bit."""
     import fincrowd_ltr.retrieval.dense as dense
+    import fincrowd_ltr.retrieval.page_vectors as page_vectors
     import fincrowd_ltr.retrieval.static as static_module
     import fincrowd_ltr.retrieval.static_tuning as tuning
     from fincrowd_ltr.retrieval.page_vectors import PageVectors
@@ -368,10 +370,18 @@ def test_a_cold_build_tokenises_the_corpus_once(teacher_dir, tmp_path, monkeypat
     monkeypatch.setattr(tuning, "sample_targets", lambda texts, seed, encoder: ([], None))
     monkeypatch.setattr(tuning, "tune_static", lambda model, *args, **kw: model)
     passages = {f"p{i}": Passage(f"p{i}", text) for i, text in enumerate(TEXTS + TEXTS[:1])}
-    pids = sorted(passages)  # two pages share a text
+    pids = sorted(passages)  # p4 repeats p0's text, in a later chunk of two pages
+    tokenised, real_ids = [], StaticModel.token_ids
     with monkeypatch.context() as m:
-        m.setattr(StaticModel, "token_ids", lambda *a: pytest.fail("tokenised again"))
+        m.setattr(page_vectors, "CHUNK", 2)
+        m.setattr(StaticModel, "token_ids", lambda me, t: tokenised.extend(t) or real_ids(me, t))
         pages = PageVectors.build(pids, passages, tmp_path, "corpus")
-    expected = StaticEncoder(pages.encoder.model).window_vectors([passages[p].text for p in pids])
+    assert tokenised == [TEXTS[0]]
+    texts = [passages[p].text for p in pids]
+    expected = StaticEncoder(pages.encoder.model).window_vectors(texts)
     np.testing.assert_array_equal(pages.vectors, np.concatenate(expected))
     assert [len(w) for w in pages.windows(pids)] == [len(w) for w in expected]
+    model = pages.encoder.model  # ids given for some texts only: the others are tokenised
+    partial = [None, *model.token_ids(texts[1:3]), None, None]
+    for a, b in zip(StaticEncoder(model).window_vectors(texts, partial), expected, strict=True):
+        np.testing.assert_array_equal(a, b)
