@@ -237,6 +237,8 @@ def sample_targets(
     ids = encoder.tokenizer(texts, add_special_tokens=False, truncation=False, verbose=False)
     kept = _kept_windows(ids["input_ids"], encoder.policy)
     spans = _spans(ids["input_ids"], seed)
+    if not kept and not spans:  # every text shorter than a target window
+        return [], np.zeros((0, encoder.model.config.hidden_size), dtype=np.float32)
     vectors = encoder.encode_texts(texts)
     targets = [vectors[i][j] for i, j, _ in kept]
     targets += encoder.encode_windows(spans) if spans else []
@@ -286,6 +288,7 @@ def static_model_for(
     built here, ``piece_ids`` (if given) receives every passage's word-piece ids."""
     import sys
     import time
+    import warnings
 
     from fincrowd_ltr.retrieval.static import distill_static
 
@@ -309,7 +312,14 @@ def static_model_for(
 
     encoder = DenseEncoder(cache_dir=cache_dir)  # reuses MiniLM vectors already cached
     windows, targets = sample_targets([passages[ids[i]].text for i in chosen], seed, encoder)
-    model = tune_static(model, windows, targets, StaticTuning(seed=seed))
+    if windows:
+        model = tune_static(model, windows, targets, StaticTuning(seed=seed))
+    else:  # no page long enough to learn from: the distilled scorer as it is
+        warnings.warn(
+            f"no sampled page has a window of {MIN_WINDOW} word pieces or more: the static "
+            "scorer is MiniLM's distillation, not tuned on this corpus",
+            stacklevel=2,
+        )
     model.config.update(
         {
             "recipe": RECIPE,

@@ -367,7 +367,7 @@ def test_a_cold_build_tokenises_the_corpus_once(teacher_dir, tmp_path, monkeypat
         static_module, "distill_static", lambda **kw: real(dim=16, model_dir=teacher_dir, **kw)
     )  # the tiny teacher; no MiniLM targets or tuning (not what this test is about)
     monkeypatch.setattr(dense, "DenseEncoder", lambda **kw: None)
-    monkeypatch.setattr(tuning, "sample_targets", lambda texts, seed, encoder: ([], None))
+    monkeypatch.setattr(tuning, "sample_targets", lambda texts, seed, encoder: ([[1]], None))
     monkeypatch.setattr(tuning, "tune_static", lambda model, *args, **kw: model)
     passages = {f"p{i}": Passage(f"p{i}", text) for i, text in enumerate(TEXTS + TEXTS[:1])}
     pids = sorted(passages)  # p4 repeats p0's text, in a later chunk of two pages
@@ -385,3 +385,20 @@ def test_a_cold_build_tokenises_the_corpus_once(teacher_dir, tmp_path, monkeypat
     partial = [None, *model.token_ids(texts[1:3]), None, None]
     for a, b in zip(StaticEncoder(model).window_vectors(texts, partial), expected, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_corpus_of_short_passages_keeps_the_distilled_scorer(teacher_dir, tmp_path, monkeypatch):
+    """No sampled passage is long enough to give MiniLM targets (a corpus of short sentences):
+    the corpus's scorer is the untuned distillation, with a warning, not a numpy error."""
+    import fincrowd_ltr.retrieval.static as static_module
+    from fincrowd_ltr.retrieval.static_tuning import static_model_for
+
+    real = static_module.distill_static
+    monkeypatch.setattr(
+        static_module, "distill_static", lambda **kw: real(dim=16, model_dir=teacher_dir, **kw)
+    )
+    passages = {f"p{i}": Passage(f"p{i}", text) for i, text in enumerate(TEXTS[1:3])}
+    with pytest.warns(UserWarning, match="not tuned on this corpus"):
+        model = static_model_for(passages, tmp_path, "short")
+    assert model.config["tuned"] is None and model.dim == 16
+    assert StaticModel.load(next((tmp_path / "static").iterdir())).dim == 16  # cached
