@@ -34,6 +34,7 @@ from fincrowd_ltr.retrieval.first_stage import RUN, make_first_stage, resolve_fi
 from fincrowd_ltr.retrieval.page_vectors import PageVectors
 from fincrowd_ltr.retrieval.query import synonyms_fingerprint
 from fincrowd_ltr.retrieval.rankers import (
+    NEEDS_FIRST_STAGE,
     RunRanker,
     RunScores,
     make_rankers,
@@ -143,7 +144,7 @@ def build_banks(
             bankset.drop(r)
     missing = [r for r in built_in if bankset is None or r not in bankset.rankers]
     if bankset is None or missing:
-        needs_stage = bankset is None or any(r.startswith("fused") for r in missing)
+        needs_stage = bankset is None or any(r in NEEDS_FIRST_STAGE for r in missing)
         needs_index = (
             needs_stage
             and stage_name != RUN

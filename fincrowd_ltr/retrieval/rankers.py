@@ -23,7 +23,18 @@ from fincrowd_ltr.retrieval.bm25 import BM25Index
 from fincrowd_ltr.retrieval.fusion import reciprocal_rank_fusion
 from fincrowd_ltr.retrieval.windows import WindowPolicy
 
-RANKERS = ("bm25", "dense", "splade", "hybrid", "fused", "static", "hybrid-static", "fused-static")
+RANKERS = (
+    "bm25",
+    "dense",
+    "splade",
+    "hybrid",
+    "fused",
+    "static",
+    "hybrid-static",
+    "fused-static",
+    "first-stage",
+)
+NEEDS_FIRST_STAGE = ("fused", "fused-static", "first-stage")  # read the stage that made the banks
 ALL_RANKERS = ("bm25", "dense", "splade", "hybrid", "fused")  # ``all``; static ones by name
 DENSE_SCORERS = ("minilm", "static")
 
@@ -192,8 +203,9 @@ def make_rankers(
     corpus_key: str | None = None,
 ) -> list[BaseRanker]:
     """Build built-in base rankers by name. Rankers that need the same model share one instance
-    (the hybrid reuses the dense ranker), so every passage is embedded once per run. ``fused``
-    needs the ``first_stage`` that made the banks (``score_ids(text, pids)`` or ``score_query``);
+    (the hybrid reuses the dense ranker), so every passage is embedded once per run.
+    ``first-stage`` (the first stage's own score) and ``fused`` (it fused with a dense score)
+    need the ``first_stage`` that made the banks (``score_ids(text, pids)`` or ``score_query``);
     the static scorer is built for the corpus ``corpus_key`` names (cached under ``cache_dir``)."""
     built: dict[str, BaseRanker] = {}
 
@@ -212,10 +224,12 @@ def make_rankers(
             ranker = EncoderRanker("splade", SpladeEncoder(cache_dir=cache_dir), passages, progress)
         elif name in ("hybrid", "hybrid-static"):
             ranker = HybridRanker([get("bm25"), get(_dense_of(name))], name=name)
+        elif name in NEEDS_FIRST_STAGE and first_stage is None:
+            raise DataError(f"ranker {name!r} needs the first stage that built the banks")
+        elif name == "first-stage":
+            ranker = FirstStageRanker(first_stage)
         elif name in ("fused", "fused-static"):
-            if first_stage is None:
-                raise DataError(f"ranker {name!r} needs the first stage that built the banks")
-            ranker = HybridRanker([FirstStageRanker(first_stage), get(_dense_of(name))], name=name)
+            ranker = HybridRanker([get("first-stage"), get(_dense_of(name))], name=name)
         else:
             raise DataError(f"unknown ranker {name!r}; choose from {RANKERS}")
         built[name] = ranker
@@ -276,6 +290,7 @@ def load_encoder(
 
 __all__ = [
     "DENSE_SCORERS",
+    "NEEDS_FIRST_STAGE",
     "RANKERS",
     "BM25Ranker",
     "BaseRanker",

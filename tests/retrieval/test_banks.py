@@ -137,6 +137,26 @@ def test_fused_ranker_is_rrf_of_the_first_stage_and_dense(toy, tmp_path):
         make_rankers(["fused"], toy.passages, index, tmp_path, progress=False)
 
 
+def test_the_first_stage_ranker_is_the_banks_own_first_stage_score(toy, tmp_path):
+    """``first-stage`` as a base ranker scores each candidate by the first stage that made the
+    bank (added to cached banks that lack it), is the part ``fused`` fuses, and needs the
+    stage."""
+    from fincrowd_ltr.retrieval.build import BankSpec, build_banks
+    from fincrowd_ltr.retrieval.rankers import FirstStageRanker, make_rankers
+
+    spec = BankSpec(size=3, first_stage="bm25+entity")
+    build_banks(toy, "all", ["bm25"], spec, tmp_path, progress=False)  # cached without it
+    banks = build_banks(toy, "all", ["bm25", "first-stage"], spec, tmp_path, progress=False)
+    for bank in banks.banks.values():
+        np.testing.assert_array_equal(bank.scores["first-stage"], bank.first_stage)
+    index = BM25Index.build(toy.passages, progress=False)
+    own, fused = make_rankers(["first-stage", "fused"], toy.passages, index, tmp_path,
+                              progress=False, first_stage=index)  # fmt: skip
+    assert isinstance(own, FirstStageRanker) and fused.parts[0] is own
+    with pytest.raises(DataError, match="'first-stage' needs the first stage"):
+        make_rankers(["first-stage"], toy.passages, index, tmp_path, progress=False)
+
+
 def test_scores_of_another_scorer_version_are_recomputed(toy, tmp_path, monkeypatch):
     """A cached bank file keeps each changeable scorer's version (the static scorer's recipe);
     scores written by another version are dropped and recomputed, never reused."""
