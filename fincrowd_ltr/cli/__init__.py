@@ -241,8 +241,8 @@ def _fit_command(command) -> None:
         "--ranker",
         default=None,
         help="the base ranker to correct: bm25, dense, hybrid, fused, splade, static, "
-        "hybrid-static, fused-static, first-stage (the first stage's own score: no dense "
-        "model) or run (with --run); required",
+        "hybrid-static, fused-static, first-stage (the first stage's own score: no bank page "
+        "embedded) or run (with --run); required",
     )
     _stage(p)
     _run(p)
