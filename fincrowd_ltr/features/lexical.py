@@ -13,6 +13,7 @@ machines of another type may differ in the last bits.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import threading
@@ -30,8 +31,14 @@ BM25_K1, BM25_B = 1.5, 0.75
 CONCENTRATION_NEIGHBOURS = 5
 DENSE_PRODUCT_CELLS = 2_000_000  # up to ~16 MB: 100 candidates x 20,000 shared terms
 VERSION = 3  # in the feature cache key: bump when features move (2: term_key, 3: one BLAS thread)
-_BLAS: list[ThreadpoolController] = []  # made on first use (it inspects the loaded libraries)
 _BLAS_LOCK = threading.Lock()  # BLAS's thread count is one per process
+
+
+@functools.cache
+def _blas() -> ThreadpoolController:
+    """The process's thread-pool controller, made on first use (it inspects the loaded
+    libraries)."""
+    return ThreadpoolController()
 
 
 @contextmanager
@@ -39,11 +46,8 @@ def one_blas_thread() -> Iterator[None]:
     """A context in which BLAS runs on one thread: a product's sums then do not depend on the
     thread count (and for a bank's small product one thread is also faster). The count is the
     process's, so callers on several threads take turns (a bank's product takes ~1 ms)."""
-    with _BLAS_LOCK:
-        if not _BLAS:
-            _BLAS.append(ThreadpoolController())
-        with _BLAS[0].limit(limits=1, user_api="blas"):
-            yield
+    with _BLAS_LOCK, _blas().limit(limits=1, user_api="blas"):
+        yield
 
 
 def term_key(term: str) -> int:
