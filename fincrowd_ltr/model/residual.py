@@ -96,13 +96,19 @@ class ResidualScorer(nn.Module):
         return self.outputs(features, base_scores, mask)[0]
 
     def outputs(
-        self, features: torch.Tensor, base_scores: torch.Tensor, mask: torch.Tensor | None = None
+        self,
+        features: torch.Tensor,
+        base_scores: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        s_hat: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(final, s_hat, z)``: corrected scores, normalised base scores and standardised
-        features, each computed once (what a runtime returns)."""
+        features, each computed once (what a runtime returns). ``s_hat``: the base scores
+        already normalised (each bank alone, as a training loop keeps them across epochs)."""
         z = self.standardise(features)
         correction = self.alpha * torch.tanh(self.gamma * self._project(z))
-        s_hat = normalise_base(base_scores, mask)
+        if s_hat is None:
+            s_hat = normalise_base(base_scores, mask)
         final = s_hat + correction
         if mask is not None:
             final = torch.where(mask, final, torch.full_like(final, float("-inf")))

@@ -19,6 +19,7 @@ from fincrowd_ltr.features import FEATURE_NAMES, BankFeaturizer
 from fincrowd_ltr.features.examples import BankExample, make_examples, no_support_error
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.model.pairs import MAX_DISTRACTORS, Pairs, pair_index, stack_pairs
+from fincrowd_ltr.model.residual import normalise_base
 from fincrowd_ltr.retrieval.build import BankSpec, build_banks
 from fincrowd_ltr.settings import BankSettings, DataSettings, FoldSettings, as_settings, plain
 
@@ -47,25 +48,38 @@ def bank_pairs(example: BankExample, max_distractors: int = MAX_DISTRACTORS) -> 
     return example.derived[key]
 
 
+def bank_base_normalised(example: BankExample) -> np.ndarray:
+    """The bank's base scores normalised within the bank alone (as serving normalises one
+    bank), remembered on the example."""
+    if "base_normalised" not in example.derived:
+        scores = torch.from_numpy(example.base)[None]
+        example.derived["base_normalised"] = normalise_base(scores)[0].numpy()
+    return example.derived["base_normalised"]
+
+
 def collate(examples: list[BankExample]) -> dict:
-    """Pad banks to the longest one; ``mask`` marks real candidates; ``pairs`` holds the
-    objective's pairs at the default ``MAX_DISTRACTORS`` (without hard negatives)."""
+    """Pad banks to the longest one; ``mask`` marks real candidates; ``base_normalised`` holds
+    each bank's normalised base scores; ``pairs`` the objective's pairs at the default
+    ``MAX_DISTRACTORS`` (without hard negatives)."""
     n = max(len(e.pids) for e in examples)
     d = examples[0].features.shape[1]
     # padded in numpy (a step's slice copies cost ~8x more as torch ops), then shared with torch
     features = np.zeros((len(examples), n, d), dtype=np.float64)
     base = np.zeros((len(examples), n), dtype=np.float64)
+    normalised = np.zeros((len(examples), n), dtype=np.float64)
     labels = np.zeros((len(examples), n), dtype=np.int64)
     mask = np.zeros((len(examples), n), dtype=bool)
     for i, e in enumerate(examples):
         k = len(e.pids)
         features[i, :k] = e.features
         base[i, :k] = e.base
+        normalised[i, :k] = bank_base_normalised(e)
         labels[i, :k] = e.labels
         mask[i, :k] = True
     batch = {
         "features": torch.from_numpy(features),
         "base": torch.from_numpy(base),
+        "base_normalised": torch.from_numpy(normalised),
         "labels": torch.from_numpy(labels),
         "mask": torch.from_numpy(mask),
         "qids": [e.qid for e in examples],
@@ -203,6 +217,13 @@ class BankDataModule(L.LightningDataModule):
             shuffle=shuffle,
             collate_fn=collate,
         )
+
+    def transfer_batch_to_device(self, batch: dict, device: torch.device, dataloader_idx: int):
+        """Batches are built on the CPU: on it there is nothing to move (Lightning's generic
+        transfer walks every field of every step's batch)."""
+        if device.type == "cpu":
+            return batch
+        return super().transfer_batch_to_device(batch, device, dataloader_idx)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", shuffle=True)

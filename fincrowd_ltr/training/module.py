@@ -95,7 +95,8 @@ class ResidualModule(L.LightningModule):
             self.scorer.fit_standardisation(datamodule.train_features())
 
     def forward(self, batch: dict) -> torch.Tensor:
-        return self.scorer(batch["features"], batch["base"], batch["mask"])
+        scorer, normalised = self.scorer, batch.get("base_normalised")
+        return scorer.outputs(batch["features"], batch["base"], batch["mask"], normalised)[0]
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         final = self(batch)

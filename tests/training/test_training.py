@@ -290,6 +290,41 @@ def test_remembered_pairs_give_the_padded_batchs_loss_and_gradients_bit_for_bit(
     assert all(torch.equal(a, b) for a, b in zip(grads[0][1], grads[1][1], strict=True))
 
 
+def test_remembered_normalised_base_scores_are_each_banks_own_as_serving_computes_them():
+    # collate carries each bank's base scores normalised on the bank alone (remembered across
+    # epochs): equal-length banks give the padded batch's forward bit for bit, and a bank of any
+    # length gets exactly what the runtime computes for that bank by itself
+    from fincrowd_ltr.model.residual import normalise_base
+    from fincrowd_ltr.training.data import collate
+
+    same = collate(_banks([100] * 6))
+    assert torch.equal(
+        same["base_normalised"], normalise_base(same["base"], same["mask"]) * same["mask"]
+    )
+    module = ResidualModule()
+    module.scorer.fit_standardisation(same["features"].reshape(-1, same["features"].shape[-1]))
+    with torch.no_grad():
+        module.scorer.weight.normal_(generator=torch.Generator().manual_seed(0))
+        without = dict(same)
+        del without["base_normalised"]
+        assert torch.equal(module(same), module(without))
+    banks = _banks([100, 37, 5, 64, 1])
+    batch = collate(banks)
+    for i, bank in enumerate(banks):
+        alone = normalise_base(torch.from_numpy(bank.base)[None])[0]
+        assert torch.equal(batch["base_normalised"][i, : len(bank.base)], alone)
+        assert not batch["base_normalised"][i, len(bank.base) :].any()
+    assert collate(banks)["base_normalised"].data_ptr() != batch["base_normalised"].data_ptr()
+
+
+def test_cpu_batches_are_not_walked_by_a_device_transfer():
+    from fincrowd_ltr.training.data import BankDataModule, collate
+
+    batch = collate(_banks([10, 4]))
+    module = BankDataModule(examples={"train": [], "val": []})
+    assert module.transfer_batch_to_device(batch, torch.device("cpu"), 0) is batch
+
+
 def test_training_steps_recompute_pairs_for_hard_negatives_and_other_distractor_caps():
     # collate's remembered pairs are the default objective's: a residual with hard negatives or
     # another distractor cap must compute its own (here they differ from the remembered ones)
