@@ -56,6 +56,7 @@ def run(source: Path, dataset: str, ranker: str, args, cache: Path, out: Path) -
         f"--cache-dir={cache}",
         f"--out={out / 'model'}",
         f"--report={out / 'report.json'}",
+        "--overwrite",  # a repeated run writes its checkpoint where the last one did
     ]
     if args.data_root:
         cmd.append(f"--data-root={args.data_root}")
@@ -96,16 +97,29 @@ def cold_case(old: Path, dataset: str, ranker: str, args, tmp: str, cache: Path)
 
 def cached_case(old: Path, dataset: str, ranker: str, args, tmp: str, cache: Path) -> tuple:
     """Each side's times and report in the shared ``cache`` (filled by an untimed run of each
-    side unless ``--warm``)."""
+    side unless ``--warm``), the sides taking turns."""
+    outs = {name: Path(tmp) / f"{dataset}-{name}" for name in ("before", "after")}
+    sources = {"before": old, "after": ROOT}
+    if not args.warm:
+        for name, source in sources.items():
+            run(source, dataset, ranker, args, cache, outs[name])  # fills the caches
+
+    def timed(name: str) -> tuple[float, float]:
+        return run(sources[name], dataset, ranker, args, cache, outs[name]), os.getloadavg()[0]
+
+    found = dict(
+        zip(
+            ("before", "after"),
+            alternate(lambda: timed("before"), lambda: timed("after"), args.repeats),
+            strict=True,
+        )
+    )
     times, reports = {}, {}
-    for name, source in (("before", old), ("after", ROOT)):
-        out = Path(tmp) / f"{dataset}-{name}"
-        if not args.warm:
-            run(source, dataset, ranker, args, cache, out)  # fills the caches
-        times[name] = [run(source, dataset, ranker, args, cache, out) for _ in range(args.repeats)]
-        reports[name] = figures(out / "report.json")
-        load = os.getloadavg()[0]
-        print(f"{dataset} {name}: {times[name]} (load {load:.2f} after)", flush=True)
+    for name, runs in found.items():
+        times[name] = [t for t, _ in runs]
+        reports[name] = figures(outs[name] / "report.json")
+        loads = ", ".join(f"{load:.2f}" for _, load in runs)
+        print(f"{dataset} {name}: {times[name]} (load {loads} after each)", flush=True)
     return times, reports
 
 
