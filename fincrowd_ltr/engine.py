@@ -14,9 +14,12 @@ cluster is one address away (``Client("tcp://scheduler:8786")``).
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -172,6 +175,71 @@ def fork_safe() -> bool:
     """Whether worker processes may be forked: on Linux (macOS has ``fork`` but system
     libraries it loads, Accelerate among them, are not fork-safe; Python spawns there)."""
     return sys.platform.startswith("linux")
+
+
+def stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Cancel a pool's pending tasks and end its workers at once (leaving the pool's block would
+    otherwise wait for every queued task)."""
+    processes = list(getattr(pool, "_processes", {}).values())  # no public handle before 3.14
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.kill()  # not terminate(): Lightning turns SIGTERM into a flag inside a fit
+
+
+def _exit_now(signum, frame) -> None:
+    os._exit(128 + signum)
+
+
+def worker_init() -> None:
+    """What a worker process sets first: it ends on SIGTERM (a handler, not the default, so that
+    Lightning's own handler during a fit chains to it; a forked worker inherits the command
+    line's, which raise), leaves Ctrl-C to its parent (which stops the pool), and runs PyTorch
+    on one thread (as DataLoader workers: OpenMP is safe after a fork only so)."""
+    signal.signal(signal.SIGTERM, _exit_now)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)
+
+
+_FORKED_SHARED: list = []
+MIN_FORK_ITEMS = 2
+
+
+def _forked_call(job: tuple) -> Any:
+    fn, item = job
+    return fn(item, _FORKED_SHARED[0])
+
+
+def fork_map(fn: Callable, items: list, shared: Any = None, workers: int | None = None) -> list:
+    """``[fn(item, shared) for item in items]`` in forked worker processes, one per core
+    (``workers``; default :func:`available_cores`), results in item order: for the local
+    engine's long single-threaded steps. ``shared`` is inherited by the fork, never pickled
+    (what a worker adds to its copy, e.g. a cache, stays there); ``fn`` and the items are
+    pickled. In this process where forking is unsafe (:func:`fork_safe`), with one core or
+    fewer than ``MIN_FORK_ITEMS`` items. ``fn`` must give the same result in any process."""
+    workers = min(available_cores() if workers is None else workers, len(items))
+    if workers <= 1 or len(items) < MIN_FORK_ITEMS or not fork_safe():
+        return [fn(item, shared) for item in items]
+    _FORKED_SHARED[:] = [shared]
+    pool = ProcessPoolExecutor(
+        workers, mp_context=multiprocessing.get_context("fork"), initializer=worker_init
+    )
+    try:
+        out = list(pool.map(_forked_call, [(fn, item) for item in items]))
+    except BaseException:  # interrupted or a task failed: stop the rest now
+        stop_pool(pool)
+        raise
+    finally:
+        _FORKED_SHARED.clear()
+    pool.shutdown()
+    return out
+
+
+def split_evenly(items: list, parts: int) -> list[list]:
+    """``items`` cut into ``parts`` contiguous runs of near-equal length (none empty)."""
+    parts = max(1, min(parts, len(items)))
+    bounds = [round(i * len(items) / parts) for i in range(parts + 1)]
+    return [items[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
 def make_engine(

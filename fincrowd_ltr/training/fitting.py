@@ -14,8 +14,6 @@ from __future__ import annotations
 import copy
 import json
 import multiprocessing
-import os
-import signal
 from concurrent.futures import ProcessPoolExecutor
 
 import lightning as L
@@ -24,7 +22,7 @@ import torch
 from lightning.pytorch.callbacks import Callback, EarlyStopping
 
 from fincrowd_ltr.defaults import SELECTION_GRID
-from fincrowd_ltr.engine import available_cores, fork_safe
+from fincrowd_ltr.engine import available_cores, fork_safe, stop_pool, worker_init
 from fincrowd_ltr.features.examples import BankExample
 from fincrowd_ltr.model.residual import average_residuals
 from fincrowd_ltr.progress import Progress
@@ -255,7 +253,7 @@ class ResidualFits:
                 self.trained += 1
                 bar.update()
         except BaseException:  # interrupted (a signal, Ctrl-C) or a fit failed: stop the rest now
-            _stop(pool)
+            stop_pool(pool)
             raise
         finally:
             _WORKER_EXAMPLES.clear()
@@ -266,28 +264,8 @@ class ResidualFits:
 _WORKER_EXAMPLES: list[BankExample] = []
 
 
-def _stop(pool: ProcessPoolExecutor) -> None:
-    """Cancel the pool's pending fits and end its workers at once (leaving the pool's block
-    would otherwise wait for every queued fit)."""
-    processes = list(getattr(pool, "_processes", {}).values())  # no public handle before 3.14
-    pool.shutdown(wait=False, cancel_futures=True)
-    for process in processes:
-        process.kill()  # not terminate(): Lightning turns SIGTERM into a flag inside a fit
-
-
-def _exit_now(signum, frame) -> None:
-    os._exit(128 + signum)
-
-
 def _worker_init(examples: list[BankExample] | None) -> None:
-    # a forked worker inherits the command line's handlers (SIGTERM raises in the parent): a
-    # worker ends on SIGTERM (a handler, not the default, so that Lightning's own handler
-    # during a fit chains to it) and leaves Ctrl-C to the parent, which stops the pool
-    signal.signal(signal.SIGTERM, _exit_now)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    import torch
-
-    torch.set_num_threads(1)
+    worker_init()
     if examples is not None:
         _WORKER_EXAMPLES[:] = examples
 

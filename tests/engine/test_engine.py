@@ -81,6 +81,55 @@ def test_dask_engine_builds_the_banks_of_one_process(tatqa_slice, monkeypatch):
     assert dask_fields == local_fields
 
 
+def test_many_local_banks_are_featurised_in_forked_workers_to_the_same_bits(
+    tatqa_slice, monkeypatch
+):
+    """Locally, a large bank set is featurised in forked processes (the parent extracts none of
+    its pages), in the order asked for, bit for bit what one process computes."""
+    import fincrowd_ltr.features.examples as examples
+    from fincrowd_ltr.api import build_banks
+    from fincrowd_ltr.features import BankFeaturizer
+    from fincrowd_ltr.fields import FieldExtractor
+
+    if not engines.fork_safe():
+        pytest.skip("worker processes are forked on Linux only")
+    data = tatqa_slice
+    wide = build_banks(data, ["bm25"], first_stage="bm25", size=100, cache_dir=None)
+    extractor = FieldExtractor.from_passages(data.passages.values())
+    qids = list(reversed(wide.banks))
+    alone = BankFeaturizer(extractor, data.passages)
+    expected = examples.bank_features(data, wide, alone, qids)
+    assert alone._fields  # one process: the parent read the pages
+    monkeypatch.setattr(examples, "FORK_BANKS", 1)
+    monkeypatch.setattr(engines, "available_cores", lambda: 2)
+    forked = BankFeaturizer(extractor, data.passages)
+    found = examples.bank_features(data, wide, forked, qids)
+    assert not forked._fields  # the workers read them
+    assert list(found) == qids
+    for qid in qids:
+        assert np.array_equal(found[qid], expected[qid])
+
+
+def test_fork_map_keeps_item_order_and_runs_in_place_with_one_core(monkeypatch):
+    import os
+
+    items = list(range(7))
+    assert engines.fork_map(_pid_and_item, items, 10, workers=1) == [
+        (os.getpid(), 10 + i) for i in items
+    ]
+    found = engines.fork_map(_pid_and_item, items, 10, workers=2)
+    assert [x for _, x in found] == [10 + i for i in items]
+    assert (os.getpid() not in {pid for pid, _ in found}) == engines.fork_safe()
+    assert engines.split_evenly(items, 3) == [[0, 1], [2, 3, 4], [5, 6]]
+    assert engines.split_evenly(items[:2], 5) == [[0], [1]]
+
+
+def _pid_and_item(item: int, shared: int) -> tuple[int, int]:
+    import os
+
+    return os.getpid(), item + shared
+
+
 def test_unknown_engine_is_refused():
     with pytest.raises(ValueError, match="unknown engine"):
         engines.make_engine("spark")
