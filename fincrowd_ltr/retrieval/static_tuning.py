@@ -273,6 +273,12 @@ def static_key(corpus_key: str, pages: int = TUNING_PAGES, seed: int = 0) -> str
     return hashlib.sha1("|".join(map(str, parts)).encode()).hexdigest()[:16]
 
 
+UNTUNED = (
+    f"no sampled page has a window of {MIN_WINDOW} word pieces or more: the static scorer is "
+    "MiniLM's distillation, not tuned on this corpus"
+)
+
+
 def static_model_for(
     passages: dict,
     cache_dir: Path | None,
@@ -295,7 +301,10 @@ def static_model_for(
     key = static_key(corpus_key or passages_key(passages), pages, seed)
     folder = None if cache_dir is None else Path(cache_dir) / "static" / key
     if folder is not None and (folder / "config.json").is_file():
-        return StaticModel.load(folder)
+        model = StaticModel.load(folder)
+        if model.config.get("tuned") is None:  # said again whenever it is read back
+            warnings.warn(UNTUNED, stacklevel=2)
+        return model
     started = time.perf_counter()
     if progress:
         print(
@@ -315,11 +324,7 @@ def static_model_for(
     if windows:
         model = tune_static(model, windows, targets, StaticTuning(seed=seed))
     else:  # no page long enough to learn from: the distilled scorer as it is
-        warnings.warn(
-            f"no sampled page has a window of {MIN_WINDOW} word pieces or more: the static "
-            "scorer is MiniLM's distillation, not tuned on this corpus",
-            stacklevel=2,
-        )
+        warnings.warn(UNTUNED, stacklevel=2)
     model.config.update(
         {
             "recipe": RECIPE,

@@ -402,3 +402,5 @@ def test_a_corpus_of_short_passages_keeps_the_distilled_scorer(teacher_dir, tmp_
         model = static_model_for(passages, tmp_path, "short")
     assert model.config["tuned"] is None and model.dim == 16
     assert StaticModel.load(next((tmp_path / "static").iterdir())).dim == 16  # cached
+    with pytest.warns(UserWarning, match="not tuned on this corpus"):  # read back: said again
+        assert static_model_for(passages, tmp_path, "short").dim == 16
