@@ -14,10 +14,12 @@ cluster is one address away (``Client("tcp://scheduler:8786")``).
 from __future__ import annotations
 
 import contextlib
+import gc
 import multiprocessing
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -202,6 +204,7 @@ def worker_init() -> None:
 
 
 _FORKED_SHARED: list = []
+_FORK_LOCK = threading.Lock()  # one fork_map at a time per process (its children inherit it held)
 MIN_FORK_ITEMS = 2
 
 
@@ -215,12 +218,21 @@ def fork_map(fn: Callable, items: list, shared: Any = None, workers: int | None 
     (``workers``; default :func:`available_cores`), results in item order: for the local
     engine's long single-threaded steps. ``shared`` is inherited by the fork, never pickled
     (what a worker adds to its copy, e.g. a cache, stays there); ``fn`` and the items are
-    pickled. In this process where forking is unsafe (:func:`fork_safe`), with one core or
-    fewer than ``MIN_FORK_ITEMS`` items. ``fn`` must give the same result in any process."""
+    pickled. In this process where forking is unsafe (:func:`fork_safe`), with one core, fewer
+    than ``MIN_FORK_ITEMS`` items, in a daemonic process (a pool's or a cluster's worker, which
+    may not have children) or while another ``fork_map`` of this process runs (another thread's,
+    or the parent's in a worker). ``fn`` must give the same result in any process."""
     workers = min(available_cores() if workers is None else workers, len(items))
-    if workers <= 1 or len(items) < MIN_FORK_ITEMS or not fork_safe():
+    if (
+        workers <= 1
+        or len(items) < MIN_FORK_ITEMS
+        or not fork_safe()
+        or multiprocessing.current_process().daemon
+        or not _FORK_LOCK.acquire(blocking=False)
+    ):
         return [fn(item, shared) for item in items]
     _FORKED_SHARED[:] = [shared]
+    gc.freeze()  # the collector would touch (and so copy) every inherited object in each worker
     pool = ProcessPoolExecutor(
         workers, mp_context=multiprocessing.get_context("fork"), initializer=worker_init
     )
@@ -231,12 +243,15 @@ def fork_map(fn: Callable, items: list, shared: Any = None, workers: int | None 
         raise
     finally:
         _FORKED_SHARED.clear()
+        gc.unfreeze()
+        _FORK_LOCK.release()
     pool.shutdown()
     return out
 
 
 def split_evenly(items: list, parts: int) -> list[list]:
-    """``items`` cut into ``parts`` contiguous runs of near-equal length (none empty)."""
+    """``items`` cut into ``parts`` contiguous runs of near-equal length (none empty, but the
+    one run of no items)."""
     parts = max(1, min(parts, len(items)))
     bounds = [round(i * len(items) / parts) for i in range(parts + 1)]
     return [items[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]

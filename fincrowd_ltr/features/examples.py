@@ -36,8 +36,9 @@ class BankExample:
     weight: float = 1.0  # the bank's weight in the objective (synthetic banks may weigh less)
     synthetic: bool = False  # a synthesised question's bank (never validation or test)
     # values derived from this bank alone that a training loop keeps across epochs (its
-    # objective's pairs); never saved; a copy (``dataclasses.replace``) starts empty, one
-    # under another weight (``reweighted``) shares them
+    # objective's pairs, its normalised base scores), from ``base`` and ``labels``, which must
+    # not change once a fit has read them; never saved; a copy (``dataclasses.replace``)
+    # starts empty, one under another weight (``reweighted``) shares them
     derived: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
@@ -46,7 +47,8 @@ class BankExample:
 
     def reweighted(self, weight: float) -> BankExample:
         """The same bank under another objective weight; what is derived from the bank alone
-        (its pairs: labels and base scores, not the weight) is shared, not computed again."""
+        (its pairs and normalised base scores: labels and base scores, not the weight) is
+        shared, not computed again."""
         copy = replace(self, weight=weight)
         copy.derived = self.derived
         return copy
@@ -190,7 +192,9 @@ def bank_features(
     }
 
 
-def _local_features(banks: list[tuple[str, list[str]]], featurizer) -> list[np.ndarray]:
+def _local_features(
+    banks: list[tuple[str, list[str]]], featurizer: BankFeaturizer
+) -> list[np.ndarray]:
     return [featurizer.features(query, pids) for query, pids in banks]
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import re
 import threading
 from collections.abc import Iterator
@@ -32,6 +33,17 @@ CONCENTRATION_NEIGHBOURS = 5
 DENSE_PRODUCT_CELLS = 2_000_000  # up to ~16 MB: 100 candidates x 20,000 shared terms
 VERSION = 3  # in the feature cache key: bump when features move (2: term_key, 3: one BLAS thread)
 _BLAS_LOCK = threading.Lock()  # BLAS's thread count is one per process
+
+
+def _new_blas_lock() -> None:
+    """A forked child starts with a free lock (another thread of the parent may have held it
+    at the fork, and that thread does not exist in the child)."""
+    global _BLAS_LOCK
+    _BLAS_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_blas_lock)
 
 
 @functools.cache

@@ -218,7 +218,9 @@ class BankDataModule(L.LightningDataModule):
             collate_fn=collate,
         )
 
-    def transfer_batch_to_device(self, batch: dict, device: torch.device, dataloader_idx: int):
+    def transfer_batch_to_device(
+        self, batch: dict, device: torch.device, dataloader_idx: int
+    ) -> dict:
         """Batches are built on the CPU: on it there is nothing to move (Lightning's generic
         transfer walks every field of every step's batch)."""
         if device.type == "cpu":

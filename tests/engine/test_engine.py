@@ -124,10 +124,41 @@ def test_fork_map_keeps_item_order_and_runs_in_place_with_one_core(monkeypatch):
     assert engines.split_evenly(items[:2], 5) == [[0], [1]]
 
 
+def test_fork_map_raises_a_workers_error_and_never_forks_twice(monkeypatch):
+    """A task's error reaches the caller (the pool stopped); a fork_map inside a worker, or in
+    a daemonic process, runs in place; so does one while another runs in this process."""
+    import multiprocessing
+    import os
+
+    if not engines.fork_safe():
+        pytest.skip("worker processes are forked on Linux only")
+    with pytest.raises(ValueError, match="item 3"):
+        engines.fork_map(_fail_on_three, list(range(6)), None, workers=2)
+    nested = engines.fork_map(_nested_pids, [0, 1], None, workers=2)
+    assert all(pid == inner for pid, inner in nested)  # the inner map ran in the worker itself
+    with engines._FORK_LOCK:  # another thread's fork_map is running
+        assert engines.fork_map(_pid_and_item, [1, 2], 0, workers=2)[0][0] == os.getpid()
+    monkeypatch.setattr(multiprocessing.current_process(), "daemon", True, raising=False)
+    assert engines.fork_map(_pid_and_item, [1, 2], 0, workers=2)[0][0] == os.getpid()
+
+
 def _pid_and_item(item: int, shared: int) -> tuple[int, int]:
     import os
 
     return os.getpid(), item + shared
+
+
+def _fail_on_three(item: int, shared) -> int:
+    if item == 3:
+        raise ValueError("item 3")
+    return item
+
+
+def _nested_pids(item: int, shared) -> tuple[int, int]:
+    import os
+
+    inner = engines.fork_map(_pid_and_item, [0, 1], 0, workers=2)
+    return os.getpid(), inner[0][0]
 
 
 def test_unknown_engine_is_refused():

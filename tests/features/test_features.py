@@ -228,3 +228,20 @@ def test_term_order_does_not_depend_on_what_a_counter_met_first():
     served = BankFeaturizer(extractor, passages)
     served.features(" ".join(reversed(words[:500])), list(reversed(bank)))
     assert np.array_equal(served.features(query, bank), fresh)
+
+
+def test_a_forked_child_starts_with_the_blas_lock_free():
+    """Another thread may hold the BLAS lock when a worker is forked: the child gets a free one
+    (that thread does not exist there), instead of waiting for ever at its first bank."""
+    import os
+
+    from fincrowd_ltr.features import lexical
+
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork here")
+    with lexical._BLAS_LOCK:  # held, as by another thread computing a bank's features
+        pid = os.fork()
+        if pid == 0:  # the child: exit 0 if the lock is free, 1 if not (never waits)
+            os._exit(0 if lexical._BLAS_LOCK.acquire(blocking=False) else 1)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
