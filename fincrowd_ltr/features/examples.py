@@ -180,10 +180,9 @@ def bank_features(
         return {q: featurizer.features(*banks[q]) for q in qids}
     chunks = []
     for start in range(0, len(qids), BANKS_PER_CHUNK):
-        part = qids[start : start + BANKS_PER_CHUNK]
-        banks = [(dataset.queries[q].text, bankset.banks[q].pids) for q in part]
-        passages = {p: dataset.passages[p] for _, pids in banks for p in pids}
-        chunks.append((banks, passages))
+        chunk = [banks[q] for q in qids[start : start + BANKS_PER_CHUNK]]
+        passages = {p: dataset.passages[p] for _, pids in chunk for p in pids}
+        chunks.append((chunk, passages))
     results = engine.map(_features_chunk, chunks, featurizer.extractor, "bank features", True)
     return {
         q: x
@@ -200,5 +199,4 @@ def _local_features(
 
 def _features_chunk(chunk: tuple, shared) -> list[np.ndarray]:
     banks, passages = chunk
-    featurizer = BankFeaturizer(shared, passages)
-    return [featurizer.features(query, pids) for query, pids in banks]
+    return _local_features(banks, BankFeaturizer(shared, passages))

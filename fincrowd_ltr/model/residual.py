@@ -90,10 +90,14 @@ class ResidualScorer(nn.Module):
         return standardised @ (self.weight * self.active)
 
     def forward(
-        self, features: torch.Tensor, base_scores: torch.Tensor, mask: torch.Tensor | None = None
+        self,
+        features: torch.Tensor,
+        base_scores: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        s_hat: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Corrected scores, shape of ``base_scores`` (``(n,)`` or padded ``(banks, n)``)."""
-        return self.outputs(features, base_scores, mask)[0]
+        return self.outputs(features, base_scores, mask, s_hat)[0]
 
     def outputs(
         self,

@@ -191,9 +191,8 @@ class StaticEncoder:
         if len(piece_ids) != len(texts):
             raise ValueError(f"{len(piece_ids)} id lists for {len(texts)} texts")
         todo = [i for i, ids in enumerate(piece_ids) if ids is None]
-        if todo:
-            for i, ids in zip(todo, self.model.token_ids([texts[i] for i in todo]), strict=True):
-                piece_ids[i] = ids
+        for i, ids in zip(todo, self.model.token_ids([texts[i] for i in todo]), strict=True):
+            piece_ids[i] = ids
         windows, owner = [], []
         for i, ids in enumerate(piece_ids):
             for window in self.policy.split(ids):

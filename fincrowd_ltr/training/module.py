@@ -95,8 +95,8 @@ class ResidualModule(L.LightningModule):
             self.scorer.fit_standardisation(datamodule.train_features())
 
     def forward(self, batch: dict) -> torch.Tensor:
-        scorer, normalised = self.scorer, batch.get("base_normalised")
-        return scorer.outputs(batch["features"], batch["base"], batch["mask"], normalised)[0]
+        normalised = batch.get("base_normalised")
+        return self.scorer(batch["features"], batch["base"], batch["mask"], normalised)
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         final = self(batch)
