@@ -249,6 +249,81 @@ def fork_map(fn: Callable, items: list, shared: Any = None, workers: int | None 
     return out
 
 
+class Forked:
+    """``fn()`` running in a forked child from now on, beside this process's own work (or, where
+    :func:`fork_map` would run in place, in this process when :meth:`result` is first asked):
+    for a long single-threaded step whose inputs are ready early and whose result is needed
+    late. The child inherits everything (nothing is pickled but the result) and is ended with
+    this process, or by :meth:`cancel`. ``finish``, when given, turns the child's value into the
+    result here (e.g. to put back what the child need not send)."""
+
+    def __init__(self, fn: Callable[[], Any], finish: Callable[[Any], Any] | None = None) -> None:
+        self._fn: Callable[[], Any] | None = fn
+        self._finish = finish
+        self._done: tuple[bool, Any] | None = None
+        self._child = self._conn = None
+        if available_cores() <= 1 or not fork_safe() or multiprocessing.current_process().daemon:
+            return
+        context = multiprocessing.get_context("fork")
+        self._conn, sender = context.Pipe(duplex=False)
+        self._child = context.Process(target=_forked_run, args=(fn, sender), daemon=True)
+        gc.freeze()  # the child's collector would otherwise touch (and so copy) every object
+        try:
+            self._child.start()
+        finally:
+            gc.unfreeze()
+        sender.close()
+        self._fn = None
+
+    def result(self) -> Any:
+        """``fn()``'s value, waiting for the child; its exception is raised here."""
+        if self._done is None:
+            self._done = self._receive() if self._child is not None else _outcome(self._fn)
+            self._fn = None
+            if self._done[0] and self._finish is not None:
+                self._done = (True, self._finish(self._done[1]))
+        ok, value = self._done
+        if not ok:
+            raise value
+        return value
+
+    def cancel(self) -> None:
+        """End the child now (its result is no longer wanted)."""
+        if self._child is not None and self._done is None:
+            self._child.kill()
+            self._child.join()
+            self._done = (False, RuntimeError("the forked call was cancelled"))
+
+    def _receive(self) -> tuple[bool, Any]:
+        try:
+            done = self._conn.recv()
+        except EOFError:  # the child died without a word: killed, or out of memory
+            self._child.join()
+            done = (False, RuntimeError(f"a forked call died (exit code {self._child.exitcode})"))
+        self._conn.close()
+        self._child.join()
+        return done
+
+
+def _outcome(fn: Callable[[], Any]) -> tuple[bool, Any]:
+    try:
+        return True, fn()
+    except Exception as error:  # noqa: BLE001 - handed to the caller as it is
+        return False, error
+
+
+def _forked_run(fn: Callable[[], Any], sender) -> None:
+    worker_init()
+    done = _outcome(fn)
+    try:
+        sender.send(done)
+    except Exception as error:  # noqa: BLE001 - an exception or a value that does not pickle
+        what = "value" if done[0] else "error"
+        lost = RuntimeError(f"a forked call's {what} could not be sent back: {error!r}")
+        sender.send((False, lost))
+    sender.close()
+
+
 def split_evenly(items: list, parts: int) -> list[list]:
     """``items`` cut into ``parts`` contiguous runs of near-equal length (none empty, but the
     one run of no items)."""

@@ -24,6 +24,7 @@ from fincrowd_ltr.api.corpus import build_banks, load_dataset, read_run
 from fincrowd_ltr.api.synthetic import (
     SyntheticExamples,
     SyntheticSettings,
+    synthesis_in_background,
     synthetic_examples,
     synthetic_scorer,
 )
@@ -31,6 +32,7 @@ from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.data.splits import FoldPlan
 from fincrowd_ltr.defaults import BANK_MODES
 from fincrowd_ltr.diagnostics.crowding import crowded_labels, repair_counts
+from fincrowd_ltr.engine import Forked
 from fincrowd_ltr.evaluation.reports import CrossValidationReport
 from fincrowd_ltr.evaluation.results import (
     SystemResult,
@@ -413,19 +415,27 @@ class _CrossValidation:
             synthetic_scorer(self.synthetic, ranker, self.stage)
             self.synthetic = self.synthetic.resolved(ranker)
         require_gate_rows(s)
-        modes = sorted({b.train_mode, b.val_mode, *MODES})
-        cache = s.data.cache_dir
-        self.examples, self.notes = _examples_by_mode(
-            data, ranker, modes, banks, featurizer, b.first_stage, b.bank_size, s.data.split,
-            cache, run, progress,
-        )  # fmt: skip
-        if b.train_mode == "retrieved" and self.synthetic.labelled:
-            self.notes += _retrieved_training(data, self.examples["retrieved"], self.held)
-        extra, self.extra_qids, extra_groups = _extra_examples(
-            list(t.extra_training), ranker, b.train_mode, b.first_stage, b.bank_size,
-            t.extra_limit, t.seed, s.data.data_root, cache, progress,
-        )  # fmt: skip
-        self.syn = self._synthetic_examples(featurizer) if self.synthetic.active else None
+        # the synthetic questions are written beside the labelled banks' single-threaded
+        # steps (a forked child), and read after them
+        pending = self._synthesise() if self.synthetic.active else None
+        try:
+            modes = sorted({b.train_mode, b.val_mode, *MODES})
+            cache = s.data.cache_dir
+            self.examples, self.notes = _examples_by_mode(
+                data, ranker, modes, banks, featurizer, b.first_stage, b.bank_size,
+                s.data.split, cache, run, progress,
+            )  # fmt: skip
+            if b.train_mode == "retrieved" and self.synthetic.labelled:
+                self.notes += _retrieved_training(data, self.examples["retrieved"], self.held)
+            extra, self.extra_qids, extra_groups = _extra_examples(
+                list(t.extra_training), ranker, b.train_mode, b.first_stage, b.bank_size,
+                t.extra_limit, t.seed, s.data.data_root, cache, progress,
+            )  # fmt: skip
+        except BaseException:
+            if pending is not None:
+                pending.cancel()
+            raise
+        self.syn = self._synthetic_examples(featurizer, pending) if pending else None
         self.gate_rows = _gate_rows(s, self.syn is not None)
         self.grid = self.synthetic.grid(grid) if self.syn else grid
         fold_groups = [{data.queries[q].group for q in fold} for fold in plan.folds]
@@ -447,16 +457,20 @@ class _CrossValidation:
         # every fold's model reads this corpus: its segment names are harvested once, here
         self.features = CorpusFeaturizers()
 
-    def _synthetic_examples(self, featurizer) -> SyntheticExamples | None:
+    def _synthesise(self) -> Forked:
+        """The synthetic questions, written in a forked child from now on. An ``"auto"`` named
+        share reads the question texts (never qrels) of every fold but a held-out test fold: a
+        cross-validation's test folds' texts included."""
+        held = set(self.held or ())
+        asked = [q.text for qid, q in self.data.queries.items() if qid not in held]
+        return synthesis_in_background(self.synthetic, self.data, self.extractor, asked)
+
+    def _synthetic_examples(self, featurizer, pending: Forked) -> SyntheticExamples | None:
         """The synthetic training banks (None, with a note, when the corpus yields none)."""
         b, data = self.s.banks, self.data
-        # an "auto" named share reads the question texts (never qrels) of every fold but a
-        # held-out test fold: a cross-validation's test folds' texts included
-        held = set(self.held or ())
-        asked = [q.text for qid, q in data.queries.items() if qid not in held]
         syn = synthetic_examples(
             self.synthetic, data, featurizer, self.ranker, self.stage, b.train_mode,
-            b.bank_size, self.s.data.cache_dir, self.progress, asked,
+            b.bank_size, self.s.data.cache_dir, self.progress, found=pending.result(),
         )  # fmt: skip
         if syn.examples:
             return syn

@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fincrowd_ltr.api.corpus import DEFAULT_CACHE, load_dataset
 from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.defaults import DEFAULT_LINE_ITEMS
+from fincrowd_ltr.engine import Forked
 from fincrowd_ltr.features import BankFeaturizer
 from fincrowd_ltr.features.examples import BankExample, make_examples
 from fincrowd_ltr.fields import FieldExtractor
@@ -156,6 +157,38 @@ def synthetic_scorer(settings: SyntheticSettings, ranker: str, stage: str) -> st
     return scorer
 
 
+def synthesis_for(
+    settings: SyntheticSettings,
+    data: Dataset,
+    extractor: FieldExtractor,
+    questions: Iterable[str] = (),
+) -> Synthesis:
+    """The questions ``settings`` synthesises from ``data``'s passages for training (named as
+    often as ``questions`` name a company when the share is ``"auto"``)."""
+    share = resolve_named_share(settings.named_share, questions, extractor)
+    return _synthesize(
+        data, settings.n, settings.seed, name=f"{data.name}-synthetic", extractor=extractor,
+        named_share=share, line_items=settings.line_items,
+    )  # fmt: skip
+
+
+def synthesis_in_background(
+    settings: SyntheticSettings,
+    data: Dataset,
+    extractor: FieldExtractor,
+    questions: Iterable[str] = (),
+) -> Forked:
+    """:func:`synthesis_for` started now in a forked child (synthesis is single-threaded
+    Python, so it takes the core that other single-threaded steps leave idle); its
+    ``result()`` waits for it. Only the questions travel back: the passages are ``data``'s."""
+    questions = list(questions)
+
+    def child() -> Synthesis:
+        return replace(synthesis_for(settings, data, extractor, questions), passages={})
+
+    return Forked(child, lambda found: replace(found, passages=dict(data.passages)))
+
+
 def synthetic_examples(
     settings: SyntheticSettings,
     data: Dataset,
@@ -167,18 +200,17 @@ def synthetic_examples(
     cache_dir,
     progress: bool,
     questions: Iterable[str] = (),
+    found: Synthesis | None = None,
 ) -> SyntheticExamples:
     """Banks of ``settings.n`` questions synthesised from ``data``'s passages, built by the same
     first stage (``stage``, resolved), scored by ``settings.ranker`` (default ``ranker`` or its
     static stand-in) and featurised by the labelled corpus's ``featurizer``; only banks with a
     relevant candidate are kept. The residual reads a synthetic bank's standardised base scores
-    like a labelled bank's. ``questions``: the texts an ``"auto"`` named share is read from."""
+    like a labelled bank's. ``questions``: the texts an ``"auto"`` named share is read from;
+    ``found``: those questions synthesised already (:func:`synthesis_for`)."""
     scorer = synthetic_scorer(settings, ranker, stage)
-    share = resolve_named_share(settings.named_share, questions, featurizer.extractor)
-    found = _synthesize(
-        data, settings.n, settings.seed, name=f"{data.name}-synthetic",
-        extractor=featurizer.extractor, named_share=share, line_items=settings.line_items,
-    )  # fmt: skip
+    if found is None:
+        found = synthesis_for(settings, data, featurizer.extractor, questions)
     syn = found.dataset()
     spec = BankSpec(size=bank_size, mode=mode, first_stage=stage)
     cache = None if cache_dir is None else Path(cache_dir)

@@ -161,6 +161,49 @@ def _nested_pids(item: int, shared) -> tuple[int, int]:
     return os.getpid(), inner[0][0]
 
 
+def test_a_forked_call_returns_its_value_or_error_and_can_be_cancelled(monkeypatch):
+    """``Forked`` runs a closure (nothing pickled but its value) in a child from the start, and
+    ``finish`` turns the value into the result here; the child's error is raised with its type;
+    a child that dies or sends what cannot be pickled is named; ``cancel`` ends it. With one
+    core the call runs here, when its result is first asked."""
+    import os
+    import threading
+    import time
+
+    from fincrowd_ltr.data.schema import DataError
+
+    if not engines.fork_safe():
+        pytest.skip("worker processes are forked on Linux only")
+    monkeypatch.setattr(engines, "available_cores", lambda: 2)
+    lock = threading.Lock()  # a closure over what cannot be pickled
+    done = engines.Forked(lambda: (os.getpid(), lock.locked()), lambda v: (*v, "finished"))
+    pid, locked, tag = done.result()
+    assert pid != os.getpid() and not locked and tag == "finished"
+    assert done.result() == (pid, locked, tag)  # asked again: the same, no second child
+
+    def fail():
+        raise DataError("corpus.jsonl line 3: bad")
+
+    with pytest.raises(DataError, match="line 3"):
+        engines.Forked(fail).result()
+    with pytest.raises(RuntimeError, match="exit code 3"):
+        engines.Forked(lambda: os._exit(3)).result()
+    with pytest.raises(RuntimeError, match="could not be sent back"):
+        engines.Forked(lambda: threading.Lock()).result()
+    slow = engines.Forked(lambda: time.sleep(60))
+    started = time.monotonic()
+    slow.cancel()
+    assert time.monotonic() - started < 30 and not slow._child.is_alive()
+    with pytest.raises(RuntimeError, match="cancelled"):
+        slow.result()
+
+    monkeypatch.setattr(engines, "available_cores", lambda: 1)
+    ran = []
+    here = engines.Forked(lambda: ran.append(os.getpid()) or len(ran))
+    assert ran == []  # not yet run: in place, on demand
+    assert here.result() == 1 and ran == [os.getpid()]
+
+
 def test_unknown_engine_is_refused():
     with pytest.raises(ValueError, match="unknown engine"):
         engines.make_engine("spark")
