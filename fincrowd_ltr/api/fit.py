@@ -44,7 +44,11 @@ from fincrowd_ltr.evaluation.results import (
 from fincrowd_ltr.features import BankFeaturizer
 from fincrowd_ltr.features.bank_features import FAMILIES
 from fincrowd_ltr.features.corpus import CorpusFeaturizers
-from fincrowd_ltr.features.examples import BankExample, make_examples, no_support_error
+from fincrowd_ltr.features.examples import (
+    BankExample,
+    make_examples_together,
+    no_support_error,
+)
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.model.correction import GatedCorrection
 from fincrowd_ltr.model.summary import TrainingSummary
@@ -384,8 +388,6 @@ class _CrossValidation:
     """
 
     def __init__(self, data, ranker, s: FitSettings, run, banks, progress) -> None:
-        from fincrowd_ltr.training.fitting import ResidualFits
-
         self.data, self.ranker, self.s, self.progress = data, ranker, s, progress
         t, b = s.training, s.banks
         options = {"objective": t.objective} if t.objective != "pairwise" else {}
@@ -418,6 +420,8 @@ class _CrossValidation:
         # the synthetic questions are written beside the labelled banks' single-threaded
         # steps (a forked child), and read after them
         pending = self._synthesise() if self.synthetic.active else None
+        from fincrowd_ltr.training.fitting import ResidualFits  # Lightning: seconds, meanwhile
+
         try:
             modes = sorted({b.train_mode, b.val_mode, *MODES})
             cache = s.data.cache_dir
@@ -701,8 +705,9 @@ class _CrossValidation:
 def _examples_by_mode(
     data, ranker, modes, banks, featurizer, first_stage, bank_size, split, cache_dir, run, progress
 ) -> tuple[dict[str, dict[str, BankExample]], list[str]]:
-    """Each bank mode's feature matrices (banks built unless given), and the banks' notes."""
-    examples, notes = {}, []
+    """Each bank mode's feature matrices (banks built unless given; the modes' banks share
+    most of their pages, so their features are computed together), and the banks' notes."""
+    banksets, notes = {}, []
     for mode in modes:
         bankset = banks.get(mode)
         if bankset is None:
@@ -718,10 +723,10 @@ def _examples_by_mode(
                 progress=progress,
             )
         notes += [f"{mode} banks: {n}" for n in bankset.notes]
-        cache = None if cache_dir is None else Path(cache_dir)
-        found = make_examples(data, bankset, ranker, featurizer, cache=cache)
-        examples[mode] = {e.qid: e for e in found}
-    return examples, notes
+        banksets[mode] = bankset
+    cache = None if cache_dir is None else Path(cache_dir)
+    found = make_examples_together(data, banksets, ranker, featurizer, cache=cache)
+    return {mode: {e.qid: e for e in found[mode]} for mode in modes}, notes
 
 
 def _retrieved_training(data: Dataset, found: dict[str, BankExample], held=None) -> list[str]:

@@ -111,37 +111,79 @@ def make_examples(
     written to) a file named by the bank set's content key and :func:`vocabulary_key`.
     """
     qids = qids if qids is not None else list(bankset.banks)
-    features = _cached_features(dataset, bankset, featurizer, cache)
+    path = _cache_path(bankset, featurizer, cache)
+    features = None if path is None else _read_cached(path, bankset)
     if features is None:
-        features = bank_features(dataset, bankset, featurizer, qids)
-    out = []
-    for qid in qids:
-        bank = bankset.banks[qid]
-        x = features[qid]
-        out.append(
-            BankExample(qid, bank.pids, x, bank.scores[ranker], labels_of(dataset, qid, bank.pids))
+        features = bank_features(
+            dataset, bankset, featurizer, list(bankset.banks) if path else qids
         )
-    return out
+        if path is not None:
+            _write_cached(path, list(bankset.banks), features)
+    return [_example(dataset, bankset, ranker, features, q) for q in qids]
 
 
-def _cached_features(
-    dataset: Dataset, bankset: BankSet, featurizer: BankFeaturizer, cache: Path | None
-) -> dict[str, np.ndarray] | None:
+def make_examples_together(
+    dataset: Dataset,
+    banksets: dict[str, BankSet],
+    ranker: str,
+    featurizer: BankFeaturizer,
+    cache: Path | None = None,
+) -> dict[str, list[BankExample]]:
+    """:func:`make_examples` of every bank of several bank sets of one dataset (its retrieved
+    and its gold-injected banks, say): the features that no cache holds are computed in one
+    pass, where the sets' banks share their pages (and a pass of many banks forks)."""
+    paths = {name: _cache_path(b, featurizer, cache) for name, b in banksets.items()}
+    found = {
+        name: None if paths[name] is None else _read_cached(paths[name], b)
+        for name, b in banksets.items()
+    }
+    todo = [name for name, features in found.items() if features is None]
+    banks = {
+        (name, q): (dataset.queries[q].text, bank.pids)
+        for name in todo
+        for q, bank in banksets[name].banks.items()
+    }
+    rows = _features(banks, featurizer, dataset.passages) if banks else {}
+    for name in todo:
+        qids = list(banksets[name].banks)
+        found[name] = {q: rows[name, q] for q in qids}
+        if paths[name] is not None:
+            _write_cached(paths[name], qids, found[name])
+    return {
+        name: [_example(dataset, b, ranker, found[name], q) for q in b.banks]
+        for name, b in banksets.items()
+    }
+
+
+def _example(
+    dataset: Dataset, bankset: BankSet, ranker: str, features: dict[str, np.ndarray], qid: str
+) -> BankExample:
+    bank = bankset.banks[qid]
+    labels = labels_of(dataset, qid, bank.pids)
+    return BankExample(qid, bank.pids, features[qid], bank.scores[ranker], labels)
+
+
+def _cache_path(bankset: BankSet, featurizer: BankFeaturizer, cache: Path | None) -> Path | None:
     if cache is None or not bankset.key:
         return None
-    path = Path(cache) / "features" / f"{bankset.key}-{vocabulary_key(featurizer)}.npz"
-    if path.exists():
-        with np.load(path, allow_pickle=False) as stored:
-            # read each array once: NpzFile re-reads an array on every item access
-            qids, matrix = stored["qids"].tolist(), stored["features"]
-        return {
-            q: matrix[i, : len(bankset.banks[q].pids)].copy()
-            for i, q in enumerate(qids)
-            if q in bankset.banks
-        }
-    qids = list(bankset.banks)
-    rows = bank_features(dataset, bankset, featurizer, qids)
-    n = max((len(r) for r in rows.values()), default=0)
+    return Path(cache) / "features" / f"{bankset.key}-{vocabulary_key(featurizer)}.npz"
+
+
+def _read_cached(path: Path, bankset: BankSet) -> dict[str, np.ndarray] | None:
+    if not path.exists():
+        return None
+    with np.load(path, allow_pickle=False) as stored:
+        # read each array once: NpzFile re-reads an array on every item access
+        qids, matrix = stored["qids"].tolist(), stored["features"]
+    return {
+        q: matrix[i, : len(bankset.banks[q].pids)].copy()
+        for i, q in enumerate(qids)
+        if q in bankset.banks
+    }
+
+
+def _write_cached(path: Path, qids: list[str], rows: dict[str, np.ndarray]) -> None:
+    n = max((len(rows[q]) for q in qids), default=0)
     matrix = np.zeros((len(qids), n, len(FEATURE_NAMES)))
     for i, q in enumerate(qids):
         matrix[i, : len(rows[q])] = rows[q]
@@ -149,11 +191,12 @@ def _cached_features(
     tmp = path.with_suffix(".tmp.npz")
     np.savez(tmp, qids=np.array(qids), features=matrix)
     tmp.replace(path)  # never a half-written cache file
-    return rows
 
 
 BANKS_PER_CHUNK = 50
-FORK_BANKS = 500  # fewer banks are featurised in this process (a fork costs ~0.1-1 s)
+# fewer banks are featurised in this process: forking a process that holds a corpus costs
+# ~1-2 s (FinanceBench: 108 banks 4.4 s in place, 4.7 forked; 216 banks 8.8 s, 5.1 forked)
+FORK_BANKS = 200
 
 
 def bank_features(
@@ -163,31 +206,37 @@ def bank_features(
     distributed: each chunk of banks travels with its own passages and the extractor; locally,
     many banks are featurised in forked processes, one per core, each inheriting the
     featurizer: features are the same bits in every process)."""
+    banks = {q: (dataset.queries[q].text, bankset.banks[q].pids) for q in qids}
+    return _features(banks, featurizer, dataset.passages)
+
+
+def _features(banks: dict, featurizer: BankFeaturizer, passages: dict) -> dict:
+    """:func:`bank_features` of ``banks`` (any key: ``(question, pids)``), keys kept."""
     from fincrowd_ltr import engine as engines
 
     engine = engines.current()
-    banks = {q: (dataset.queries[q].text, bankset.banks[q].pids) for q in qids}
-    if not engine.distributed and len(qids) >= FORK_BANKS:
+    keys = list(banks)
+    if not engine.distributed and len(keys) >= FORK_BANKS:
         # banks that lead with the same page mostly share their pages: each worker's part
         # holds whole runs of them, so that few pages are read by both workers
-        order = sorted(qids, key=lambda q: banks[q][1][:1])
+        order = sorted(keys, key=lambda k: banks[k][1][:1])
         parts = engines.split_evenly(order, engines.available_cores())
-        jobs = [[banks[q] for q in part] for part in parts]
+        jobs = [[banks[k] for k in part] for part in parts]
         found = engines.fork_map(_local_features, jobs, featurizer)
         rows = dict(zip(chain(*parts), chain(*found), strict=True))
-        return {q: rows[q] for q in qids}
-    if not engine.distributed or len(qids) <= BANKS_PER_CHUNK:
-        return {q: featurizer.features(*banks[q]) for q in qids}
+        return {k: rows[k] for k in keys}
+    if not engine.distributed or len(keys) <= BANKS_PER_CHUNK:
+        return {k: featurizer.features(*banks[k]) for k in keys}
     chunks = []
-    for start in range(0, len(qids), BANKS_PER_CHUNK):
-        chunk = [banks[q] for q in qids[start : start + BANKS_PER_CHUNK]]
-        passages = {p: dataset.passages[p] for _, pids in chunk for p in pids}
-        chunks.append((chunk, passages))
+    for start in range(0, len(keys), BANKS_PER_CHUNK):
+        chunk = [banks[k] for k in keys[start : start + BANKS_PER_CHUNK]]
+        pages = {p: passages[p] for _, pids in chunk for p in pids}
+        chunks.append((chunk, pages))
     results = engine.map(_features_chunk, chunks, featurizer.extractor, "bank features", True)
     return {
-        q: x
-        for start, rows in zip(range(0, len(qids), BANKS_PER_CHUNK), results, strict=True)
-        for q, x in zip(qids[start : start + BANKS_PER_CHUNK], rows, strict=True)
+        k: x
+        for start, rows in zip(range(0, len(keys), BANKS_PER_CHUNK), results, strict=True)
+        for k, x in zip(keys[start : start + BANKS_PER_CHUNK], rows, strict=True)
     }
 
 

@@ -110,6 +110,59 @@ def test_many_local_banks_are_featurised_in_forked_workers_to_the_same_bits(
         assert np.array_equal(found[qid], expected[qid])
 
 
+def test_bank_sets_featurised_together_equal_each_set_alone_and_share_the_cache(
+    tatqa_slice, monkeypatch, tmp_path
+):
+    """A fit's retrieved and gold-injected banks are featurised in one pass (forked here): the
+    examples and cache files of each set alone, and a cached set is read, not computed."""
+    import fincrowd_ltr.features.examples as examples
+    from fincrowd_ltr.api import build_banks
+    from fincrowd_ltr.features import BankFeaturizer
+    from fincrowd_ltr.fields import FieldExtractor
+
+    data = tatqa_slice
+    sets = {
+        mode: build_banks(
+            data, ["bm25"], first_stage="bm25", mode=mode, size=20, cache_dir=tmp_path / "banks"
+        )
+        for mode in ("retrieved", "injected")
+    }
+    extractor = FieldExtractor.from_passages(data.passages.values())
+    alone = {
+        mode: examples.make_examples(
+            data, b, "bm25", BankFeaturizer(extractor, data.passages), cache=tmp_path / "alone"
+        )
+        for mode, b in sets.items()
+    }
+    monkeypatch.setattr(examples, "FORK_BANKS", 1)
+    monkeypatch.setattr(engines, "available_cores", lambda: 2)
+    featurizer = BankFeaturizer(extractor, data.passages)
+    together = examples.make_examples_together(
+        data, sets, "bm25", featurizer, cache=tmp_path / "together"
+    )
+    for mode in sets:
+        assert [e.qid for e in together[mode]] == [e.qid for e in alone[mode]]
+        for a, b in zip(alone[mode], together[mode], strict=True):
+            assert np.array_equal(a.features, b.features) and np.array_equal(a.labels, b.labels)
+            assert np.array_equal(a.base, b.base) and a.pids == b.pids
+    files = sorted(p.name for p in (tmp_path / "alone" / "features").iterdir())
+    assert files == sorted(p.name for p in (tmp_path / "together" / "features").iterdir())
+    assert len(files) == 2
+    for name in files:
+        with (
+            np.load(tmp_path / "alone" / "features" / name) as a,
+            np.load(tmp_path / "together" / "features" / name) as b,
+        ):
+            assert np.array_equal(a["features"], b["features"])
+    monkeypatch.setattr(examples, "_features", None)  # a cached set is never featurised again
+    again = examples.make_examples_together(data, sets, "bm25", featurizer, tmp_path / "alone")
+    assert all(
+        np.array_equal(a.features, b.features)
+        for mode in sets
+        for a, b in zip(alone[mode], again[mode], strict=True)
+    )
+
+
 def test_fork_map_keeps_item_order_and_runs_in_place_with_one_core(monkeypatch):
     import os
 
