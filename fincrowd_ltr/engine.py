@@ -173,6 +173,48 @@ def available_cores() -> int:
     return cores
 
 
+WORKERS_VARIABLE = "FINCROWD_WORKERS"
+_CAPS: list[int] = []  # the caps of the worker_cap blocks this process is inside
+
+
+def worker_count() -> int:
+    """How many worker processes a parallel step starts by default: :func:`available_cores`,
+    capped by ``FINCROWD_WORKERS`` (environment) and the innermost :func:`worker_cap`; at 1
+    every step runs in this process."""
+    count = available_cores()
+    value = os.environ.get(WORKERS_VARIABLE, "").strip()
+    if value:
+        try:
+            count = min(count, int(value))
+        except ValueError:
+            from fincrowd_ltr.data.schema import DataError
+
+            raise DataError(
+                f"{WORKERS_VARIABLE}={value!r}: not a whole number of worker processes",
+                WORKERS_VARIABLE,
+            ) from None
+    if _CAPS:
+        count = min(count, _CAPS[-1])
+    return max(1, count)
+
+
+@contextlib.contextmanager
+def worker_cap(workers: int | None) -> Iterator[None]:
+    """At most ``workers`` worker processes for every parallel step inside (the residual fits,
+    forked feature workers, the synthetic questions written beside the banks): 1 starts none.
+    ``None`` changes nothing."""
+    if workers is None:
+        yield
+        return
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1; got {workers}")
+    _CAPS.append(workers)
+    try:
+        yield
+    finally:
+        _CAPS.pop()
+
+
 def fork_safe() -> bool:
     """Whether worker processes may be forked: on Linux (macOS has ``fork`` but system
     libraries it loads, Accelerate among them, are not fork-safe; Python spawns there)."""
@@ -215,14 +257,14 @@ def _forked_call(job: tuple) -> Any:
 
 def fork_map(fn: Callable, items: list, shared: Any = None, workers: int | None = None) -> list:
     """``[fn(item, shared) for item in items]`` in forked worker processes, one per core
-    (``workers``; default :func:`available_cores`), results in item order: for the local
+    (``workers``; default :func:`worker_count`), results in item order: for the local
     engine's long single-threaded steps. ``shared`` is inherited by the fork, never pickled
     (what a worker adds to its copy, e.g. a cache, stays there); ``fn`` and the items are
     pickled. In this process where forking is unsafe (:func:`fork_safe`), with one core, fewer
     than ``MIN_FORK_ITEMS`` items, in a daemonic process (a pool's or a cluster's worker, which
     may not have children) or while another ``fork_map`` of this process runs (another thread's,
     or the parent's in a worker). ``fn`` must give the same result in any process."""
-    workers = min(available_cores() if workers is None else workers, len(items))
+    workers = min(worker_count() if workers is None else workers, len(items))
     if (
         workers <= 1
         or len(items) < MIN_FORK_ITEMS
@@ -262,7 +304,7 @@ class Forked:
         self._finish = finish
         self._done: tuple[bool, Any] | None = None
         self._child = self._conn = None
-        if available_cores() <= 1 or not fork_safe() or multiprocessing.current_process().daemon:
+        if worker_count() <= 1 or not fork_safe() or multiprocessing.current_process().daemon:
             return
         context = multiprocessing.get_context("fork")
         self._conn, sender = context.Pipe(duplex=False)

@@ -219,8 +219,9 @@ class TrainingSettings:
     workers: int | None = field(
         default=None,
         metadata=_opt(
-            "processes that train the residuals in parallel (default: one per CPU core when "
-            "there are at least 8 fits; 1: no worker processes); results are the same",
+            "worker processes of the fit's parallel steps: the residual fits (default: one "
+            "per CPU core when there are at least 8), the bank features and the synthetic "
+            "questions (1: no worker process at all); results are the same",
             type=int,
         ),
     )

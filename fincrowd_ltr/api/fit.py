@@ -32,7 +32,7 @@ from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.data.splits import FoldPlan
 from fincrowd_ltr.defaults import BANK_MODES
 from fincrowd_ltr.diagnostics.crowding import crowded_labels, repair_counts
-from fincrowd_ltr.engine import Forked
+from fincrowd_ltr.engine import Forked, worker_cap
 from fincrowd_ltr.evaluation.reports import CrossValidationReport
 from fincrowd_ltr.evaluation.results import (
     SystemResult,
@@ -372,9 +372,10 @@ def fit_correction(
     """
     s = (settings or FitSettings()).replace(**shortcuts)
     data = load_dataset(dataset, s.data.data_root, s.data.split)
-    cv = _CrossValidation(data, ranker, s, read_run(run, data), banks or {}, progress)
-    report = cv.cross_validate()
-    final = cv.final_model()
+    with worker_cap(s.training.workers):  # --workers 1: no worker process at all
+        cv = _CrossValidation(data, ranker, s, read_run(run, data), banks or {}, progress)
+        report = cv.cross_validate()
+        final = cv.final_model()
     report.info["residual_fits"] = cv.fits.trained
     return final, report
 

@@ -423,9 +423,21 @@ def serve(args: argparse.Namespace) -> None:
         runtime=args.runtime,
         trust_unverified=args.trust_unverified,
     )
+    from fincrowd_ltr.engine import worker_count
+
     limits = Limits(args.max_candidates, args.max_text_chars, args.max_query_chars)
-    print(f"serving {args.checkpoint} on http://{args.host}:{args.port} (limits {limits})")
-    run(model, args.host, args.port, limits)
+    workers = args.workers or worker_count()
+    print(
+        f"serving {args.checkpoint} on http://{args.host}:{args.port} with {workers} worker "
+        f"process(es) (limits {limits})"
+    )
+    spec = {
+        "checkpoint": str(args.checkpoint),
+        "ranker": args.ranker,
+        "runtime": args.runtime,
+        "trust_unverified": args.trust_unverified,
+    }
+    run(model, args.host, args.port, limits, workers=workers, spec=spec)
 
 
 def banks(args: argparse.Namespace) -> None:

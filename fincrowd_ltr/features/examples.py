@@ -220,7 +220,7 @@ def _features(banks: dict, featurizer: BankFeaturizer, passages: dict) -> dict:
         # banks that lead with the same page mostly share their pages: each worker's part
         # holds whole runs of them, so that few pages are read by both workers
         order = sorted(keys, key=lambda k: banks[k][1][:1])
-        parts = engines.split_evenly(order, engines.available_cores())
+        parts = engines.split_evenly(order, engines.worker_count())
         jobs = [[banks[k] for k in part] for part in parts]
         found = engines.fork_map(_local_features, jobs, featurizer)
         rows = dict(zip(chain(*parts), chain(*found), strict=True))

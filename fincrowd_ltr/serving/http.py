@@ -305,7 +305,10 @@ def app_from_env() -> FastAPI:
 
     spec = json.loads(os.environ[ENV])
     model = GatedCorrection.from_pretrained(
-        spec["checkpoint"], base_ranker=spec["ranker"], runtime=spec["runtime"]
+        spec["checkpoint"],
+        base_ranker=spec["ranker"],
+        runtime=spec["runtime"],
+        trust_unverified=spec.get("trust_unverified", False),
     )
     return create_app(model, Limits(**spec["limits"]))
 

@@ -22,7 +22,7 @@ import torch
 from lightning.pytorch.callbacks import Callback, EarlyStopping
 
 from fincrowd_ltr.defaults import SELECTION_GRID
-from fincrowd_ltr.engine import available_cores, fork_safe, stop_pool, worker_init
+from fincrowd_ltr.engine import fork_safe, stop_pool, worker_count, worker_init
 from fincrowd_ltr.features.examples import BankExample
 from fincrowd_ltr.model.residual import average_residuals
 from fincrowd_ltr.progress import Progress
@@ -214,7 +214,7 @@ class ResidualFits:
                 todo.setdefault(key, job)
         workers = self.workers
         if workers is None:
-            workers = available_cores() if len(todo) >= MIN_PARALLEL_FITS else 1
+            workers = worker_count() if len(todo) >= MIN_PARALLEL_FITS else 1
         workers = min(workers, len(todo))
         bar = Progress(len(todo), "residual fits", enabled=self.progress, unit=" fits")
         if workers <= 1:

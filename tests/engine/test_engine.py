@@ -257,6 +257,57 @@ def test_a_forked_call_returns_its_value_or_error_and_can_be_cancelled(monkeypat
     assert here.result() == 1 and ran == [os.getpid()]
 
 
+def test_a_worker_cap_bounds_every_parallel_step(monkeypatch):
+    """``FINCROWD_WORKERS`` and :func:`worker_cap` (what ``fit --workers N`` sets) bound the
+    worker processes every parallel step starts; a value that is no number is named."""
+    from fincrowd_ltr.data.schema import DataError
+
+    monkeypatch.setattr(engines, "available_cores", lambda: 4)
+    monkeypatch.delenv(engines.WORKERS_VARIABLE, raising=False)
+    assert engines.worker_count() == 4
+    monkeypatch.setenv(engines.WORKERS_VARIABLE, "3")
+    assert engines.worker_count() == 3
+    with engines.worker_cap(2):
+        assert engines.worker_count() == 2
+        with engines.worker_cap(1):
+            assert engines.worker_count() == 1
+        assert engines.worker_count() == 2
+    with engines.worker_cap(None):
+        assert engines.worker_count() == 3
+    monkeypatch.setenv(engines.WORKERS_VARIABLE, "two")
+    with pytest.raises(DataError, match="FINCROWD_WORKERS='two'"):
+        engines.worker_count()
+    with pytest.raises(ValueError, match="at least 1"), engines.worker_cap(0):
+        pass
+
+
+def test_a_fit_with_one_worker_forks_nothing(monkeypatch):
+    """``workers=1``: the residual fits, the bank features and the synthetic questions all run
+    in this process (a fork would fail here); without it, the same fit forks."""
+    import os
+
+    import fincrowd_ltr as fc
+    import fincrowd_ltr.features.examples as examples
+    from tests.conftest import user_corpus
+
+    if not engines.fork_safe():
+        pytest.skip("worker processes are forked on Linux only")
+    monkeypatch.setattr(engines, "available_cores", lambda: 2)
+    monkeypatch.setattr(examples, "FORK_BANKS", 1)
+    monkeypatch.delenv(engines.WORKERS_VARIABLE, raising=False)
+
+    def no_fork():
+        raise AssertionError("a process was forked")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    data = user_corpus()
+    options = dict(folds=4, min_calibration=2, cache_dir=None, grid=None, synthetic=40)
+    _, report = fc.fit_correction(data, "bm25", progress=False, workers=1, **options)
+    assert report.info["residual_fits"] > 0
+    with pytest.raises(AssertionError, match="forked"):
+        fc.fit_correction(data, "bm25", progress=False, **options)
+
+
 def test_unknown_engine_is_refused():
     with pytest.raises(ValueError, match="unknown engine"):
         engines.make_engine("spark")

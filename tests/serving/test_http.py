@@ -2,8 +2,10 @@
 in-process API, clear 4xx errors, and a server that keeps serving after bad requests."""
 
 import json
+import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -137,9 +139,30 @@ def test_fuzzer_findings_are_fixed(server):
     assert status == 200  # still serving
 
 
+def _worker_processes(pid: int) -> int:
+    """How many of ``pid``'s children are uvicorn workers (spawned by multiprocessing)."""
+    found = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            command = (stat.parent / "cmdline").read_bytes()
+        except (OSError, ValueError, IndexError):
+            continue
+        found += ppid == pid and b"spawn_main" in command
+    return found
+
+
 def test_several_workers_serve_the_same_answers(checkpoint):
+    """``serve --workers 2`` runs two worker processes (the option was once parsed and then
+    ignored: one process served), each answering as the in-process API does."""
     proc, url, _ = start_server(checkpoint, "--workers=2")
     try:
+        if Path("/proc").is_dir():
+            for _ in range(100):  # the second worker may still be starting
+                if _worker_processes(proc.pid) == 2:
+                    break
+                time.sleep(0.1)
+            assert _worker_processes(proc.pid) == 2
         expected = GatedCorrection.from_pretrained(checkpoint).rerank(
             QUERY, candidates(), BASE, domain="open"
         )

@@ -1,6 +1,7 @@
 """The reranking API: exact export round trip, clear load errors, explanations, bad input."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -54,6 +55,19 @@ def test_a_deleted_manifest_or_an_unlisted_file_is_refused(checkpoint, tmp_path)
     assert main(["serve", f"--checkpoint={checkpoint}", "--port=1"]) == 2  # refused before serving
     hand_made = GatedCorrection.from_pretrained(checkpoint, trust_unverified=True)
     assert hand_made.config["alpha"] == 9.0
+    # each worker of `serve --workers N --trust-unverified` loads it as the command did
+    from fincrowd_ltr.serving import http
+
+    spec = {"checkpoint": str(checkpoint), "ranker": None, "runtime": "torch"}
+    limits = {"max_candidates": 10, "max_text_chars": 100, "max_query_chars": 100}
+    os.environ[http.ENV] = json.dumps({**spec, "trust_unverified": True, "limits": limits})
+    try:
+        assert http.app_from_env() is not None
+        os.environ[http.ENV] = json.dumps({**spec, "limits": limits})
+        with pytest.raises(DataError, match="manifest.json: missing"):
+            http.app_from_env()
+    finally:
+        del os.environ[http.ENV]
     hand_made.save_pretrained(tmp_path / "ok")
     (tmp_path / "ok" / "residual.onnx").write_bytes(b"an earlier model's graph")
     with pytest.raises(DataError, match="residual.onnx: not listed in manifest.json"):
