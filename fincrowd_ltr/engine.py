@@ -14,12 +14,15 @@ cluster is one address away (``Client("tcp://scheduler:8786")``).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import gc
 import multiprocessing
 import os
 import signal
 import sys
 import threading
+import traceback
+import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -174,45 +177,51 @@ def available_cores() -> int:
 
 
 WORKERS_VARIABLE = "FINCROWD_WORKERS"
-_CAPS: list[int] = []  # the caps of the worker_cap blocks this process is inside
+# the caps of the worker_cap blocks the running code is inside (per thread and task)
+_CAPS: contextvars.ContextVar[tuple[int, ...]] = contextvars.ContextVar("worker_caps", default=())
 
 
-def worker_count() -> int:
-    """How many worker processes a parallel step starts by default: :func:`available_cores`,
-    capped by ``FINCROWD_WORKERS`` (environment) and the innermost :func:`worker_cap`; at 1
-    every step runs in this process."""
-    count = available_cores()
+def worker_limit() -> int | None:
+    """The cap on worker processes: ``FINCROWD_WORKERS`` (environment) and the innermost
+    :func:`worker_cap`, whichever is lower; None when neither is set."""
+    caps = list(_CAPS.get()[-1:])
     value = os.environ.get(WORKERS_VARIABLE, "").strip()
     if value:
-        try:
-            count = min(count, int(value))
-        except ValueError:
-            from fincrowd_ltr.data.schema import DataError
+        from fincrowd_ltr.data.schema import DataError
 
+        if not value.isdigit() or int(value) < 1:
             raise DataError(
-                f"{WORKERS_VARIABLE}={value!r}: not a whole number of worker processes",
+                f"{WORKERS_VARIABLE}={value!r}: give a whole number of worker processes, at "
+                "least 1 (1: none is started)",
                 WORKERS_VARIABLE,
-            ) from None
-    if _CAPS:
-        count = min(count, _CAPS[-1])
-    return max(1, count)
+            )
+        caps.append(int(value))
+    return min(caps) if caps else None
+
+
+def worker_count(asked: int | None = None) -> int:
+    """How many worker processes a parallel step starts: ``asked`` (default
+    :func:`available_cores`) within :func:`worker_limit`; at 1 the step runs in this process."""
+    count = available_cores() if asked is None else asked
+    limit = worker_limit()
+    return max(1, count if limit is None else min(count, limit))
 
 
 @contextlib.contextmanager
 def worker_cap(workers: int | None) -> Iterator[None]:
-    """At most ``workers`` worker processes for every parallel step inside (the residual fits,
-    forked feature workers, the synthetic questions written beside the banks): 1 starts none.
-    ``None`` changes nothing."""
+    """At most ``workers`` worker processes for every parallel step run inside (the residual
+    fits, forked feature workers, the synthetic questions written beside the banks): 1 starts
+    none. ``None`` changes nothing."""
     if workers is None:
         yield
         return
     if workers < 1:
         raise ValueError(f"workers must be at least 1; got {workers}")
-    _CAPS.append(workers)
+    token = _CAPS.set((*_CAPS.get(), workers))
     try:
         yield
     finally:
-        _CAPS.pop()
+        _CAPS.reset(token)
 
 
 def fork_safe() -> bool:
@@ -264,7 +273,7 @@ def fork_map(fn: Callable, items: list, shared: Any = None, workers: int | None 
     than ``MIN_FORK_ITEMS`` items, in a daemonic process (a pool's or a cluster's worker, which
     may not have children) or while another ``fork_map`` of this process runs (another thread's,
     or the parent's in a worker). ``fn`` must give the same result in any process."""
-    workers = min(worker_count() if workers is None else workers, len(items))
+    workers = min(worker_count(workers), len(items))
     if (
         workers <= 1
         or len(items) < MIN_FORK_ITEMS
@@ -293,37 +302,49 @@ def fork_map(fn: Callable, items: list, shared: Any = None, workers: int | None 
 
 class Forked:
     """``fn()`` running in a forked child from now on, beside this process's own work (or, where
-    :func:`fork_map` would run in place, in this process when :meth:`result` is first asked):
-    for a long single-threaded step whose inputs are ready early and whose result is needed
-    late. The child inherits everything (nothing is pickled but the result) and is ended with
-    this process, or by :meth:`cancel`. ``finish``, when given, turns the child's value into the
-    result here (e.g. to put back what the child need not send)."""
+    :func:`fork_map` would run in place or under a distributed engine, in this process when
+    :meth:`result` is first asked): for a long single-threaded step whose inputs are ready early
+    and whose result is needed late. The child inherits everything (nothing is pickled but the
+    result) and ends with this process, with this object, or by :meth:`cancel`. ``finish``,
+    when given, turns the child's value into the result here (e.g. to put back what the child
+    need not send)."""
 
     def __init__(self, fn: Callable[[], Any], finish: Callable[[Any], Any] | None = None) -> None:
         self._fn: Callable[[], Any] | None = fn
         self._finish = finish
         self._done: tuple[bool, Any] | None = None
         self._child = self._conn = None
-        if worker_count() <= 1 or not fork_safe() or multiprocessing.current_process().daemon:
+        if (
+            worker_count() <= 1
+            or not fork_safe()
+            or multiprocessing.current_process().daemon
+            or current().distributed  # a cluster client's threads live in this process
+        ):
             return
         context = multiprocessing.get_context("fork")
-        self._conn, sender = context.Pipe(duplex=False)
-        self._child = context.Process(target=_forked_run, args=(fn, sender), daemon=True)
+        conn, sender = context.Pipe(duplex=False)
+        child = context.Process(target=_forked_run, args=(fn, sender), daemon=True)
         gc.freeze()  # the child's collector would otherwise touch (and so copy) every object
         try:
-            self._child.start()
+            child.start()
+        except OSError:  # no fork to be had (memory, process limits): run in place instead
+            conn.close()
+            return
         finally:
             gc.unfreeze()
-        sender.close()
-        self._fn = None
+            sender.close()
+        self._child, self._conn, self._fn = child, conn, None
+        weakref.finalize(self, _end, child, conn)  # dropped unread (an error on the way)
 
     def result(self) -> Any:
-        """``fn()``'s value, waiting for the child; its exception is raised here."""
+        """``fn()``'s value, waiting for the child; its exception is raised here, with the
+        child's traceback as its cause."""
         if self._done is None:
-            self._done = self._receive() if self._child is not None else _outcome(self._fn)
+            done = self._receive() if self._child is not None else _outcome(self._fn)
             self._fn = None
-            if self._done[0] and self._finish is not None:
-                self._done = (True, self._finish(self._done[1]))
+            if done[0] and self._finish is not None:
+                done = _outcome(lambda: self._finish(done[1]))
+            self._done = done
         ok, value = self._done
         if not ok:
             raise value
@@ -332,19 +353,36 @@ class Forked:
     def cancel(self) -> None:
         """End the child now (its result is no longer wanted)."""
         if self._child is not None and self._done is None:
-            self._child.kill()
-            self._child.join()
+            _end(self._child, self._conn)
             self._done = (False, RuntimeError("the forked call was cancelled"))
 
     def _receive(self) -> tuple[bool, Any]:
         try:
-            done = self._conn.recv()
+            ok, value, trace = self._conn.recv()
+            if trace:  # pickling an error drops its traceback: the child's is sent as text
+                value.__cause__ = RemoteTraceback(f'\n"""\n{trace}"""')
+            done = (ok, value)
         except EOFError:  # the child died without a word: killed, or out of memory
             self._child.join()
             done = (False, RuntimeError(f"a forked call died (exit code {self._child.exitcode})"))
-        self._conn.close()
-        self._child.join()
+        except Exception as error:  # noqa: BLE001 - what the child sent does not unpickle here
+            done = (False, RuntimeError(f"a forked call's result could not be read: {error!r}"))
+        _end(self._child, self._conn)
         return done
+
+
+class RemoteTraceback(Exception):
+    """The traceback of an error raised in a worker process (an error's ``__cause__``)."""
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+def _end(child, conn) -> None:
+    if child.is_alive():
+        child.kill()
+    child.join()
+    conn.close()
 
 
 def _outcome(fn: Callable[[], Any]) -> tuple[bool, Any]:
@@ -356,13 +394,14 @@ def _outcome(fn: Callable[[], Any]) -> tuple[bool, Any]:
 
 def _forked_run(fn: Callable[[], Any], sender) -> None:
     worker_init()
-    done = _outcome(fn)
+    ok, value = _outcome(fn)
+    trace = "" if ok else "".join(traceback.format_exception(value))
     try:
-        sender.send(done)
+        sender.send((ok, value, trace))
     except Exception as error:  # noqa: BLE001 - an exception or a value that does not pickle
-        what = "value" if done[0] else "error"
+        what = "value" if ok else "error"
         lost = RuntimeError(f"a forked call's {what} could not be sent back: {error!r}")
-        sender.send((False, lost))
+        sender.send((False, lost, trace))
     sender.close()
 
 

@@ -231,6 +231,9 @@ class TrainingSettings:
             raise _data_error(f"committee must be a whole number; got {self.committee!r}")
         if self.committee < 1:
             raise _data_error(f"committee must be >= 1 (1: a single fit); got {self.committee}")
+        w = self.workers
+        if w is not None and (isinstance(w, bool) or not isinstance(w, numbers.Integral) or w < 1):
+            raise _data_error(f"workers must be a whole number >= 1 (1: none); got {w!r}")
 
 
 @dataclass(frozen=True)

@@ -421,9 +421,9 @@ class _CrossValidation:
         # the synthetic questions are written beside the labelled banks' single-threaded
         # steps (a forked child), and read after them
         pending = self._synthesise() if self.synthetic.active else None
-        from fincrowd_ltr.training.fitting import ResidualFits  # Lightning: seconds, meanwhile
-
         try:
+            from fincrowd_ltr.training.fitting import ResidualFits  # Lightning: seconds, meanwhile
+
             modes = sorted({b.train_mode, b.val_mode, *MODES})
             cache = s.data.cache_dir
             self.examples, self.notes = _examples_by_mode(
@@ -436,11 +436,11 @@ class _CrossValidation:
                 list(t.extra_training), ranker, b.train_mode, b.first_stage, b.bank_size,
                 t.extra_limit, t.seed, s.data.data_root, cache, progress,
             )  # fmt: skip
+            self.syn = self._synthetic_examples(featurizer, pending) if pending else None
         except BaseException:
             if pending is not None:
                 pending.cancel()
             raise
-        self.syn = self._synthetic_examples(featurizer, pending) if pending else None
         self.gate_rows = _gate_rows(s, self.syn is not None)
         self.grid = self.synthetic.grid(grid) if self.syn else grid
         fold_groups = [{data.queries[q].group for q in fold} for fold in plan.folds]

@@ -19,6 +19,7 @@ from fincrowd_ltr.api.evaluate import evaluate
 from fincrowd_ltr.api.fit import fit_correction, require_gate_rows
 from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.data.splits import FoldPlan
+from fincrowd_ltr.engine import worker_cap
 from fincrowd_ltr.evaluation.first_stage import SELECT_ON, retrieve_runs
 from fincrowd_ltr.evaluation.reports import NestedReport
 from fincrowd_ltr.evaluation.selection import best
@@ -84,10 +85,11 @@ def nested_cross_validation(
     for k, stage in enumerate(stages):
         fold_settings = s.replace(first_stage=stage, test_fold=k)
         model, fitted = fit_correction(data, ranker, fold_settings, progress=progress)
-        report = evaluate(
-            data, ranker, data=s.data, checkpoint=model, domain=domain, first_stage=stage,
-            size=s.banks.bank_size, mode="retrieved", progress=progress,
-        )  # fmt: skip
+        with worker_cap(s.training.workers):  # the fit's bound holds for its evaluation too
+            report = evaluate(
+                data, ranker, data=s.data, checkpoint=model, domain=domain, first_stage=stage,
+                size=s.banks.bank_size, mode="retrieved", progress=progress,
+            )  # fmt: skip
         row = _fold_row(k, stage, model, report, ranker, per_query_rows)
         row["notes"] = fitted.info.get("notes", [])
         if "synthetic" in model.summary.extra:  # what trained the fold's residual

@@ -272,6 +272,7 @@ def fit_residual(args: argparse.Namespace) -> None:
             hard_negatives=args.hard_negatives,
             monotone=args.monotone,
             committee=args.committee,
+            workers=args.workers or None,
             **_common(args),
         )
         print(f"\nfeature ablation at {setting} (cross-validated delta over base, family removed):")
@@ -437,6 +438,8 @@ def serve(args: argparse.Namespace) -> None:
         "runtime": args.runtime,
         "trust_unverified": args.trust_unverified,
     }
+    if workers > 1:
+        model = None  # loaded above to refuse a bad checkpoint at once; each worker loads its own
     run(model, args.host, args.port, limits, workers=workers, spec=spec)
 
 

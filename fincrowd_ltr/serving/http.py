@@ -304,6 +304,10 @@ def app_from_env() -> FastAPI:
     import json
 
     spec = json.loads(os.environ[ENV])
+    if spec.get("threads"):  # the workers share the cores: none oversubscribes them
+        import torch
+
+        torch.set_num_threads(spec["threads"])
     model = GatedCorrection.from_pretrained(
         spec["checkpoint"],
         base_ranker=spec["ranker"],
@@ -328,7 +332,10 @@ def serve(
     import uvicorn
 
     if workers > 1:
-        os.environ[ENV] = json.dumps({**(spec or {}), "limits": asdict(limits)})
+        from fincrowd_ltr.engine import available_cores
+
+        threads = max(1, available_cores() // workers)
+        os.environ[ENV] = json.dumps({**(spec or {}), "limits": asdict(limits), "threads": threads})
         uvicorn.run(
             "fincrowd_ltr.serving.http:app_from_env",
             factory=True,

@@ -213,9 +213,9 @@ class ResidualFits:
             if key not in self._fits:
                 todo.setdefault(key, job)
         workers = self.workers
-        if workers is None:
-            workers = worker_count() if len(todo) >= MIN_PARALLEL_FITS else 1
-        workers = min(workers, len(todo))
+        if workers is None and len(todo) < MIN_PARALLEL_FITS:
+            workers = 1
+        workers = min(worker_count(workers), len(todo))  # FINCROWD_WORKERS caps even an asked one
         bar = Progress(len(todo), "residual fits", enabled=self.progress, unit=" fits")
         if workers <= 1:
             for train, val, setting, seed in todo.values():

@@ -136,6 +136,7 @@ def test_bank_sets_featurised_together_equal_each_set_alone_and_share_the_cache(
     }
     monkeypatch.setattr(examples, "FORK_BANKS", 1)
     monkeypatch.setattr(engines, "available_cores", lambda: 2)
+    monkeypatch.delenv(engines.WORKERS_VARIABLE, raising=False)
     featurizer = BankFeaturizer(extractor, data.passages)
     together = examples.make_examples_together(
         data, sets, "bm25", featurizer, cache=tmp_path / "together"
@@ -228,6 +229,7 @@ def test_a_forked_call_returns_its_value_or_error_and_can_be_cancelled(monkeypat
     if not engines.fork_safe():
         pytest.skip("worker processes are forked on Linux only")
     monkeypatch.setattr(engines, "available_cores", lambda: 2)
+    monkeypatch.delenv(engines.WORKERS_VARIABLE, raising=False)
     lock = threading.Lock()  # a closure over what cannot be pickled
     done = engines.Forked(lambda: (os.getpid(), lock.locked()), lambda v: (*v, "finished"))
     pid, locked, tag = done.result()
@@ -237,8 +239,18 @@ def test_a_forked_call_returns_its_value_or_error_and_can_be_cancelled(monkeypat
     def fail():
         raise DataError("corpus.jsonl line 3: bad")
 
-    with pytest.raises(DataError, match="line 3"):
+    with pytest.raises(DataError, match="line 3") as raised:
         engines.Forked(fail).result()
+    assert isinstance(raised.value.__cause__, engines.RemoteTraceback)
+    assert "in fail" in str(raised.value.__cause__)  # the child's own traceback
+
+    def bad_finish(value):
+        raise ValueError("finish failed")
+
+    finishing = engines.Forked(lambda: 1, bad_finish)
+    for _ in range(2):  # asked again: the same error, never the unfinished value
+        with pytest.raises(ValueError, match="finish failed"):
+            finishing.result()
     with pytest.raises(RuntimeError, match="exit code 3"):
         engines.Forked(lambda: os._exit(3)).result()
     with pytest.raises(RuntimeError, match="could not be sent back"):
@@ -247,9 +259,20 @@ def test_a_forked_call_returns_its_value_or_error_and_can_be_cancelled(monkeypat
     started = time.monotonic()
     slow.cancel()
     assert time.monotonic() - started < 30 and not slow._child.is_alive()
+    assert slow._conn.closed
+    dropped = engines.Forked(lambda: time.sleep(60))
+    child = dropped._child
+    del dropped  # never read (an error on the way): the child ends with the object
+    child.join(timeout=30)
+    assert not child.is_alive()
     with pytest.raises(RuntimeError, match="cancelled"):
         slow.result()
 
+    class Cluster:
+        distributed = True
+
+    monkeypatch.setattr(engines, "current", lambda: Cluster())
+    assert engines.Forked(os.getpid)._child is None  # a cluster client's threads: no fork
     monkeypatch.setattr(engines, "available_cores", lambda: 1)
     ran = []
     here = engines.Forked(lambda: ran.append(os.getpid()) or len(ran))
@@ -260,6 +283,8 @@ def test_a_forked_call_returns_its_value_or_error_and_can_be_cancelled(monkeypat
 def test_a_worker_cap_bounds_every_parallel_step(monkeypatch):
     """``FINCROWD_WORKERS`` and :func:`worker_cap` (what ``fit --workers N`` sets) bound the
     worker processes every parallel step starts; a value that is no number is named."""
+    import threading
+
     from fincrowd_ltr.data.schema import DataError
 
     monkeypatch.setattr(engines, "available_cores", lambda: 4)
@@ -274,11 +299,24 @@ def test_a_worker_cap_bounds_every_parallel_step(monkeypatch):
         assert engines.worker_count() == 2
     with engines.worker_cap(None):
         assert engines.worker_count() == 3
-    monkeypatch.setenv(engines.WORKERS_VARIABLE, "two")
-    with pytest.raises(DataError, match="FINCROWD_WORKERS='two'"):
-        engines.worker_count()
+    assert engines.worker_count(8) == 3  # an asked count is capped too
+    seen = []
+    with engines.worker_cap(1):  # another thread's block does not bound this one
+        thread = threading.Thread(target=lambda: seen.append(engines.worker_count()))
+        thread.start()
+        thread.join()
+    assert seen == [3]
+    for bad in ("two", "0", "-1"):
+        monkeypatch.setenv(engines.WORKERS_VARIABLE, bad)
+        with pytest.raises(DataError, match=f"FINCROWD_WORKERS='{bad}'"):
+            engines.worker_count()
     with pytest.raises(ValueError, match="at least 1"), engines.worker_cap(0):
         pass
+    from fincrowd_ltr.settings import TrainingSettings
+
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(DataError, match="workers must be a whole number"):
+            TrainingSettings(workers=bad)
 
 
 def test_a_fit_with_one_worker_forks_nothing(monkeypatch):

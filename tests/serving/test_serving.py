@@ -45,6 +45,23 @@ def test_load_errors_are_clear_and_nothing_loads_half(checkpoint, tmp_path):
         GatedCorrection.from_pretrained(checkpoint)
 
 
+def test_serve_hands_its_workers_every_option(checkpoint, monkeypatch):
+    """``serve --workers N``: N worker processes (it once served from one whatever N said),
+    each loading the checkpoint with the command's ranker, runtime and trust; the parent keeps
+    no model of its own."""
+    from fincrowd_ltr.serving import http
+
+    seen = {}
+    monkeypatch.setattr(http, "serve", lambda model, *a, **k: seen.update(model=model, **k))
+    assert main(["serve", f"--checkpoint={checkpoint}", "--workers=3", "--trust-unverified"]) == 0
+    assert seen["workers"] == 3 and seen["model"] is None
+    assert seen["spec"] == {
+        "checkpoint": str(checkpoint), "ranker": None, "runtime": "torch", "trust_unverified": True
+    }  # fmt: skip
+    assert main(["serve", f"--checkpoint={checkpoint}", "--workers=1"]) == 0
+    assert seen["workers"] == 1 and seen["model"] is not None
+
+
 def test_a_deleted_manifest_or_an_unlisted_file_is_refused(checkpoint, tmp_path):
     """Issue 23: without manifest.json an edited config.json loaded silently."""
     config = json.loads((checkpoint / "config.json").read_text())

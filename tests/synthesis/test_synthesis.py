@@ -544,20 +544,24 @@ def test_fit_synthesises_with_the_settings_named_share():
     assert not any(q.company in q.text for q in found.synthesis.questions)
 
 
-def test_questions_written_in_the_background_are_those_written_in_place():
+def test_questions_written_in_the_background_are_those_written_in_place(monkeypatch):
     """A fit writes its synthetic questions in a forked child while it builds the labelled
     banks: the same questions, over the caller's own passages (which never travel back)."""
+    from fincrowd_ltr import engine as engines
     from fincrowd_ltr.api.synthetic import synthesis_for, synthesis_in_background
 
+    monkeypatch.setattr(engines, "available_cores", lambda: 2)
+    monkeypatch.delenv(engines.WORKERS_VARIABLE, raising=False)
     data = filings_corpus(questions=False)
     extractor = FieldExtractor.from_passages(data.passages.values())
     settings = SyntheticSettings(n=30, named_share=0.5)
     pending = synthesis_in_background(settings, data, extractor)
+    assert (pending._child is not None) == engines.fork_safe()  # written by a child
     in_place = synthesis_for(settings, data, extractor)
     found = pending.result()
     assert found.questions and found.questions == in_place.questions
     assert (found.candidates, found.notes) == (in_place.candidates, in_place.notes)
-    assert found.passages == data.passages
+    assert found.passages == in_place.passages
     assert all(found.passages[p] is data.passages[p] for p in data.passages)
 
 
