@@ -334,7 +334,9 @@ class Forked:
             gc.unfreeze()
             sender.close()
         self._child, self._conn, self._fn = child, conn, None
-        weakref.finalize(self, _end, child, conn)  # dropped unread (an error on the way)
+        # dropped unread (an error on the way): ended then, by this process only (a process
+        # forked from it later inherits this finalizer, not the child)
+        weakref.finalize(self, _end, child, conn, os.getpid())
 
     def result(self) -> Any:
         """``fn()``'s value, waiting for the child; its exception is raised here, with the
@@ -378,7 +380,9 @@ class RemoteTraceback(Exception):
         return self.args[0]
 
 
-def _end(child, conn) -> None:
+def _end(child, conn, parent: int | None = None) -> None:
+    if parent is not None and parent != os.getpid():
+        return
     if child.is_alive():
         child.kill()
     child.join()

@@ -260,6 +260,10 @@ def test_a_forked_call_returns_its_value_or_error_and_can_be_cancelled(monkeypat
     slow.cancel()
     assert time.monotonic() - started < 30 and not slow._child.is_alive()
     assert slow._conn.closed
+    other = engines.Forked(lambda: time.sleep(60))
+    engines._end(other._child, other._conn, os.getpid() + 1)  # as run in a later fork: no-op
+    assert other._child.is_alive()
+    other.cancel()
     dropped = engines.Forked(lambda: time.sleep(60))
     child = dropped._child
     del dropped  # never read (an error on the way): the child ends with the object
