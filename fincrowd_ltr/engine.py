@@ -230,6 +230,12 @@ def fork_safe() -> bool:
     return sys.platform.startswith("linux")
 
 
+def _may_fork() -> bool:
+    """Whether this process may have forked children: where forking is safe, and not in a
+    daemonic process (a pool's or a cluster's worker)."""
+    return fork_safe() and not multiprocessing.current_process().daemon
+
+
 def stop_pool(pool: ProcessPoolExecutor) -> None:
     """Cancel a pool's pending tasks and end its workers at once (leaving the pool's block would
     otherwise wait for every queued task)."""
@@ -277,8 +283,7 @@ def fork_map(fn: Callable, items: list, shared: Any = None, workers: int | None 
     if (
         workers <= 1
         or len(items) < MIN_FORK_ITEMS
-        or not fork_safe()
-        or multiprocessing.current_process().daemon
+        or not _may_fork()
         or not _FORK_LOCK.acquire(blocking=False)
     ):
         return [fn(item, shared) for item in items]
@@ -316,8 +321,7 @@ class Forked:
         self._child = self._conn = None
         if (
             worker_count() <= 1
-            or not fork_safe()
-            or multiprocessing.current_process().daemon
+            or not _may_fork()
             or current().distributed  # a cluster client's threads live in this process
         ):
             return

@@ -111,14 +111,10 @@ def make_examples(
     written to) a file named by the bank set's content key and :func:`vocabulary_key`.
     """
     qids = qids if qids is not None else list(bankset.banks)
-    path = _cache_path(bankset, featurizer, cache)
-    features = None if path is None else _read_cached(path, bankset)
-    if features is None:
-        features = bank_features(
-            dataset, bankset, featurizer, list(bankset.banks) if path else qids
-        )
-        if path is not None:
-            _write_cached(path, list(bankset.banks), features)
+    if _cache_path(bankset, featurizer, cache) is None:  # no cache file: the asked banks only
+        features = bank_features(dataset, bankset, featurizer, qids)
+    else:
+        features = _set_features(dataset, {"": bankset}, featurizer, cache)[""]
     return [_example(dataset, bankset, ranker, features, q) for q in qids]
 
 
@@ -132,6 +128,18 @@ def make_examples_together(
     """:func:`make_examples` of every bank of several bank sets of one dataset (its retrieved
     and its gold-injected banks, say): the features that no cache holds are computed in one
     pass, where the sets' banks share their pages (and a pass of many banks forks)."""
+    found = _set_features(dataset, banksets, featurizer, cache)
+    return {
+        name: [_example(dataset, b, ranker, found[name], q) for q in b.banks]
+        for name, b in banksets.items()
+    }
+
+
+def _set_features(
+    dataset: Dataset, banksets: dict[str, BankSet], featurizer: BankFeaturizer, cache: Path | None
+) -> dict[str, dict[str, np.ndarray]]:
+    """Every bank's features of each set: read from the cache, the rest computed in one pass
+    (and written to the cache)."""
     paths = {name: _cache_path(b, featurizer, cache) for name, b in banksets.items()}
     found = {
         name: None if paths[name] is None else _read_cached(paths[name], b)
@@ -149,10 +157,7 @@ def make_examples_together(
         found[name] = {q: rows[name, q] for q in qids}
         if paths[name] is not None:
             _write_cached(paths[name], qids, found[name])
-    return {
-        name: [_example(dataset, b, ranker, found[name], q) for q in b.banks]
-        for name, b in banksets.items()
-    }
+    return found
 
 
 def _example(
