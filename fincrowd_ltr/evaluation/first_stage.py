@@ -36,7 +36,7 @@ def retrieve_runs(
 ) -> dict[str, dict[str, list[str]]]:
     """``{variant: {qid: top-depth passage ids}}`` over the dataset's covered questions
     (``static`` variants share one set of page vectors, cached under ``cache_dir``)."""
-    extractor = extractor or FieldExtractor.from_passages(dataset.passages.values())
+    extractor = extractor or FieldExtractor.from_passages(dataset.passages.values(), harvest=False)
     qids = [q for q in dataset.queries if dataset.covered(q)]
     runs = {}
     for name, stage in make_first_stages(variants, index, dataset, extractor, cache_dir):

@@ -280,13 +280,16 @@ class FieldExtractor:
         companies: dict[str, list[str]] | None = None,
         segments: dict[str, list[str]] | None = None,
         texts: Mapping[str, Passage] | None = None,
+        harvest: bool = True,
     ) -> FieldExtractor:
         """An extractor whose entity vocabulary also covers every company in the metadata (a
         company named by ticker under the name its own filings give it, the ticker an alias:
         :func:`~fincrowd_ltr.fields.registrants.registrant_names`), and whose segment names
         include those the corpus's own filings write as ``<name> segment`` (see
         :meth:`harvest_segments`), added to ``segments``. ``texts`` gives the texts of text-less
-        ``passages`` (a page store's headers) for the ticker names; segments need the texts."""
+        ``passages`` (a page store's headers) for the ticker names; segments need the texts.
+        ``harvest=False`` skips the segment names (a reader of entities, periods and metrics
+        only: a pass over every page saved)."""
         passages = list(passages)
         vocab = {k: list(v) for k, v in (companies or V.COMPANIES).items()}
         known = {form.lower(): k for k, v in vocab.items() for form in (k, *v)}
@@ -304,6 +307,8 @@ class FieldExtractor:
             else:  # a company the vocabulary or the metadata names (as written there), or new
                 vocab.setdefault(known.get(full.lower(), full), []).append(name.lower())
         extractor = cls(vocab, segments)
+        if not harvest:
+            return extractor
         return extractor.with_segment_names(extractor.harvest_segments(passages))
 
     def with_segment_names(self, segments: dict[str, list[str]]) -> FieldExtractor:

@@ -248,7 +248,10 @@ def make_first_stage(
         return index
     headers = getattr(dataset.passages, "headers", dataset.passages)
     texts = None if headers is dataset.passages else dataset.passages
-    extractor = extractor or FieldExtractor.from_passages(headers.values(), texts=texts)
+    # the first stage reads entities, periods and metrics, never harvested segment names
+    extractor = extractor or FieldExtractor.from_passages(
+        headers.values(), texts=texts, harvest=False
+    )
     if pages is None:
         key = dataset.corpus_fingerprint()
         pages = page_vectors_for(name, index, dataset.passages, cache_dir, key, progress)

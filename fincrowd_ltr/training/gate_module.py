@@ -39,7 +39,10 @@ class GateModule(L.LightningModule):
             y,
             pos_weight=torch.tensor(self.hparams.pos_weight, dtype=torch.float64),
         )
-        self.log("gate_loss", loss, prog_bar=True, batch_size=len(y))
+        # one step per epoch: logged at the last only (logging every step was a third of a
+        # gate fit; ``callback_metrics`` ends with the same last loss)
+        if self.current_epoch == self.trainer.max_epochs - 1:
+            self.log("gate_loss", loss, prog_bar=True, batch_size=len(y))
         return loss
 
     def configure_optimizers(self):

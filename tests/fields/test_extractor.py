@@ -212,6 +212,25 @@ def test_questions_read_the_harvested_names_of_their_companies():
     assert FieldExtractor().segment_names == {}
 
 
+def test_without_harvest_the_fields_a_first_stage_reads_are_the_same():
+    """``harvest=False`` (the first stage's extractor) skips the segment names only: the
+    companies, and every question's entities, periods and metrics, are those of the harvested
+    extractor."""
+    corpus = _acme_corpus()
+    full = FieldExtractor.from_passages(corpus)
+    plain = FieldExtractor.from_passages(corpus, harvest=False)
+    assert full.segment_names and plain.segment_names == {}
+    assert plain.companies == full.companies
+    for q in (
+        "How did Acme's connected fitness operating margin move in 2014?",
+        "Beta wholesale banking revenue FY2019 (USD millions)",
+        "What was the marine services operating loss in Q3 2020?",
+    ):
+        a, b = full.extract_query(q), plain.extract_query(q)
+        assert (a.entity, a.period, a.metric) == (b.entity, b.period, b.metric)
+    assert full.extract_query(corpus[0].text).segment  # the harvested names do differ
+
+
 def test_audit_scores_per_field_and_pooled_over_values():
     """Issue 25: the pooled value-level F1 beside the unweighted per-field mean. A field with one
     gold value (segment, missed) pulls the mean far more than the pooled figure."""
