@@ -108,6 +108,7 @@ def build_banks(
     run: RunScores | str | Path | None = None,
     index=None,
     progress: bool = True,
+    stages=None,
     **shortcuts,
 ) -> BankSet:
     """Candidate banks of every question, scored by ``rankers``.
@@ -125,6 +126,8 @@ def build_banks(
             ``(query, pids) -> scores``; needed for ranker or first stage ``run``.
         index: A BM25 index of the corpus already built, e.g. :func:`index_corpus`'s sharded
             one for a corpus larger than memory (its pages: ``index.page_store()``).
+        stages: A :class:`~fincrowd_ltr.retrieval.build.FirstStages` that keeps the index and
+            first stage built here for your next calls over the same corpus.
 
     Returns:
         The bank set; ``notes`` says how many candidates your run did not score.
@@ -139,7 +142,7 @@ def build_banks(
     names = rankers_of(rankers)
     cache = None if data.cache_dir is None else Path(data.cache_dir)
     run_scores = read_run(run, corpus)
-    return _build_banks(corpus, data.split, names, spec, cache, index, progress, run_scores)
+    return _build_banks(corpus, data.split, names, spec, cache, index, progress, run_scores, stages)
 
 
 def load_encoder(

@@ -54,7 +54,7 @@ from fincrowd_ltr.model.correction import GatedCorrection
 from fincrowd_ltr.model.summary import TrainingSummary
 from fincrowd_ltr.progress import Progress
 from fincrowd_ltr.retrieval.banks import BankSet
-from fincrowd_ltr.retrieval.build import BankSpec
+from fincrowd_ltr.retrieval.build import BankSpec, FirstStages
 from fincrowd_ltr.settings import FitSettings
 from fincrowd_ltr.training.calibration import fit_calibration, gate_rows, orderable_rows
 
@@ -426,9 +426,11 @@ class _CrossValidation:
 
             modes = sorted({b.train_mode, b.val_mode, *MODES})
             cache = s.data.cache_dir
+            # one index and first stage for the labelled banks of every mode and the synthetic
+            stages = FirstStages()  # released once the banks are built
             self.examples, self.notes = _examples_by_mode(
                 data, ranker, modes, banks, featurizer, b.first_stage, b.bank_size,
-                s.data.split, cache, run, progress,
+                s.data.split, cache, run, progress, stages,
             )  # fmt: skip
             if b.train_mode == "retrieved" and self.synthetic.labelled:
                 self.notes += _retrieved_training(data, self.examples["retrieved"], self.held)
@@ -436,7 +438,7 @@ class _CrossValidation:
                 list(t.extra_training), ranker, b.train_mode, b.first_stage, b.bank_size,
                 t.extra_limit, t.seed, s.data.data_root, cache, progress,
             )  # fmt: skip
-            self.syn = self._synthetic_examples(featurizer, pending) if pending else None
+            self.syn = self._synthetic_examples(featurizer, pending, stages) if pending else None
         except BaseException:
             if pending is not None:
                 pending.cancel()
@@ -459,8 +461,10 @@ class _CrossValidation:
         if self.syn is not None:
             groups.update(self.syn.groups)
         self.fits = ResidualFits(t.workers, progress, t.committee, groups)
-        # every fold's model reads this corpus: its segment names are harvested once, here
+        # every fold's model reads this corpus: its segment names, harvested once (by
+        # from_passages above), are kept here
         self.features = CorpusFeaturizers()
+        self.features.remember_segments(self.extractor, data.passages, self.extractor.segment_names)
 
     def _synthesise(self) -> Forked:
         """The synthetic questions, written in a forked child from now on. An ``"auto"`` named
@@ -470,12 +474,15 @@ class _CrossValidation:
         asked = [q.text for qid, q in self.data.queries.items() if qid not in held]
         return synthesis_in_background(self.synthetic, self.data, self.extractor, asked)
 
-    def _synthetic_examples(self, featurizer, pending: Forked) -> SyntheticExamples | None:
+    def _synthetic_examples(
+        self, featurizer, pending: Forked, stages: FirstStages
+    ) -> SyntheticExamples | None:
         """The synthetic training banks (None, with a note, when the corpus yields none)."""
         b, data = self.s.banks, self.data
         syn = synthetic_examples(
             self.synthetic, data, featurizer, self.ranker, self.stage, b.train_mode,
             b.bank_size, self.s.data.cache_dir, self.progress, found=pending.result(),
+            stages=stages,
         )  # fmt: skip
         if syn.examples:
             return syn
@@ -704,8 +711,9 @@ class _CrossValidation:
 
 
 def _examples_by_mode(
-    data, ranker, modes, banks, featurizer, first_stage, bank_size, split, cache_dir, run, progress
-) -> tuple[dict[str, dict[str, BankExample]], list[str]]:
+    data, ranker, modes, banks, featurizer, first_stage, bank_size, split, cache_dir, run, progress,
+    stages=None,
+) -> tuple[dict[str, dict[str, BankExample]], list[str]]:  # fmt: skip
     """Each bank mode's feature matrices (banks built unless given; the modes' banks share
     most of their pages, so their features are computed together), and the banks' notes."""
     banksets, notes = {}, []
@@ -722,6 +730,7 @@ def _examples_by_mode(
                 cache_dir=cache_dir,
                 run=run,
                 progress=progress,
+                stages=stages,
             )
         notes += [f"{mode} banks: {n}" for n in bankset.notes]
         banksets[mode] = bankset

@@ -24,7 +24,7 @@ from fincrowd_ltr.features import BankFeaturizer
 from fincrowd_ltr.features.examples import BankExample, make_examples
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.retrieval.bm25 import BM25Index
-from fincrowd_ltr.retrieval.build import BankSpec
+from fincrowd_ltr.retrieval.build import BankSpec, FirstStages
 from fincrowd_ltr.retrieval.build import build_banks as _build_banks
 from fincrowd_ltr.retrieval.first_stage import RUN
 from fincrowd_ltr.retrieval.rankers import RANKERS
@@ -201,20 +201,22 @@ def synthetic_examples(
     progress: bool,
     questions: Iterable[str] = (),
     found: Synthesis | None = None,
+    stages: FirstStages | None = None,
 ) -> SyntheticExamples:
     """Banks of ``settings.n`` questions synthesised from ``data``'s passages, built by the same
     first stage (``stage``, resolved), scored by ``settings.ranker`` (default ``ranker`` or its
     static stand-in) and featurised by the labelled corpus's ``featurizer``; only banks with a
     relevant candidate are kept. The residual reads a synthetic bank's standardised base scores
     like a labelled bank's. ``questions``: the texts an ``"auto"`` named share is read from;
-    ``found``: those questions synthesised already (:func:`synthesis_for`)."""
+    ``found``: those questions synthesised already (:func:`synthesis_for`); ``stages``: the
+    index and first stage the labelled banks were built with."""
     scorer = synthetic_scorer(settings, ranker, stage)
     if found is None:
         found = synthesis_for(settings, data, featurizer.extractor, questions)
     syn = found.dataset()
     spec = BankSpec(size=bank_size, mode=mode, first_stage=stage)
     cache = None if cache_dir is None else Path(cache_dir)
-    bankset = _build_banks(syn, "all", [scorer], spec, cache, progress=progress)
+    bankset = _build_banks(syn, "all", [scorer], spec, cache, progress=progress, stages=stages)
     examples = [
         e for e in make_examples(syn, bankset, scorer, featurizer, cache=cache) if e.has_support
     ]

@@ -44,6 +44,14 @@ class CorpusFeaturizers:
             held = self._segments[key] = (passages, extractor.harvest_segments(passages.values()))
         return held[1]
 
+    def remember_segments(
+        self, extractor: FieldExtractor, passages: dict[str, Passage], names: dict[str, list[str]]
+    ) -> None:
+        """Keep ``names``, harvested from ``passages`` by an extractor with ``extractor``'s
+        companies (``FieldExtractor.from_passages`` does), instead of harvesting them again."""
+        self._make_room(self._segments)
+        self._segments[(id(passages), _extractor_key(extractor)[0])] = (passages, names)
+
     def featurizer(self, extractor: FieldExtractor, passages: dict[str, Passage]) -> BankFeaturizer:
         """The featurizer of ``passages`` with ``extractor`` and the corpus's own segment names."""
         key = (id(passages), _extractor_key(extractor))

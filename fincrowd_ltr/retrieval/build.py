@@ -114,6 +114,35 @@ class RunFirstStage:
         return scores_from_run(self.run.get(query.qid, {}), pids)
 
 
+class FirstStages:
+    """The BM25 indexes and first stages a run has built, kept for its later bank builds over
+    the same corpus (a fit builds its labelled banks per mode and its synthetic banks: one index,
+    one set of page vectors, one extractor instead of three). Keyed by the corpus's content (its
+    fingerprint), the BM25 settings and the cache folder."""
+
+    def __init__(self) -> None:
+        self._indexes: dict[tuple, BM25Index] = {}
+        self._stages: dict[tuple, object] = {}
+
+    def index(
+        self, dataset: Dataset, config: BM25Config, cache_dir: Path | None, progress: bool
+    ) -> BM25Index:
+        key = (dataset.corpus_fingerprint(), config.key(), str(cache_dir))
+        if key not in self._indexes:
+            self._indexes[key] = BM25Index.build(dataset.passages, config, cache_dir, progress)
+        return self._indexes[key]
+
+    def stage(
+        self, name: str, index: BM25Index, dataset: Dataset, cache_dir: Path | None, progress: bool
+    ):
+        key = (name, id(index), dataset.corpus_fingerprint(), str(cache_dir))
+        if key not in self._stages:
+            self._stages[key] = make_first_stage(
+                name, index, dataset, cache_dir=cache_dir, progress=progress
+            )
+        return self._stages[key]
+
+
 def build_banks(
     dataset: Dataset,
     split: str,
@@ -123,11 +152,13 @@ def build_banks(
     index: BM25Index | None = None,
     progress: bool = True,
     run: RunScores | None = None,
+    stages: FirstStages | None = None,
 ) -> BankSet:
     """Banks for every query of ``dataset`` scored by ``rankers``; reuses and extends the cache.
 
     ``rankers`` may include ``run`` (scored from ``run``; candidates it lacks are counted in the
-    bank set's notes). ``spec.first_stage == "run"`` makes the run the first stage.
+    bank set's notes). ``spec.first_stage == "run"`` makes the run the first stage. ``stages``
+    keeps the index and first stage built here for the caller's next builds.
     """
     stage_name = spec.stage(dataset)
     wants_run = "run" in rankers or stage_name == RUN
@@ -150,16 +181,21 @@ def build_banks(
             and stage_name != RUN
             or any(r == "bm25" or r.startswith("hybrid") for r in missing)
         )
-        if needs_index:
-            index = index or BM25Index.build(dataset.passages, spec.bm25, cache_dir, progress)
+        if needs_index and index is None:
+            index = (
+                BM25Index.build(dataset.passages, spec.bm25, cache_dir, progress)
+                if stages is None
+                else stages.index(dataset, spec.bm25, cache_dir, progress)
+            )
         stage = None
         if needs_stage:
             if stage_name == RUN:
                 stage = RunFirstStage(run)
+            elif stages is not None:
+                stage = stages.stage(stage_name, index, dataset, cache_dir, progress)
             else:
                 # metadata from a page store's text-less headers (where the metadata names a
-                # company by ticker, every company's first pages are read for the names): the
-                # first stage reads companies, periods and metrics, never harvested segments
+                # company by ticker, every company's first pages are read for the names)
                 stage = make_first_stage(
                     stage_name, index, dataset, cache_dir=cache_dir, progress=progress
                 )

@@ -175,6 +175,36 @@ def test_corpus_featurizers_harvest_each_corpus_once_and_are_shared(monkeypatch)
     assert len(small._featurizers) == 1  # bounded
 
 
+def test_remembered_segment_names_are_what_a_harvest_gives_and_skip_it(monkeypatch):
+    """A fit harvests its corpus once (``from_passages``) and hands the names to the models'
+    featurizers: the same featurizer output as a fresh harvest, no second pass."""
+    from fincrowd_ltr.data.schema import Passage
+    from fincrowd_ltr.features.corpus import CorpusFeaturizers
+    from fincrowd_ltr.fields import FieldExtractor
+    from fincrowd_ltr.model.correction import GatedCorrection
+
+    corpus = {
+        "a": Passage("a", "Revenue of our Connected Fitness segment rose.", company="Acme"),
+        "b": Passage("b", "Connected Fitness | 53.4 | 19.2", company="Acme", period="2020"),
+    }
+    fx = FieldExtractor.from_passages(corpus.values())
+    assert fx.segment_names == {"Acme": ["connected fitness"]}
+    fresh = GatedCorrection(companies=fx.companies, segments=fx.segment_names)
+    shared = CorpusFeaturizers()
+    shared.remember_segments(fx, corpus, fx.segment_names)
+    kept = GatedCorrection(companies=fx.companies, segments=fx.segment_names, features=shared)
+    calls = []
+    real = FieldExtractor.harvest_segments
+    monkeypatch.setattr(
+        FieldExtractor, "harvest_segments", lambda self, p: calls.append(1) or real(self, p)
+    )
+    question = "Acme connected fitness revenue in 2020"
+    want = fresh.featurizer(corpus).features(question, ["a", "b"])
+    assert len(calls) == 1
+    got = kept.featurizer(corpus).features(question, ["a", "b"])
+    assert len(calls) == 1 and np.array_equal(got, want)
+
+
 def test_features_are_the_same_bits_whatever_the_featurizer_met_before(financebench):
     """Term order follows the terms' text, not the order a process met them: a featurizer that
     served other banks first gives bit-identical features (before, the last bits moved)."""

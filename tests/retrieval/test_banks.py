@@ -241,3 +241,53 @@ def test_a_fused_ranker_over_another_first_stage_is_refused(toy):
     fused = HybridRanker([FirstStageRanker(index), BM25Ranker(index)], name="fused")
     with pytest.raises(DataError, match="not made by this first stage"):
         score_banks(banks, toy, [fused], progress=False)
+
+
+def test_first_stages_build_the_index_and_stage_once_for_every_bank_build(monkeypatch, tmp_path):
+    """A fit's bank builds (each mode, then another Dataset over the same corpus, as the
+    synthetic questions' is) share one index and one first stage through ``FirstStages``, and
+    give the banks a build without it gives."""
+    import fincrowd_ltr.retrieval.build as build
+    from fincrowd_ltr.retrieval.build import BankSpec, FirstStages
+    from tests.conftest import user_corpus
+
+    data = user_corpus(companies=6)
+    other = Dataset(
+        name="other", queries=dict(data.queries), passages=dict(data.passages), qrels=data.qrels
+    )
+    made, indexes = [], []
+    real_stage, real_index = build.make_first_stage, BM25Index.build
+    monkeypatch.setattr(
+        build, "make_first_stage", lambda *a, **k: made.append(1) or real_stage(*a, **k)
+    )
+    monkeypatch.setattr(
+        BM25Index,
+        "build",
+        classmethod(lambda cls, *a, **k: indexes.append(1) or real_index(*a, **k)),
+    )
+    stages = FirstStages()
+    shared = {}
+    for name, dataset, mode in (
+        ("a", data, "retrieved"),
+        ("b", data, "injected"),
+        ("c", other, "retrieved"),
+    ):
+        spec = BankSpec(first_stage="bm25+entity+filing", mode=mode, size=5)
+        shared[name] = build.build_banks(
+            dataset, "all", ["bm25"], spec, None, progress=False, stages=stages
+        )
+    assert len(made) == 1 and len(indexes) == 1
+    for name, dataset, mode in (
+        ("a", data, "retrieved"),
+        ("b", data, "injected"),
+        ("c", other, "retrieved"),
+    ):
+        spec = BankSpec(first_stage="bm25+entity+filing", mode=mode, size=5)
+        alone = build.build_banks(dataset, "all", ["bm25"], spec, None, progress=False)
+        assert alone.banks.keys() == shared[name].banks.keys()
+        for qid, bank in alone.banks.items():
+            assert bank.pids == shared[name].banks[qid].pids
+            np.testing.assert_array_equal(
+                bank.scores["bm25"], shared[name].banks[qid].scores["bm25"]
+            )
+    assert len(made) == 4 and len(indexes) == 4  # without it, each build makes its own
