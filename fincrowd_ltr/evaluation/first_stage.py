@@ -40,7 +40,10 @@ def retrieve_runs(
     qids = [q for q in dataset.queries if dataset.covered(q)]
     runs = {}
     for name, stage in make_first_stages(variants, index, dataset, extractor, cache_dir):
-        runs[name] = {q: stage.search(dataset.queries[q].text, depth)[0] for q in qids}
+        texts = [dataset.queries[q].text for q in qids]
+        many = getattr(stage, "search_many", None)  # the same results, the batch together
+        found = many(texts, depth) if many else [stage.search(t, depth) for t in texts]
+        runs[name] = {q: pids for q, (pids, _) in zip(qids, found, strict=True)}
     return runs
 
 

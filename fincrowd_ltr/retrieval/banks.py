@@ -187,6 +187,9 @@ def _search(query: Query, index, size: int) -> tuple[list[str], np.ndarray]:
 def _search_chunk(
     queries: list[Query], shared, size: int = DEFAULT_BANK_SIZE
 ) -> list[tuple[list[str], np.ndarray]]:
+    many = getattr(shared, "search_many", None)  # a first stage that searches a batch faster
+    if many is not None:
+        return many([q.text for q in queries], size)
     return [_search(q, shared, size) for q in queries]
 
 

@@ -31,7 +31,7 @@ from fincrowd_ltr.retrieval.banks import (
 from fincrowd_ltr.retrieval.bm25 import BM25Config, BM25Index
 from fincrowd_ltr.retrieval.filings import VERSION as FILINGS_VERSION
 from fincrowd_ltr.retrieval.first_stage import RUN, make_first_stage, resolve_first_stage
-from fincrowd_ltr.retrieval.page_vectors import PageVectors
+from fincrowd_ltr.retrieval.page_vectors import PRODUCTS_VERSION, PageVectors
 from fincrowd_ltr.retrieval.query import synonyms_fingerprint
 from fincrowd_ltr.retrieval.rankers import (
     NEEDS_FIRST_STAGE,
@@ -90,7 +90,8 @@ def _static_version(dataset: Dataset) -> str:
     from fincrowd_ltr.retrieval.static import SCORES_VERSION
     from fincrowd_ltr.retrieval.static_tuning import static_key
 
-    return f"{static_key(dataset.corpus_fingerprint())}/{SCORES_VERSION}"
+    key = f"{static_key(dataset.corpus_fingerprint())}/{SCORES_VERSION}"
+    return f"{key}/products-{PRODUCTS_VERSION}"
 
 
 class RunFirstStage:

@@ -186,10 +186,11 @@ class FirstStage:
                     rows.setdefault(extractor.canonical_company(company), []).append(i)
             self.by_company = {c: np.array(r, dtype=np.int64) for c, r in rows.items()}
 
-    def _scores(self, query: str) -> np.ndarray:
+    def _scores(self, query: str, static: np.ndarray | None = None) -> np.ndarray:
         """First-stage scores of every passage: BM25 of the (processed) question, plus the filing
         lift and a constant that ranks the named company's passages above all others, then the
-        static scorer's term (which may cross that line)."""
+        static scorer's term (which may cross that line; ``static``: its page scores, when
+        computed already)."""
         text = self.process(query) if self.process is not None else query
         scores = self.index.scores(text)
         if self.by_company:
@@ -202,12 +203,23 @@ class FirstStage:
                     scores[rows] += self.filing_weight * float(scores.max()) * fit[rows]
                 scores[rows] += float(scores.max() - scores.min()) + 1.0
         if self.static_weight:
-            scores += self.static_weight * float(scores.max()) * self.pages.scores(query)
+            if static is None:
+                static = self.pages.scores(query)
+            scores += self.static_weight * float(scores.max()) * static
         return scores
 
     def search(self, query: str, k: int) -> tuple[list[str], np.ndarray]:
         """Top-``k`` passage ids and scores; ties broken by index order."""
-        scores = self._scores(query)
+        return self._top(self._scores(query), k)
+
+    def search_many(self, queries: list[str], k: int) -> list[tuple[list[str], np.ndarray]]:
+        """:meth:`search` of each question, the same results; the static scorer's products of
+        the questions are computed together (:meth:`PageVectors.scores_many`), which reads the
+        corpus's window vectors once for all of them."""
+        static = self.pages.scores_many(queries) if self.static_weight else [None] * len(queries)
+        return [self._top(self._scores(q, s), k) for q, s in zip(queries, static, strict=True)]
+
+    def _top(self, scores: np.ndarray, k: int) -> tuple[list[str], np.ndarray]:
         order = top_k(scores, k)
         return [self.index.pids[i] for i in order], scores[order]
 

@@ -22,6 +22,11 @@ from fincrowd_ltr.retrieval.static import SCORES_VERSION, StaticEncoder, bulk_to
 from fincrowd_ltr.retrieval.windows import WindowPolicy
 
 CHUNK = 2000  # pages embedded per call (bounds the word-piece lists held at once)
+BLOCK_ROWS = 512  # window vectors per block of a question product (a block stays in cache)
+BATCH_CELLS = 1 << 25  # question x window similarities held at once (128 MB of float32)
+# bump when a question's page scores may change (2: products in row blocks, which BLAS may round
+# apart from one whole-matrix product in the last bit): a static first stage's banks are rebuilt
+PRODUCTS_VERSION = 2
 
 
 class PageVectors:
@@ -110,10 +115,28 @@ class PageVectors:
     def scores(self, query: str) -> np.ndarray:
         """Each page's best window cosine with the question (float64; 0 for a page without
         windows)."""
-        best = np.zeros(len(self.starts))
-        if self.filled.any():
-            sims = self.vectors @ self.encoder.encode_queries([query])[0]
-            best[self.filled] = np.maximum.reduceat(sims, self.starts[self.filled])
+        return self.scores_many([query])[0]
+
+    def scores_many(self, queries: list[str]) -> list[np.ndarray]:
+        """:meth:`scores` of each question, the same bits as one at a time: the window vectors
+        are read in blocks of ``BLOCK_ROWS`` rows, and each block meets every question while it
+        is in cache (one question at a time reads the whole matrix from memory per question,
+        which bounds the product's speed); each question's product with each block is the same
+        call whether it comes alone or with others."""
+        best = [np.zeros(len(self.starts)) for _ in queries]
+        if not queries or not self.filled.any():
+            return best
+        at = self.starts[self.filled]
+        step = max(1, min(len(queries), BATCH_CELLS // max(len(self.vectors), 1)))
+        for lo in range(0, len(queries), step):
+            part = self.encoder.encode_queries(queries[lo : lo + step])
+            sims = np.empty((len(part), len(self.vectors)), dtype=np.float32)
+            for start in range(0, len(self.vectors), BLOCK_ROWS):
+                block = self.vectors[start : start + BLOCK_ROWS]
+                for i, q in enumerate(part):
+                    sims[i, start : start + len(block)] = block @ q
+            for i in range(len(part)):
+                best[lo + i][self.filled] = np.maximum.reduceat(sims[i], at)
         return best
 
 

@@ -201,6 +201,52 @@ def test_page_vectors_score_like_the_encoder_and_lift_pages_in_the_first_stage(
     np.testing.assert_allclose(lifted, plain + 0.5 * plain.max() * pages.scores(question))
 
 
+def test_questions_scored_together_get_the_bits_of_each_alone(static, monkeypatch):
+    """The first stage scores a batch of questions with the window vectors read block by block
+    (each block meets every question while in cache): the same bits as each question alone,
+    whatever the batch size (the block size is fixed: BLAS may round a block's last rows
+    otherwise), and the full product's values; ``search_many`` gives ``search``'s results."""
+    import fincrowd_ltr.retrieval.page_vectors as pv
+    from fincrowd_ltr.fields import FieldExtractor
+    from fincrowd_ltr.retrieval.bm25 import BM25Index
+    from fincrowd_ltr.retrieval.first_stage import FirstStage
+
+    rng = np.random.default_rng(0)
+    windows = rng.normal(size=(1301, static.dim)).astype(np.float32)  # no whole block count
+    windows /= np.linalg.norm(windows, axis=1, keepdims=True)
+    lengths = rng.integers(0, 4, size=520)  # pages without windows among them
+    lengths[-1] += 1301 - lengths.sum()
+    assert lengths[-1] >= 0
+    starts = np.cumsum(lengths) - lengths
+    encoder = StaticEncoder(static)
+    questions = [f"{w} revenue in {2010 + i}" for i, w in enumerate(TEXTS[:4] * 3)]
+    monkeypatch.setattr(pv, "BLOCK_ROWS", 97)  # 14 blocks, the last a part
+    pages = pv.PageVectors(windows, starts, encoder)
+    alone = [pages.scores(q) for q in questions]
+    monkeypatch.setattr(pv, "BATCH_CELLS", 5 * len(windows))  # batches of 5 questions
+    together = pv.PageVectors(windows, starts, encoder).scores_many(questions)
+    for a, b, q in zip(alone, together, questions, strict=True):
+        np.testing.assert_array_equal(a, b)
+        full = windows @ encoder.encode_queries([q])[0]
+        filled = lengths > 0
+        want = np.zeros(len(lengths))
+        want[filled] = np.maximum.reduceat(full, starts[filled])
+        np.testing.assert_allclose(a, want, rtol=1e-6, atol=1e-7)
+
+    passages = {f"p{i}": Passage(f"p{i}", text) for i, text in enumerate(TEXTS)}
+    index = BM25Index.build(passages, progress=False)
+    vectors = encoder.window_vectors([passages[p].text for p in index.pids])
+    sizes = np.array([len(v) for v in vectors])
+    few = pv.PageVectors(np.concatenate(vectors), np.cumsum(sizes) - sizes, encoder)
+    stage = FirstStage(
+        "bm25+static=0.5", index, passages, FieldExtractor.from_passages(passages.values()), few
+    )
+    for (pids, scores), q in zip(stage.search_many(questions, 3), questions, strict=True):
+        want_pids, want_scores = stage.search(q, 3)
+        assert pids == want_pids
+        np.testing.assert_array_equal(scores, want_scores)
+
+
 def test_bulk_tokenizing_turns_the_pool_on_only_over_the_cli_default(monkeypatch, static):
     """Inside ``bulk_tokenizing`` the CLI's default (pool off, bulk only) turns the pool on; it is
     off again afterwards, a user's own setting is never touched, and the counts and token ids are
