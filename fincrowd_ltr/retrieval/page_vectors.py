@@ -22,7 +22,7 @@ from fincrowd_ltr.retrieval.static import SCORES_VERSION, StaticEncoder, bulk_to
 from fincrowd_ltr.retrieval.windows import WindowPolicy
 
 CHUNK = 2000  # pages embedded per call (bounds the word-piece lists held at once)
-BLOCK_ROWS = 512  # window vectors per block of a question product (a block stays in cache)
+BLOCK_ROWS = 4096  # window vectors per block of a question product (6 MB at 384 dims: in cache)
 BATCH_CELLS = 1 << 25  # question x window similarities held at once (128 MB of float32)
 # bump when a question's page scores may change (2: products in row blocks, which BLAS may round
 # apart from one whole-matrix product in the last bit): a static first stage's banks are rebuilt
