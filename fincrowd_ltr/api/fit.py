@@ -427,7 +427,7 @@ class _CrossValidation:
             modes = sorted({b.train_mode, b.val_mode, *MODES})
             cache = s.data.cache_dir
             # one index and first stage for the labelled banks of every mode and the synthetic
-            stages = FirstStages()  # released once the banks are built
+            stages = FirstStages()
             self.examples, self.notes = _examples_by_mode(
                 data, ranker, modes, banks, featurizer, b.first_stage, b.bank_size,
                 s.data.split, cache, run, progress, stages,
@@ -439,6 +439,7 @@ class _CrossValidation:
                 t.extra_limit, t.seed, s.data.data_root, cache, progress,
             )  # fmt: skip
             self.syn = self._synthetic_examples(featurizer, pending, stages) if pending else None
+            del stages  # the banks are built: the index and page vectors are not needed again
         except BaseException:
             if pending is not None:
                 pending.cancel()

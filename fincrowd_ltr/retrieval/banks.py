@@ -187,8 +187,10 @@ def _search(query: Query, index, size: int) -> tuple[list[str], np.ndarray]:
 def _search_chunk(
     queries: list[Query], shared, size: int = DEFAULT_BANK_SIZE
 ) -> list[tuple[list[str], np.ndarray]]:
-    many = getattr(shared, "search_many", None)  # a first stage that searches a batch faster
-    if many is not None:
+    # a first stage that searches a batch faster (one that searches by the question's record,
+    # a user's run, keeps doing so)
+    many = getattr(shared, "search_many", None)
+    if many is not None and not hasattr(shared, "search_query"):
         return many([q.text for q in queries], size)
     return [_search(q, shared, size) for q in queries]
 

@@ -118,8 +118,9 @@ class RunFirstStage:
 class FirstStages:
     """The BM25 indexes and first stages a run has built, kept for its later bank builds over
     the same corpus (a fit builds its labelled banks per mode and its synthetic banks: one index,
-    one set of page vectors, one extractor instead of three). Keyed by the corpus's content (its
-    fingerprint), the BM25 settings and the cache folder."""
+    one set of page vectors, one extractor instead of three). An index is keyed by the corpus's
+    content (its fingerprint), the BM25 settings and the cache folder; a first stage by its name,
+    its index, the corpus's content and the cache folder. A user's run is never kept here."""
 
     def __init__(self) -> None:
         self._indexes: dict[tuple, BM25Index] = {}

@@ -4,7 +4,8 @@ as well as words (the ``+static`` part of :mod:`fincrowd_ltr.retrieval.first_sta
 The corpus's static scorer (:func:`~fincrowd_ltr.retrieval.static_tuning.static_model_for`:
 distilled from MiniLM and tuned on the corpus's own pages, no question, no label) embeds each
 page window by window once; a question then scores every page by its best window's cosine, one
-matrix-vector product over the corpus (~160,000 windows for FinanceBench's 49,942 pages). The
+product with the corpus's window vectors (~160,000 windows for FinanceBench's 49,942 pages), made
+block by block for a batch of questions together (:meth:`PageVectors.scores_many`). The
 vectors are cached under ``cache_dir/static/pages/``, keyed by the scorer, the pages' ids and
 texts, the window policy and the scores' version.
 """
@@ -127,7 +128,7 @@ class PageVectors:
         if not queries or not self.filled.any():
             return best
         at = self.starts[self.filled]
-        step = max(1, min(len(queries), BATCH_CELLS // max(len(self.vectors), 1)))
+        step = self.batch_size()
         for lo in range(0, len(queries), step):
             part = self.encoder.encode_queries(queries[lo : lo + step])
             sims = np.empty((len(part), len(self.vectors)), dtype=np.float32)
@@ -138,6 +139,11 @@ class PageVectors:
             for i in range(len(part)):
                 best[lo + i][self.filled] = np.maximum.reduceat(sims[i], at)
         return best
+
+    def batch_size(self) -> int:
+        """How many questions :meth:`scores_many` multiplies together (``BATCH_CELLS``
+        similarities at once; 210 on FinanceBench)."""
+        return max(1, BATCH_CELLS // max(len(self.vectors), 1))
 
 
 def _key(model, pids: list[str], passages, encoder: StaticEncoder) -> str:

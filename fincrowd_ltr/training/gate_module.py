@@ -41,7 +41,9 @@ class GateModule(L.LightningModule):
         )
         # one step per epoch: logged at the last only (logging every step was a third of a
         # gate fit; ``callback_metrics`` ends with the same last loss)
-        if self.current_epoch == self.trainer.max_epochs - 1:
+        trainer = self._trainer
+        last = None if trainer is None else trainer.max_epochs
+        if last is None or last < 0 or self.current_epoch == last - 1:
             self.log("gate_loss", loss, prog_bar=True, batch_size=len(y))
         return loss
 

@@ -309,5 +309,10 @@ def test_gate_training_gives_the_bits_of_the_per_row_loader_and_restores_threads
     assert new.keys() == want.keys() and all(torch.equal(new[k], want[k]) for k in new)
     # the loss is logged at the last epoch only (every step cost a third of a fit): still there
     assert torch.isfinite(trainer.callback_metrics["gate_loss"])
+    logged = []
+    module = GateModule(6)
+    module.log = lambda name, *a, **k: logged.append((name, module.current_epoch))
+    quiet_trainer(7, accelerator="cpu").fit(module, train_dataloaders=rows)
+    assert logged == [("gate_loss", 6)]
     with pytest.raises(DataError, match="0 labels"):
         train_gate(np.zeros((0, 6)), np.zeros(0))

@@ -291,3 +291,14 @@ def test_first_stages_build_the_index_and_stage_once_for_every_bank_build(monkey
                 bank.scores["bm25"], shared[name].banks[qid].scores["bm25"]
             )
     assert len(made) == 4 and len(indexes) == 4  # without it, each build makes its own
+    # another corpus (one page's text edited), another stage name: built anew, never reused
+    edited = dict(data.passages)
+    pid = next(iter(edited))
+    edited[pid] = Passage(pid, edited[pid].text + " restated", company=edited[pid].company)
+    changed = Dataset(name="changed", queries=dict(data.queries), passages=edited, qrels=data.qrels)
+    spec = BankSpec(first_stage="bm25+entity+filing", mode="retrieved", size=5)
+    build.build_banks(changed, "all", ["bm25"], spec, None, progress=False, stages=stages)
+    assert len(made) == 5 and len(indexes) == 5
+    spec = BankSpec(first_stage="bm25+entity", mode="retrieved", size=5)
+    build.build_banks(data, "all", ["bm25"], spec, None, progress=False, stages=stages)
+    assert len(made) == 6 and len(indexes) == 5  # the same corpus's index, a new stage
