@@ -215,17 +215,12 @@ class FirstStage:
     def search_many(self, queries: list[str], k: int) -> list[tuple[list[str], np.ndarray]]:
         """:meth:`search` of each question, the same results; the static scorer's products are
         computed for a batch of questions together (:meth:`PageVectors.scores_many`: the
-        corpus's window vectors read once per batch), and each batch's page scores are dropped
-        once its top ``k`` are taken."""
+        corpus's window vectors read once per batch), each page score dropped once its
+        question's top ``k`` are taken."""
         if not self.static_weight:
             return [self.search(q, k) for q in queries]
-        found = []
-        step = self.pages.batch_size()
-        for lo in range(0, len(queries), step):
-            part = queries[lo : lo + step]
-            static = self.pages.scores_many(part)
-            found += [self._top(self._scores(q, s), k) for q, s in zip(part, static, strict=True)]
-        return found
+        static = self.pages.scores_many(queries)
+        return [self._top(self._scores(q, s), k) for q, s in zip(queries, static, strict=True)]
 
     def _top(self, scores: np.ndarray, k: int) -> tuple[list[str], np.ndarray]:
         order = top_k(scores, k)

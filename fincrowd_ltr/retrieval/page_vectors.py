@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -116,19 +117,20 @@ class PageVectors:
     def scores(self, query: str) -> np.ndarray:
         """Each page's best window cosine with the question (float64; 0 for a page without
         windows)."""
-        return self.scores_many([query])[0]
+        return next(self.scores_many([query]))
 
-    def scores_many(self, queries: list[str]) -> list[np.ndarray]:
-        """:meth:`scores` of each question, the same bits as one at a time: the window vectors
-        are read in blocks of ``BLOCK_ROWS`` rows, and each block meets every question while it
-        is in cache (one question at a time reads the whole matrix from memory per question,
-        which bounds the product's speed); each question's product with each block is the same
-        call whether it comes alone or with others."""
-        best = [np.zeros(len(self.starts)) for _ in queries]
-        if not queries or not self.filled.any():
-            return best
+    def scores_many(self, queries: list[str]) -> Iterator[np.ndarray]:
+        """:meth:`scores` of each question in turn, the same bits as one at a time, computed a
+        batch at a time (``BATCH_CELLS`` similarities: 210 questions on FinanceBench): the window
+        vectors are read in blocks of ``BLOCK_ROWS`` rows, and each block meets every question of
+        the batch while it is in cache (one question at a time reads the whole matrix from
+        memory per question, which bounds the product's speed); each question's product with
+        each block is the same call whether it comes alone or with others."""
+        if not self.filled.any():
+            yield from (np.zeros(len(self.starts)) for _ in queries)
+            return
         at = self.starts[self.filled]
-        step = self.batch_size()
+        step = max(1, BATCH_CELLS // len(self.vectors))
         for lo in range(0, len(queries), step):
             part = self.encoder.encode_queries(queries[lo : lo + step])
             sims = np.empty((len(part), len(self.vectors)), dtype=np.float32)
@@ -136,14 +138,10 @@ class PageVectors:
                 block = self.vectors[start : start + BLOCK_ROWS]
                 for i, q in enumerate(part):
                     sims[i, start : start + len(block)] = block @ q
-            for i in range(len(part)):
-                best[lo + i][self.filled] = np.maximum.reduceat(sims[i], at)
-        return best
-
-    def batch_size(self) -> int:
-        """How many questions :meth:`scores_many` multiplies together (``BATCH_CELLS``
-        similarities at once; 210 on FinanceBench)."""
-        return max(1, BATCH_CELLS // max(len(self.vectors), 1))
+            for row in sims:
+                best = np.zeros(len(self.starts))
+                best[self.filled] = np.maximum.reduceat(row, at)
+                yield best
 
 
 def _key(model, pids: list[str], passages, encoder: StaticEncoder) -> str:
