@@ -35,6 +35,7 @@ from fincrowd_ltr.defaults import (
 MODES = BANK_MODES
 GATE_CALIBRATIONS = ("pooled", "fold")
 GATE_ROWS = ("auto", "labelled", "synthetic", "both")
+GATE_LABELS = ("improved", "decisive")
 OBJECTIVES = ("pairwise", "listnet")
 SCOPES = ("folds", "transductive")
 AUTO = "auto"  # a named share read from the questions
@@ -301,6 +302,16 @@ class CalibrationSettings:
             choices=GATE_ROWS,
         ),
     )
+    gate_labels: str = field(
+        default="improved",
+        metadata=_opt(
+            "what the gate's predictor learns: improved (every cross-fitted row; 1 where the "
+            "correction raised nDCG@10, 0 where it lowered or kept it) or decisive (only "
+            "orderable rows whose nDCG@10 moved: improved against worse, the rows whose "
+            "opening changes the gain or the regression count)",
+            choices=GATE_LABELS,
+        ),
+    )
     domain: str | None = field(
         default=None,
         metadata=_opt("gate domain to calibrate (default: the dataset's name)", type=str),
@@ -319,6 +330,8 @@ class CalibrationSettings:
             raise _data_error(f"min_calibration must be at least 1; got {self.min_calibration}")
         if self.gate_rows not in GATE_ROWS:
             raise _data_error(f"gate_rows must be one of {GATE_ROWS}; got {self.gate_rows!r}")
+        if self.gate_labels not in GATE_LABELS:
+            raise _data_error(f"gate_labels must be one of {GATE_LABELS}; got {self.gate_labels!r}")
         if self.gate_calibration not in GATE_CALIBRATIONS:
             raise _data_error(
                 f"gate_calibration must be one of {GATE_CALIBRATIONS}; got "

@@ -218,9 +218,10 @@ class _Folds:
         val_mode: str = "retrieved",
         calibrates: bool = True,
         gate_rows: str = "labelled",
+        gate_labels: str = "improved",
     ) -> None:
         self.plan, self.examples = plan, examples
-        self.gate_rows = gate_rows
+        self.gate_rows, self.gate_labels = gate_rows, gate_labels
         self._synthetic_data: Dataset | None = None
         self.train_mode, self.val_mode = train_mode, val_mode
         self.extra = list(extra or [])
@@ -451,6 +452,7 @@ class _CrossValidation:
         self.ex = _Folds(
             plan, self.examples, b.train_mode, extra, self.syn, self.synthetic, fold_groups,
             held_groups, b.val_mode, s.calibration.gate, self.gate_rows,
+            s.calibration.gate_labels,
         )  # fmt: skip
         gated = s.calibration.gate  # a gated final model leaves its calibration fold out
         final = _final_round(data, plan)[1].train if gated else tuple(range(len(plan)))
@@ -641,6 +643,7 @@ class _CrossValidation:
             "regression_cap": s.calibration.regression_cap,
             "gate_calibration": s.calibration.gate_calibration,
             "gate_rows": self.gate_rows,
+            "gate_labels": s.calibration.gate_labels,
             "gate_folds": gate_folds,
             "notes": self.notes,
         }
@@ -684,6 +687,8 @@ class _CrossValidation:
             extra["committee"] = s.training.committee
         if c.gate and self.gate_rows != "labelled":
             extra["gate_rows"] = self.gate_rows
+        if c.gate and c.gate_labels != "improved":
+            extra["gate_labels"] = c.gate_labels
         if self.synthetic.active:  # asked for: recorded even when the corpus yielded none
             extra["synthetic"] = self.synthetic_record()
         final.summary = TrainingSummary(
@@ -830,12 +835,12 @@ def _fit_gate(data, ex, fits, model, train, validation, setting, seed, oof=False
             qids, f, gains = gate_rows(scorer, dataset, examples)
             rows.append((test, source, qids, f, gains, orderable_rows(examples, qids)))
     teaching = [row for row in rows if ex.teaches_gate(row[1])]
-    gate = _train_gate_on(teaching, seed)
+    gate = _train_gate_on(teaching, seed, ex.gate_labels)
     if not oof:
         return gate, None
     out = []
     for fold in sorted({row[0] for row in rows}):
-        held_out = _train_gate_on([row for row in teaching if row[0] != fold], seed)
+        held_out = _train_gate_on([row for row in teaching if row[0] != fold], seed, ex.gate_labels)
         out += [
             (qids, held_out.logits(f), gains, orderable)
             for test, mode, qids, f, gains, orderable in rows
@@ -862,15 +867,22 @@ def _join_rows(rows: dict, qids, logits, gains, orderable) -> dict:
     }
 
 
-def _train_gate_on(rows, seed):
+def _train_gate_on(rows, seed, labels="improved"):
+    """The gate trained on cross-fitted ``(fold, source, qids, features, gains, orderable)``
+    rows; ``labels`` ``decisive`` keeps the orderable rows whose nDCG@10 moved (all rows, as
+    ``improved``, when none moved)."""
     from fincrowd_ltr.training.gate_module import train_gate
 
     rows = [row for row in rows if len(row[2])]  # a fold without banks of a source adds none
     if not rows:
         raise DataError("the gate has no cross-fitted row to learn from", "gate_rows")
     feats = np.concatenate([row[3] for row in rows])
-    labels = np.concatenate([(row[4] > 1e-12).astype(np.float64) for row in rows])
-    return train_gate(feats, labels, seed=seed)
+    gains = np.concatenate([row[4] for row in rows])
+    if labels == "decisive":
+        moved = np.concatenate([row[5] for row in rows]) & (np.abs(gains) > 1e-12)
+        if moved.any():
+            feats, gains = feats[moved], gains[moved]
+    return train_gate(feats, (gains > 1e-12).astype(np.float64), seed=seed)
 
 
 def _gate_splits(ex, train, validation):

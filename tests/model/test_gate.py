@@ -316,3 +316,39 @@ def test_gate_training_gives_the_bits_of_the_per_row_loader_and_restores_threads
     assert logged == [("gate_loss", 6)]
     with pytest.raises(DataError, match="0 labels"):
         train_gate(np.zeros((0, 6)), np.zeros(0))
+
+
+def test_decisive_gate_labels_learn_from_the_questions_whose_ndcg_moved():
+    """``gate_labels="decisive"``: the gate learns from orderable rows whose nDCG@10 moved
+    (improved against worse) and nothing else; the unchanged rows, which the default labels 0,
+    would otherwise teach it that "changes the top 10" is "improves". With no moved row it
+    learns from every row, as the default does."""
+    from fincrowd_ltr.api.fit import _train_gate_on
+    from fincrowd_ltr.training.gate_module import train_gate
+
+    rng = np.random.default_rng(1)
+    n = 200
+    x = rng.normal(size=(n, 4))
+    # a quarter moved, the direction given by feature 0; the rest unchanged (feature 1 large)
+    moved = np.arange(n) < n // 4
+    gains = np.where(moved, np.sign(x[:, 0]) * 0.2, 0.0)
+    x[~moved, 1] += 3.0
+    orderable = np.ones(n, bool)
+    orderable[:5] = False  # not orderable: never a decisive row
+    rows = [(0, "retrieved", [f"q{i}" for i in range(n)], x, gains, orderable)]
+    decisive = _train_gate_on(rows, 0, "decisive")
+    keep = moved & orderable
+    want = train_gate(x[keep], (gains[keep] > 0).astype(float), seed=0)
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(decisive.state_dict().values(), want.state_dict().values(), strict=True)
+    )
+    improved = _train_gate_on(rows, 0, "improved")
+    # the default's weight on "unchanged" (feature 1) is what the decisive labels drop
+    weight = {name: g.linear.weight.detach()[0, 1].abs() for name, g in
+              (("improved", improved), ("decisive", decisive))}  # fmt: skip
+    assert weight["improved"] > weight["decisive"]
+    none_moved = [(0, "retrieved", ["a", "b"], x[:2], np.zeros(2), np.ones(2, bool))]
+    same = _train_gate_on(none_moved, 0, "decisive").state_dict()
+    default = _train_gate_on(none_moved, 0, "improved").state_dict()
+    assert all(torch.equal(same[k], default[k]) for k in same)
