@@ -303,11 +303,16 @@ def app_from_env() -> FastAPI:
     """The app of one worker process (``fincrowd serve --workers N``)."""
     import json
 
+    from fincrowd_ltr.cli.commands import quiet_libraries
+
+    quiet_libraries()  # the command's warning and logging filters do not reach a new process
     spec = json.loads(os.environ[ENV])
-    if spec.get("threads"):  # the workers share the cores: none oversubscribes them
+    if spec.get("threads"):  # the workers share the cores: none oversubscribes them (torch, BLAS)
         import torch
+        from threadpoolctl import threadpool_limits
 
         torch.set_num_threads(spec["threads"])
+        threadpool_limits(spec["threads"], user_api="blas")
     model = GatedCorrection.from_pretrained(
         spec["checkpoint"],
         base_ranker=spec["ranker"],

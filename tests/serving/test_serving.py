@@ -261,3 +261,31 @@ def test_extractor_version_mismatch_is_refused(checkpoint):
     write_manifest(checkpoint)
     with pytest.raises(DataError, match="fitted with field extractor 0.9"):
         GatedCorrection.from_pretrained(checkpoint)
+
+
+def test_a_serve_worker_caps_torch_and_blas_threads_and_quiets_libraries(checkpoint):
+    """Each ``serve --workers N`` process takes its share of the cores for torch and for BLAS
+    (only torch's was capped: N workers could each start a BLAS pool of every core), and the
+    command's warning and logging filters (a new process does not inherit them)."""
+    import subprocess
+    import sys
+
+    from fincrowd_ltr.serving import http
+
+    limits = {"max_candidates": 10, "max_text_chars": 100, "max_query_chars": 100}
+    spec = {"checkpoint": str(checkpoint), "ranker": None, "runtime": "torch", "threads": 1}
+    probe = (
+        "import json, logging, torch, threadpoolctl\n"
+        "from fincrowd_ltr.serving import http\n"
+        "http.app_from_env()\n"
+        "blas = [p['num_threads'] for p in threadpoolctl.threadpool_info()"
+        " if p['user_api'] == 'blas']\n"
+        "quiet = logging.getLogger('lightning').level == logging.WARNING\n"
+        "print(json.dumps([torch.get_num_threads(), blas, quiet]))\n"
+    )
+    env = {**os.environ, http.ENV: json.dumps({**spec, "limits": limits})}
+    out = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    threads, blas, quiet = json.loads(out.strip().splitlines()[-1])
+    assert threads == 1 and blas and set(blas) == {1} and quiet
