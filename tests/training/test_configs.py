@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from fincrowd_ltr.retrieval.rankers import RANKERS
+from fincrowd_ltr.settings import BankSettings
 from fincrowd_ltr.training.cli import run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,5 +31,7 @@ def test_config_parses(path, tmp_path):
     assert cli.datamodule.hparams.dataset == dataset
     assert cli.datamodule.hparams.ranker == ranker in RANKERS
     banks = cli.datamodule.banks
-    assert (banks.train_mode, banks.val_mode, banks.bank_size) == ("injected", "retrieved", 100)
+    # training banks as deployed, the package default (the configs kept "injected" after it moved)
+    assert banks.train_mode == BankSettings().train_mode == "retrieved"
+    assert (banks.val_mode, banks.bank_size) == ("retrieved", 100)
     assert cli.datamodule.folds.test_fold == 0
