@@ -638,6 +638,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     c.quiet_libraries()
+    c.plain_warnings()
     handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     for s in handlers:
         signal.signal(s, _on_signal)

@@ -30,6 +30,27 @@ def quiet_libraries() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
+def plain_warnings() -> None:
+    """Show the package's own warnings as one ``fincrowd: warning: ...`` line on stderr (Python's
+    default prints the file, line number and source line of the call, which say nothing to a
+    user of the command); other libraries' warnings keep Python's format. Idempotent."""
+    import warnings
+
+    if getattr(warnings.showwarning, "plain", False):
+        return
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        ours = category.__module__.startswith("fincrowd_ltr.")  # raised for the caller's line
+        if not ours and not os.path.abspath(filename).startswith(package):
+            return shown(message, category, filename, lineno, file, line)
+        print(f"fincrowd: warning: {message}", file=file or sys.stderr)
+
+    show.plain = True
+    warnings.showwarning = show
+
+
 # a command's ranker when none is named and the data is the package's own (a user's corpus, given
 # by --data-root, must name its ranker: the dense ones embed every page)
 PACKAGE_DATA_RANKERS = {"evaluate": "bm25,dense", "banks": "bm25,dense", "demo": "bm25,dense",
