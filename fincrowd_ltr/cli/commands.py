@@ -31,24 +31,38 @@ def quiet_libraries() -> None:
 
 
 def plain_warnings() -> None:
-    """Show the package's own warnings as one ``fincrowd: warning: ...`` line on stderr (Python's
-    default prints the file, line number and source line of the call, which say nothing to a
-    user of the command); other libraries' warnings keep Python's format. Idempotent."""
+    """Print the package's own warnings as one ``fincrowd: warning: ...`` line (Python's default
+    adds the file, line number and source line of the call, which say nothing to a user of the
+    command); other libraries' warnings keep Python's format. Only the format changes, so
+    ``warnings.catch_warnings(record=True)`` still records them. Idempotent."""
     import warnings
 
-    if getattr(warnings.showwarning, "plain", False):
+    if getattr(warnings.formatwarning, "plain", False):
         return
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-    shown = warnings.showwarning
+    formatted = warnings.formatwarning
 
-    def show(message, category, filename, lineno, file=None, line=None):
+    def plain(message, category, filename, lineno, line=None):
         ours = category.__module__.startswith("fincrowd_ltr.")  # raised for the caller's line
-        if not ours and not os.path.abspath(filename).startswith(package):
-            return shown(message, category, filename, lineno, file, line)
-        print(f"fincrowd: warning: {message}", file=file or sys.stderr)
+        if ours or os.path.abspath(filename).startswith(package):
+            return f"fincrowd: warning: {message}\n"
+        return formatted(message, category, filename, lineno, line)
 
-    show.plain = True
-    warnings.showwarning = show
+    plain.plain = True
+    warnings.formatwarning = plain
+
+
+WORKER_APP = "fincrowd_ltr.cli.commands:worker_app"
+
+
+def worker_app():
+    """The app of one ``serve --workers N`` process, with the command's library set-up (a new
+    process inherits the environment, not the warning and logging filters)."""
+    from fincrowd_ltr.serving.http import app_from_env
+
+    quiet_libraries()
+    plain_warnings()
+    return app_from_env()
 
 
 # a command's ranker when none is named and the data is the package's own (a user's corpus, given
@@ -461,7 +475,7 @@ def serve(args: argparse.Namespace) -> None:
     }
     if workers > 1:
         model = None  # loaded above to refuse a bad checkpoint at once; each worker loads its own
-    run(model, args.host, args.port, limits, workers=workers, spec=spec)
+    run(model, args.host, args.port, limits, workers=workers, spec=spec, factory=WORKER_APP)
 
 
 def banks(args: argparse.Namespace) -> None:

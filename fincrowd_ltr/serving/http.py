@@ -303,9 +303,6 @@ def app_from_env() -> FastAPI:
     """The app of one worker process (``fincrowd serve --workers N``)."""
     import json
 
-    from fincrowd_ltr.cli.commands import quiet_libraries
-
-    quiet_libraries()  # the command's warning and logging filters do not reach a new process
     spec = json.loads(os.environ[ENV])
     if spec.get("threads"):  # the workers share the cores: none oversubscribes them (torch, BLAS)
         import torch
@@ -329,9 +326,11 @@ def serve(
     limits: Limits,
     workers: int = 1,
     spec: dict | None = None,
+    factory: str = "fincrowd_ltr.serving.http:app_from_env",
 ) -> None:
     """Run the service with uvicorn until interrupted; with ``workers > 1``, each worker process
-    loads the checkpoint in ``spec`` itself."""
+    loads the checkpoint in ``spec`` itself, by ``factory`` (``module:function`` returning the
+    app; the command's own sets up its libraries first)."""
     import json
 
     import uvicorn
@@ -342,7 +341,7 @@ def serve(
         threads = max(1, available_cores() // workers)
         os.environ[ENV] = json.dumps({**(spec or {}), "limits": asdict(limits), "threads": threads})
         uvicorn.run(
-            "fincrowd_ltr.serving.http:app_from_env",
+            factory,
             factory=True,
             host=host,
             port=port,

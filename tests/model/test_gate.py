@@ -357,21 +357,27 @@ def test_decisive_gate_labels_learn_from_the_questions_whose_ndcg_moved():
     assert all(torch.equal(same[k], default[k]) for k in same)
 
 
-def test_the_command_shows_the_package_warnings_as_one_plain_line(capsys):
+def test_the_command_shows_the_package_warnings_as_one_plain_line():
     """``fincrowd`` prints a gate that cannot open as ``fincrowd: warning: ...`` (Python's
     default added the file, line and the source line ``calibration = calibrate(`` under every
-    fold's warning in the README's main job); other libraries' warnings keep Python's format."""
+    fold's warning in the README's main job); other libraries' warnings keep Python's format,
+    and recording warnings (``catch_warnings(record=True)``) still works."""
     import warnings
 
     from fincrowd_ltr.cli.commands import plain_warnings
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("always")
+    before = warnings.formatwarning
+    try:
         plain_warnings()
         plain_warnings()  # once only: a second call does not wrap the first
-        calibrate(np.zeros(20), np.zeros(20), [f"q{i}" for i in range(20)], min_queries=1)
-        warnings.warn_explicit("elsewhere", UserWarning, "/another/library.py", 7)
-    err = capsys.readouterr().err
-    lines = err.strip().splitlines()
-    assert lines[0].startswith("fincrowd: warning: Learn-then-Test cannot certify a regression cap")
-    assert "calibrate(" not in err and len(lines) == 1  # the other library's: Python's own way
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            calibrate(np.zeros(20), np.zeros(20), [f"q{i}" for i in range(20)], min_queries=1)
+        (w,) = caught
+        text = warnings.formatwarning(w.message, w.category, w.filename, w.lineno, w.line)
+        other = warnings.formatwarning("elsewhere", UserWarning, "/another/library.py", 7)
+    finally:
+        warnings.formatwarning = before
+    assert text.startswith("fincrowd: warning: Learn-then-Test cannot certify a regression cap")
+    assert text.count("\n") == 1 and "calibrate(" not in text
+    assert other.startswith("/another/library.py:7: UserWarning: elsewhere")

@@ -55,6 +55,7 @@ def test_serve_hands_its_workers_every_option(checkpoint, monkeypatch):
     monkeypatch.setattr(http, "serve", lambda model, *a, **k: seen.update(model=model, **k))
     assert main(["serve", f"--checkpoint={checkpoint}", "--workers=3", "--trust-unverified"]) == 0
     assert seen["workers"] == 3 and seen["model"] is None
+    assert seen["factory"] == "fincrowd_ltr.cli.commands:worker_app"
     assert seen["spec"] == {
         "checkpoint": str(checkpoint), "ranker": None, "runtime": "torch", "trust_unverified": True
     }  # fmt: skip
@@ -264,9 +265,10 @@ def test_extractor_version_mismatch_is_refused(checkpoint):
 
 
 def test_a_serve_worker_caps_torch_and_blas_threads_and_quiets_libraries(checkpoint):
-    """Each ``serve --workers N`` process takes its share of the cores for torch and for BLAS
-    (only torch's was capped: N workers could each start a BLAS pool of every core), and the
-    command's warning and logging filters (a new process does not inherit them)."""
+    """Each ``serve --workers N`` process (the command's ``worker_app``) takes its share of the
+    cores for torch and for BLAS (only torch's was capped: N workers could each start a BLAS
+    pool of every core), and the command's warning and logging filters (a new process does not
+    inherit them)."""
     import subprocess
     import sys
 
@@ -276,8 +278,8 @@ def test_a_serve_worker_caps_torch_and_blas_threads_and_quiets_libraries(checkpo
     spec = {"checkpoint": str(checkpoint), "ranker": None, "runtime": "torch", "threads": 1}
     probe = (
         "import json, logging, torch, threadpoolctl\n"
-        "from fincrowd_ltr.serving import http\n"
-        "http.app_from_env()\n"
+        "from fincrowd_ltr.cli.commands import worker_app\n"
+        "worker_app()\n"
         "blas = [p['num_threads'] for p in threadpoolctl.threadpool_info()"
         " if p['user_api'] == 'blas']\n"
         "quiet = logging.getLogger('lightning').level == logging.WARNING\n"

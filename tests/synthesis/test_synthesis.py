@@ -370,7 +370,7 @@ def test_the_gate_learns_from_cross_fitted_synthetic_rows(tmp_path, monkeypatch,
     trained_on, calibrated_on, pooled = [], [], []
     learn, calibrate = fit._train_gate_on, fit.fit_calibration
     monkeypatch.setattr(
-        fit, "_train_gate_on", lambda rows, seed: trained_on.append(rows) or learn(rows, seed)
+        fit, "_train_gate_on", lambda rows, *a: trained_on.append(rows) or learn(rows, *a)
     )
 
     def recording_calibration(model, dataset, examples, *args, cross_fitted=None, **kwargs):
