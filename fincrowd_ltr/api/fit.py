@@ -275,13 +275,20 @@ class _Folds:
         and, when ``gate_rows`` asks for them, the synthetic banks of the fold's companies
         (source ``synthetic``), which no fit whose training set lacks ``fold`` trained on."""
         out = [(mode, data, self.of(mode, [fold])) for mode in MODES]
-        banks = self.synthetic_of(fold) if self.gate_rows != "labelled" else []
-        if banks:
-            if self._synthetic_data is None:  # the labelled corpus's passages: one featurizer
-                found = self.synthetic.synthesis.dataset()
-                self._synthetic_data = replace(found, passages=data.passages)
-            out.append(("synthetic", self._synthetic_data, banks))
+        if self.gate_rows != "labelled":
+            out += [("synthetic", *found) for found in [self.synthetic_banks(fold, data)] if found]
         return out
+
+    def synthetic_banks(self, fold: int, data: Dataset) -> tuple[Dataset, list] | None:
+        """``(synthetic dataset, banks)`` of ``fold``'s companies, the dataset reading the
+        labelled corpus's passages (one featurizer); None without such banks."""
+        banks = self.synthetic_of(fold)
+        if not banks:
+            return None
+        if self._synthetic_data is None:
+            found = self.synthetic.synthesis.dataset()
+            self._synthetic_data = replace(found, passages=data.passages)
+        return self._synthetic_data, banks
 
     def synthetic_of(self, fold: int) -> list[BankExample]:
         """The synthetic banks of ``fold``'s companies (every fit whose training set lacks
@@ -612,6 +619,9 @@ class _CrossValidation:
         }
         for qids, logits, gains, orderable in oof or []:  # the pooled cross-fitted rows
             rows["calibration"] = _join_rows(rows["calibration"], qids, logits, gains, orderable)
+        held_out = self.synthetic.scope == "folds" and self.ex.synthetic_banks(r.test, self.data)
+        if held_out:  # label-free held-out rows: how the gate orders questions it never saw
+            rows["synthetic_test"] = _logit_rows(gated, *held_out)
         return {
             "test_fold": r.test,
             "calibration_fold": r.validation,

@@ -401,6 +401,18 @@ def test_the_gate_learns_from_cross_fitted_synthetic_rows(tmp_path, monkeypatch,
     # (once each: an injected row would repeat a qid) and no synthetic one, either way
     assert calibrated_on and not set(calibrated_on) & synthetic_qids
     assert pooled and all(pooled) and all(len(set(p)) == len(p) for p in pooled)
+    # each round reports its gate's logits on the held-out fold's synthetic questions: label-free
+    # rows of companies no fit of the round trained on
+    held_out = 0
+    for fold in report.info["gate_folds"]:
+        rows = fold["rows"].get("synthetic_test")
+        if rows is None:
+            assert not ex.synthetic_of(fold["test_fold"])
+            continue
+        assert set(rows["qids"]) == {e.qid for e in ex.synthetic_of(fold["test_fold"])}
+        assert len(rows["logits"]) == len(rows["gains"]) == len(rows["qids"])
+        held_out += len(rows["qids"])
+    assert held_out
 
 
 def test_synthetic_gate_rows_need_synthetic_questions_no_fit_trained_on(tmp_path, monkeypatch):
