@@ -860,7 +860,8 @@ def _fit_gate(data, ex, fits, model, train, validation, setting, seed, oof=False
 
 
 def _logit_rows(model, data, examples) -> dict:
-    """The retrieved banks' ``{"qids", "logits", "gains", "orderable"}`` under ``model``'s gate."""
+    """``{"qids", "logits", "gains", "orderable"}`` of ``examples`` (labelled retrieved banks, or
+    a held-out fold's synthetic banks) under ``model``'s gate."""
     qids, feats, gains = gate_rows(model, data, examples)
     logits = [model.runtime.gate_logit(f) for f in feats]
     orderable = orderable_rows(examples, qids)
@@ -880,7 +881,8 @@ def _join_rows(rows: dict, qids, logits, gains, orderable) -> dict:
 def _train_gate_on(rows, seed, labels="improved"):
     """The gate trained on cross-fitted ``(fold, source, qids, features, gains, orderable)``
     rows; ``labels`` ``decisive`` keeps the orderable rows whose nDCG@10 moved (all rows, as
-    ``improved``, when none moved)."""
+    ``improved``, when the moved rows are all improved or all worse: one class teaches a
+    logistic gate nothing)."""
     from fincrowd_ltr.training.gate_module import train_gate
 
     rows = [row for row in rows if len(row[2])]  # a fold without banks of a source adds none
@@ -890,7 +892,7 @@ def _train_gate_on(rows, seed, labels="improved"):
     gains = np.concatenate([row[4] for row in rows])
     if labels == "decisive":
         moved = np.concatenate([row[5] for row in rows]) & (np.abs(gains) > 1e-12)
-        if moved.any():
+        if (gains[moved] > 0).any() and (gains[moved] < 0).any():
             feats, gains = feats[moved], gains[moved]
     return train_gate(feats, (gains > 1e-12).astype(np.float64), seed=seed)
 

@@ -8,6 +8,7 @@ import argparse
 import contextlib
 import signal
 import sys
+import warnings
 from pathlib import Path
 
 from fincrowd_ltr import settings
@@ -638,7 +639,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     c.quiet_libraries()
-    c.plain_warnings()
+    formatted = c.plain_warnings()
     handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     for s in handlers:
         signal.signal(s, _on_signal)
@@ -670,6 +671,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for s, h in handlers.items():
             signal.signal(s, h)
+        warnings.formatwarning = formatted  # a caller of main gets its own format back
     return 0
 
 

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -30,26 +31,32 @@ def quiet_libraries() -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def plain_warnings() -> None:
+def plain_warnings() -> Callable:
     """Print the package's own warnings as one ``fincrowd: warning: ...`` line (Python's default
     adds the file, line number and source line of the call, which say nothing to a user of the
     command); other libraries' warnings keep Python's format. Only the format changes, so
-    ``warnings.catch_warnings(record=True)`` still records them. Idempotent."""
+    ``warnings.catch_warnings(record=True)`` still records them. Idempotent; returns the format
+    it replaced (``cli.main`` puts it back when it returns)."""
     import warnings
 
     if getattr(warnings.formatwarning, "plain", False):
-        return
+        return warnings.formatwarning.replaced
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
     formatted = warnings.formatwarning
 
     def plain(message, category, filename, lineno, line=None):
-        ours = category.__module__.startswith("fincrowd_ltr.")  # raised for the caller's line
-        if ours or os.path.abspath(filename).startswith(package):
+        # the package's warning classes, or a plain UserWarning it raised (a library's warning
+        # attributed to a line of the package, numpy's RuntimeWarning say, keeps its format)
+        ours = category.__module__.startswith("fincrowd_ltr.") or (
+            category is UserWarning and os.path.abspath(filename).startswith(package)
+        )
+        if ours:
             return f"fincrowd: warning: {message}\n"
         return formatted(message, category, filename, lineno, line)
 
-    plain.plain = True
+    plain.plain, plain.replaced = True, formatted
     warnings.formatwarning = plain
+    return formatted
 
 
 WORKER_APP = "fincrowd_ltr.cli.commands:worker_app"

@@ -296,6 +296,7 @@ def _request_runner(model: GatedCorrection, limits: Limits, lock: threading.Lock
     return run
 
 
+BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 ENV = "FINCROWD_SERVE"  # checkpoint|runtime|ranker|limits, for worker processes
 
 
@@ -305,11 +306,13 @@ def app_from_env() -> FastAPI:
 
     spec = json.loads(os.environ[ENV])
     if spec.get("threads"):  # the workers share the cores: none oversubscribes them (torch, BLAS)
-        import torch
         from threadpoolctl import threadpool_limits
 
-        torch.set_num_threads(spec["threads"])
-        threadpool_limits(spec["threads"], user_api="blas")
+        threadpool_limits(spec["threads"], user_api="blas")  # the BLAS libraries loaded so far
+        if spec.get("runtime", "torch") == "torch":  # the ONNX runtime serves without torch
+            import torch
+
+            torch.set_num_threads(spec["threads"])
     model = GatedCorrection.from_pretrained(
         spec["checkpoint"],
         base_ranker=spec["ranker"],
@@ -339,6 +342,8 @@ def serve(
         from fincrowd_ltr.engine import available_cores
 
         threads = max(1, available_cores() // workers)
+        for name in BLAS_THREADS:  # read by every BLAS a worker loads later (scipy's own too)
+            os.environ.setdefault(name, str(threads))
         os.environ[ENV] = json.dumps({**(spec or {}), "limits": asdict(limits), "threads": threads})
         uvicorn.run(
             factory,

@@ -70,8 +70,8 @@ def train_gate(
     module.gate.fit_standardisation(x)
     trainer = quiet_trainer(epochs, accelerator="cpu")
     # the full batch as the loader's one item (no per-row fetch and stack at every step), on
-    # one thread: extra threads only contend with the residual fits running beside it, and one
-    # thread sums the same way on every host (on some, two threads move the weights by ~1e-16)
+    # one thread: extra threads only contend with the residual fits running beside it, and the
+    # sums do not depend on the thread count (on some hosts two threads move the weights by 1e-16)
     loader = DataLoader([(x, y)], batch_size=None, shuffle=False)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)

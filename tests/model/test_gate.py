@@ -327,7 +327,11 @@ def test_decisive_gate_labels_learn_from_the_questions_whose_ndcg_moved():
     would otherwise teach it that "changes the top 10" is "improves". With no moved row it
     learns from every row, as the default does."""
     from fincrowd_ltr.api.fit import _train_gate_on
+    from fincrowd_ltr.settings import CalibrationSettings
     from fincrowd_ltr.training.gate_module import train_gate
+
+    with pytest.raises(DataError, match="gate_labels must be one of"):
+        CalibrationSettings(gate_labels="moved")
 
     rng = np.random.default_rng(1)
     n = 200
@@ -351,10 +355,13 @@ def test_decisive_gate_labels_learn_from_the_questions_whose_ndcg_moved():
     weight = {name: g.linear.weight.detach()[0, 1].abs() for name, g in
               (("improved", improved), ("decisive", decisive))}  # fmt: skip
     assert weight["improved"] > weight["decisive"]
-    none_moved = [(0, "retrieved", ["a", "b"], x[:2], np.zeros(2), np.ones(2, bool))]
-    same = _train_gate_on(none_moved, 0, "decisive").state_dict()
-    default = _train_gate_on(none_moved, 0, "improved").state_dict()
-    assert all(torch.equal(same[k], default[k]) for k in same)
+    # no moved row, or moved rows of one class (a zero loss: the gate would stay at zero)
+    one_class = np.r_[0.0, 0.2, 0.0, 0.3]
+    for gains in (np.zeros(4), one_class):
+        rows = [(0, "retrieved", list("abcd"), x[:4], gains, np.ones(4, bool))]
+        same = _train_gate_on(rows, 0, "decisive").state_dict()
+        default = _train_gate_on(rows, 0, "improved").state_dict()
+        assert all(torch.equal(same[k], default[k]) for k in same)
 
 
 def test_the_command_shows_the_package_warnings_as_one_plain_line():
@@ -368,16 +375,21 @@ def test_the_command_shows_the_package_warnings_as_one_plain_line():
 
     before = warnings.formatwarning
     try:
-        plain_warnings()
-        plain_warnings()  # once only: a second call does not wrap the first
+        assert plain_warnings() is before
+        first = warnings.formatwarning
+        assert plain_warnings() is before  # once only: a second call does not wrap the first
+        assert warnings.formatwarning is first
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             calibrate(np.zeros(20), np.zeros(20), [f"q{i}" for i in range(20)], min_queries=1)
         (w,) = caught
         text = warnings.formatwarning(w.message, w.category, w.filename, w.lineno, w.line)
         other = warnings.formatwarning("elsewhere", UserWarning, "/another/library.py", 7)
+        # numpy's warning attributed to a line of the package is numpy's, not the package's
+        numeric = warnings.formatwarning("overflow", RuntimeWarning, w.filename, 3)
     finally:
         warnings.formatwarning = before
     assert text.startswith("fincrowd: warning: Learn-then-Test cannot certify a regression cap")
     assert text.count("\n") == 1 and "calibrate(" not in text
     assert other.startswith("/another/library.py:7: UserWarning: elsewhere")
+    assert "RuntimeWarning: overflow" in numeric and not numeric.startswith("fincrowd:")

@@ -282,7 +282,9 @@ def test_a_serve_worker_caps_torch_and_blas_threads_and_quiets_libraries(checkpo
         "worker_app()\n"
         "blas = [p['num_threads'] for p in threadpoolctl.threadpool_info()"
         " if p['user_api'] == 'blas']\n"
-        "quiet = logging.getLogger('lightning').level == logging.WARNING\n"
+        "import warnings\n"
+        "quiet = logging.getLogger('lightning').level == logging.WARNING and getattr("
+        "warnings.formatwarning, 'plain', False)\n"
         "print(json.dumps([torch.get_num_threads(), blas, quiet]))\n"
     )
     env = {**os.environ, http.ENV: json.dumps({**spec, "limits": limits})}

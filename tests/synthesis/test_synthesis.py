@@ -382,7 +382,7 @@ def test_the_gate_learns_from_cross_fitted_synthetic_rows(tmp_path, monkeypatch,
     monkeypatch.setattr(fit, "fit_calibration", recording_calibration)
     report = cv.cross_validate()
     final = cv.final_model()
-    assert report.info["gate_rows"] == gate_rows
+    assert report.info["gate_rows"] == gate_rows and report.info["gate_labels"] == "improved"
     assert final.summary.extra["gate_rows"] == gate_rows
     sources = {row[1] for rows in trained_on for row in rows if len(row[2])}
     assert sources == ({"synthetic", "retrieved", "injected"} if gate_rows == "both"
@@ -410,6 +410,8 @@ def test_the_gate_learns_from_cross_fitted_synthetic_rows(tmp_path, monkeypatch,
             assert not ex.synthetic_of(fold["test_fold"])
             continue
         assert set(rows["qids"]) == {e.qid for e in ex.synthetic_of(fold["test_fold"])}
+        train = next(r.train for r in plan.rounds() if r.test == fold["test_fold"])
+        assert not set(rows["qids"]) & {e.qid for e in ex.train(train)}
         assert len(rows["logits"]) == len(rows["gains"]) == len(rows["qids"])
         held_out += len(rows["qids"])
     assert held_out
