@@ -129,9 +129,15 @@ def figures(report: Path) -> dict:
     data = json.loads(report.read_text())
     for info in (data, data.get("info", {})):
         info.pop("residual_fits", None)
-        info.pop("gate_labels", None)
-        for fold in info.get("gate_folds", []):
-            fold.get("rows", {}).pop("synthetic_test", None)
+    return _without(data, ("gate_labels", "synthetic_test"))
+
+
+def _without(data, keys: tuple[str, ...]):
+    """``data`` without ``keys`` at any depth (a gate fold's rows sit in two places)."""
+    if isinstance(data, dict):
+        return {k: _without(v, keys) for k, v in data.items() if k not in keys}
+    if isinstance(data, list):
+        return [_without(v, keys) for v in data]
     return data
 
 
