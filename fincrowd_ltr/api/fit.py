@@ -275,8 +275,9 @@ class _Folds:
         and, when ``gate_rows`` asks for them, the synthetic banks of the fold's companies
         (source ``synthetic``), which no fit whose training set lacks ``fold`` trained on."""
         out = [(mode, data, self.of(mode, [fold])) for mode in MODES]
-        if self.gate_rows != "labelled":
-            out += [("synthetic", *found) for found in [self.synthetic_banks(fold, data)] if found]
+        found = self.synthetic_banks(fold, data) if self.gate_rows != "labelled" else None
+        if found:
+            out.append(("synthetic", *found))
         return out
 
     def synthetic_banks(self, fold: int, data: Dataset) -> tuple[Dataset, list] | None:
