@@ -154,10 +154,14 @@ def load_encoder(
     dense_pooling: str = "max",
     dense_window: int = 254,
     progress: bool = True,
+    questions: str = "minilm",
 ):
     """A dense encoder with ``score(query, texts)``: ``minilm`` (the shipped all-MiniLM-L6-v2),
     ``static`` (distilled from it and tuned on ``dataset``'s corpus without labels; built once
-    per corpus, a few minutes, and cached) or a saved static scorer's folder.
+    per corpus, a few minutes, and cached) or a saved static scorer's folder. A static scorer
+    tuned into MiniLM's space scores MiniLM's vector of the question against its own vectors of
+    the pages (``questions="minilm"``, the default) or reads both with its table
+    (``questions="static"``: no torch).
 
     Example:
         >>> enc = load_encoder("static", "financebench")  # doctest: +SKIP
@@ -173,6 +177,7 @@ def load_encoder(
         None if data is None else data.passages,
         None if data is None else data.corpus_fingerprint(),
         progress,
+        questions,
     )
 
 

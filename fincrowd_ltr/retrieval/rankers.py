@@ -252,7 +252,17 @@ def scorer_version(name: str, corpus_key: str = "") -> str | None:
     from fincrowd_ltr.retrieval.static import SCORES_VERSION
     from fincrowd_ltr.retrieval.static_tuning import static_key
 
-    return f"{static_key(corpus_key)}/scores-{SCORES_VERSION}"
+    return f"{static_key(corpus_key)}/scores-{SCORES_VERSION}/questions-{QUESTIONS_VERSION}"
+
+
+QUESTION_READERS = ("minilm", "static")  # who reads a question for the static scorer
+QUESTIONS_VERSION = "minilm-1"  # bump when the default reader of questions changes
+
+
+def reads_minilm_space(model) -> bool:
+    """Whether a static model's vectors live in MiniLM's space: tuned on the shipped MiniLM's
+    window vectors (an untuned distillation is a PCA of them, in no space MiniLM reads)."""
+    return bool(model.config.get("tuned")) and model.config.get("source") == "all-MiniLM-L6-v2"
 
 
 def load_encoder(
@@ -262,10 +272,17 @@ def load_encoder(
     passages: dict[str, Passage] | None = None,
     corpus_key: str | None = None,
     progress: bool = False,
+    questions: str = "minilm",
 ):
     """A dense encoder: ``minilm`` (the shipped all-MiniLM-L6-v2), ``static`` (distilled from it
     and tuned on ``passages``, built once per corpus and cached) or the folder of a saved
-    :class:`~fincrowd_ltr.retrieval.static.StaticModel`. Each has ``score(query, texts)``."""
+    :class:`~fincrowd_ltr.retrieval.static.StaticModel`. Each has ``score(query, texts)``.
+
+    ``questions``: who reads a question for a static scorer: ``minilm`` (default; MiniLM's own
+    question vector against the table's page windows, where the table was tuned into MiniLM's
+    space, else the table) or ``static`` (the table alone: no torch at scoring time)."""
+    if questions not in QUESTION_READERS:
+        raise DataError(f"unknown question reader {questions!r}; choose from {QUESTION_READERS}")
     if scorer == "minilm":
         from fincrowd_ltr.retrieval.dense import DenseEncoder
 
@@ -285,12 +302,20 @@ def load_encoder(
         model = StaticModel.load(scorer)
     else:
         raise DataError(f"unknown dense scorer {scorer!r}; choose from {DENSE_SCORERS} or a folder")
-    return StaticEncoder(model, policy)
+    reader = None
+    if questions == "minilm" and reads_minilm_space(model):
+        from fincrowd_ltr.retrieval.dense import DenseEncoder
+
+        def reader():
+            return DenseEncoder(policy=policy)
+
+    return StaticEncoder(model, policy, questions=reader)
 
 
 __all__ = [
     "DENSE_SCORERS",
     "NEEDS_FIRST_STAGE",
+    "QUESTION_READERS",
     "RANKERS",
     "BM25Ranker",
     "BaseRanker",
@@ -301,6 +326,7 @@ __all__ = [
     "check_scores",
     "load_encoder",
     "make_rankers",
+    "reads_minilm_space",
     "score_bank",
     "scorer_version",
     "scores_from_run",

@@ -131,6 +131,12 @@ class StaticEncoder:
     embed again, so bank scoring, which prepares every bank page at once and then reads them bank
     by bank, keeps them all); ``memo_size`` bounds both memos for a long-running process (the
     newest entries stay, oldest first out).
+
+    ``questions``: the encoder that reads the questions (its ``encode_queries``), or a
+    zero-argument callable that builds it when the first question comes; ``None``: the static
+    table reads them too. A table tuned on MiniLM's window vectors lives in MiniLM's space, so
+    MiniLM can read the short questions (a few ms each) while the table reads the pages
+    (:func:`fincrowd_ltr.retrieval.rankers.load_encoder` does so by default).
     """
 
     def __init__(
@@ -139,6 +145,7 @@ class StaticEncoder:
         policy: WindowPolicy | None = None,
         name: str = "static",
         memo_size: int | None = None,
+        questions=None,
     ):
         if memo_size is not None and memo_size < 0:
             raise ValueError(f"memo_size must be >= 0 or None (unbounded), got {memo_size}")
@@ -146,6 +153,7 @@ class StaticEncoder:
         self.policy = policy or WindowPolicy()
         self.name = name
         self.memo_size = memo_size
+        self._questions = questions
         self._texts: dict[str, np.ndarray] = {}
         self._queries: dict[str, np.ndarray] = {}
 
@@ -202,8 +210,26 @@ class StaticEncoder:
         bounds = np.searchsorted(np.asarray(owner), np.arange(len(texts) + 1))
         return [vectors[bounds[i] : bounds[i + 1]] for i in range(len(texts))]
 
+    @property
+    def question_encoder(self):
+        """The encoder that reads questions (built now if it was given as a callable), or
+        ``None`` when the static table reads them."""
+        if callable(self._questions) and not hasattr(self._questions, "encode_queries"):
+            self._questions = self._questions()
+        return self._questions
+
+    @property
+    def reads_questions_with(self) -> str:
+        """``"static"`` or the name of the encoder that reads the questions."""
+        if self._questions is None:
+            return "static"
+        return getattr(self.question_encoder, "name", type(self.question_encoder).__name__)
+
     def encode_queries(self, texts: list[str]) -> np.ndarray:
-        """One vector per query (its first window), memoised."""
+        """One vector per query (its first window), memoised; by the question encoder when
+        there is one."""
+        if self._questions is not None:
+            return np.asarray(self.question_encoder.encode_queries(texts))
 
         def first_windows(todo: list[str]) -> np.ndarray:
             ids = [i[: self.policy.window_tokens] for i in self.model.token_ids(todo)]

@@ -450,3 +450,42 @@ def test_a_corpus_of_short_passages_keeps_the_distilled_scorer(teacher_dir, tmp_
     assert StaticModel.load(next((tmp_path / "static").iterdir())).dim == 16  # cached
     with pytest.warns(UserWarning, match="not tuned on this corpus"):  # read back: said again
         assert static_model_for(passages, tmp_path, "short").dim == 16
+
+
+def test_minilm_reads_the_questions_of_a_table_tuned_into_its_space(
+    static, tiny_bert, tmp_path, monkeypatch
+):
+    """A table tuned on MiniLM's window vectors lives in MiniLM's space: by default MiniLM reads
+    the questions (built when the first question comes) and the table the pages;
+    ``questions="static"``, an untuned table or another teacher's read both with the table."""
+    import fincrowd_ltr.retrieval.dense as dense
+    from fincrowd_ltr.retrieval.rankers import load_encoder
+
+    model, tokenizer = tiny_bert
+    teacher = dense.DenseEncoder(model=model, tokenizer=tokenizer)  # stands in for MiniLM
+    built = []
+    monkeypatch.setattr(dense, "DenseEncoder", lambda **kw: built.append(kw) or teacher)
+    windows = [static.token_ids([t])[0][:40] for t in TEXTS if t]
+    targets = np.stack(teacher.encode_windows(windows))
+    tuned = tune_static(static, windows, targets, StaticTuning(epochs=2))
+    config = {**tuned.config, "source": "all-MiniLM-L6-v2"}
+    StaticModel(tuned.vectors, tuned.tokenizer, config).save(tmp_path / "minilm-space")
+    tuned.save(tmp_path / "other-teacher")
+    static.save(tmp_path / "untuned")
+    question, pages = "What was total revenue in fiscal 2022?", TEXTS
+
+    asymmetric = load_encoder(str(tmp_path / "minilm-space"))
+    assert built == []  # nothing loaded before a question comes
+    got = asymmetric.score(question, pages)
+    assert len(built) == 1 and asymmetric.reads_questions_with == teacher.name
+    q = teacher.encode_queries([question])[0]
+    want = [asymmetric.policy.pool(w @ q) for w in asymmetric.encode_texts(pages)]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    symmetric = load_encoder(str(tmp_path / "minilm-space"), questions="static")
+    assert symmetric.reads_questions_with == "static"
+    assert not np.allclose(symmetric.score(question, pages), got)  # another question vector
+    for folder in ("other-teacher", "untuned"):
+        assert load_encoder(str(tmp_path / folder)).reads_questions_with == "static"
+    assert len(built) == 1
+    with pytest.raises(DataError, match="unknown question reader"):
+        load_encoder(str(tmp_path / "untuned"), questions="bert")
