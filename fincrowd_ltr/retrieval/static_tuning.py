@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fincrowd_ltr.retrieval.static import StaticModel
+from fincrowd_ltr.retrieval.static import MINILM, StaticModel
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
@@ -59,6 +59,7 @@ def tune_static(
     settings: StaticTuning | None = None,
     progress: bool = False,
     pairs: list[tuple[list[int], list[list[int]]]] | None = None,
+    teacher: str | None = None,
 ) -> StaticModel:
     """A new :class:`StaticModel` whose window vectors point where ``targets`` do.
 
@@ -70,6 +71,8 @@ def tune_static(
         pairs: ``(question ids, windows of its page)`` pairs for the contrastive loss (a
             page scores by its best window, as at retrieval; the batch's other pages are the
             negatives).
+        teacher: The name of the model whose vectors ``targets`` are, recorded (the tuned
+            table lives in its space; None: the distilled model's source).
     """
     import torch
 
@@ -125,6 +128,7 @@ def tune_static(
             "held_out_cosine": history,
             "epoch": best_epoch,
             "pairs": len(pairs or []) if settings.contrastive else 0,
+            "teacher": teacher or model.config.get("source"),
         },
     }
     return StaticModel(vectors.astype(np.float32), model.tokenizer, config)
@@ -322,7 +326,7 @@ def static_model_for(
     encoder = DenseEncoder(cache_dir=cache_dir)  # reuses MiniLM vectors already cached
     windows, targets = sample_targets([passages[ids[i]].text for i in chosen], seed, encoder)
     if windows:
-        model = tune_static(model, windows, targets, StaticTuning(seed=seed))
+        model = tune_static(model, windows, targets, StaticTuning(seed=seed), teacher=MINILM)
     else:  # no page long enough to learn from: the distilled scorer as it is
         warnings.warn(UNTUNED, stacklevel=2)
     model.config.update(

@@ -456,10 +456,18 @@ def test_minilm_reads_the_questions_of_a_table_tuned_into_its_space(
     static, tiny_bert, tmp_path, monkeypatch
 ):
     """A table tuned on MiniLM's window vectors lives in MiniLM's space: by default MiniLM reads
-    the questions (built when the first question comes) and the table the pages;
-    ``questions="static"``, an untuned table or another teacher's read both with the table."""
+    the questions (built when the first question comes) and the table the pages, in
+    ``load_encoder`` and in bank scoring alike; ``questions="static"``, an untuned table,
+    another teacher's, or an install without torch read both with the table, and a question
+    vector of another size is refused by name."""
+    import warnings
+
     import fincrowd_ltr.retrieval.dense as dense
+    from fincrowd_ltr.retrieval import rankers
+    from fincrowd_ltr.retrieval.build import BankSpec, build_banks
     from fincrowd_ltr.retrieval.rankers import load_encoder
+    from fincrowd_ltr.retrieval.static_tuning import static_key
+    from tests.conftest import user_corpus
 
     model, tokenizer = tiny_bert
     teacher = dense.DenseEncoder(model=model, tokenizer=tokenizer)  # stands in for MiniLM
@@ -467,15 +475,15 @@ def test_minilm_reads_the_questions_of_a_table_tuned_into_its_space(
     monkeypatch.setattr(dense, "DenseEncoder", lambda **kw: built.append(kw) or teacher)
     windows = [static.token_ids([t])[0][:40] for t in TEXTS if t]
     targets = np.stack(teacher.encode_windows(windows))
-    tuned = tune_static(static, windows, targets, StaticTuning(epochs=2))
-    config = {**tuned.config, "source": "all-MiniLM-L6-v2"}
-    StaticModel(tuned.vectors, tuned.tokenizer, config).save(tmp_path / "minilm-space")
-    tuned.save(tmp_path / "other-teacher")
+    settings = StaticTuning(epochs=2)
+    tuned = tune_static(static, windows, targets, settings, teacher="all-MiniLM-L6-v2")
+    tuned.save(tmp_path / "minilm-space")
+    tune_static(static, windows, targets, settings).save(tmp_path / "other-teacher")
     static.save(tmp_path / "untuned")
     question, pages = "What was total revenue in fiscal 2022?", TEXTS
 
     asymmetric = load_encoder(str(tmp_path / "minilm-space"))
-    assert built == []  # nothing loaded before a question comes
+    assert built == [] and asymmetric.reads_questions_with == "all-MiniLM-L6-v2"  # not loaded
     got = asymmetric.score(question, pages)
     assert len(built) == 1 and asymmetric.reads_questions_with == teacher.name
     q = teacher.encode_queries([question])[0]
@@ -486,6 +494,30 @@ def test_minilm_reads_the_questions_of_a_table_tuned_into_its_space(
     assert not np.allclose(symmetric.score(question, pages), got)  # another question vector
     for folder in ("other-teacher", "untuned"):
         assert load_encoder(str(tmp_path / folder)).reads_questions_with == "static"
-    assert len(built) == 1
     with pytest.raises(DataError, match="unknown question reader"):
         load_encoder(str(tmp_path / "untuned"), questions="bert")
+
+    # bank scoring takes the same path: the corpus's cached table, MiniLM reading questions
+    data = user_corpus(companies=4)
+    tuned.save(tmp_path / "static" / static_key(data.corpus_fingerprint()))
+    banks = build_banks(data, "all", ["static"], BankSpec(size=6), tmp_path, progress=False)
+    for qid, bank in banks.banks.items():
+        text = data.queries[qid].text
+        q = teacher.encode_queries([text])[0]
+        windows = asymmetric.encode_texts([data.passages[p].text for p in bank.pids])
+        np.testing.assert_allclose(
+            bank.scores["static"], [asymmetric.policy.pool(w @ q) for w in windows], rtol=1e-6
+        )
+    assert banks.scorers["static"].endswith("/questions-minilm-1")
+
+    # without torch the table reads questions, said once; a vector of another size is refused
+    monkeypatch.setattr(rankers, "minilm_installed", lambda: False)
+    with pytest.warns(UserWarning, match="not installed"):
+        assert load_encoder(str(tmp_path / "minilm-space")).reads_questions_with == "static"
+    assert rankers.scorer_version("static", "c").endswith("/questions-static")
+    narrow = StaticEncoder(static, questions=teacher)  # a 16-d table, 32-d question vectors
+    with pytest.raises(DataError, match="32-dimensional vectors, the static table 16"):
+        narrow.encode_queries([question])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert StaticEncoder(tuned).reads_questions_with == "static"
