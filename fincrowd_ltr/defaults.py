@@ -10,6 +10,7 @@ DEFAULT_LINE_ITEMS = "any"
 DEFAULT_CACHE = Path(".cache")  # index, embedding, bank and feature cache
 DEFAULT_BANK_SIZE = 100  # candidates per bank
 BANK_MODES = ("retrieved", "injected")  # what the first stage found / gold injected
+QUESTION_READERS = ("minilm", "static")  # who reads a question for the static scorer
 # training banks as deployed (what the first stage found); "injected" was the default before
 # the rule of 2026-12-04 (docs/results.md, "Training banks as deployed")
 DEFAULT_TRAIN_MODE = "retrieved"

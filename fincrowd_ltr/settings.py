@@ -28,6 +28,7 @@ from fincrowd_ltr.defaults import (
     GATE_METHODS,
     LINE_ITEMS,
     MIN_CALIBRATION_QUERIES,
+    QUESTION_READERS,
     SELECTION_GRID,
     STAND_IN,
 )
@@ -165,6 +166,21 @@ class BankSettings:
         default="retrieved",
         metadata=_opt("bank mode of validation (early stopping, selection)", choices=MODES),
     )
+    static_questions: str = field(
+        default="minilm",
+        metadata=_opt(
+            "who reads a question for the static scorer (rankers static, hybrid-static, "
+            "fused-static): minilm (its own vector against the table's page vectors) or static "
+            "(the table alone: no torch when scoring); the checkpoint records it",
+            choices=QUESTION_READERS,
+        ),
+    )
+
+    def __post_init__(self) -> None:
+        if self.static_questions not in QUESTION_READERS:
+            raise _data_error(
+                f"static_questions must be one of {QUESTION_READERS}; got {self.static_questions!r}"
+            )
 
 
 @dataclass(frozen=True)

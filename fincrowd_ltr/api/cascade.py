@@ -27,6 +27,7 @@ from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.retrieval.banks import BankSet
 from fincrowd_ltr.retrieval.build import BankSpec
 from fincrowd_ltr.retrieval.cascade import CascadeSettings, settings_grid
+from fincrowd_ltr.retrieval.rankers import scorer_recipe
 from fincrowd_ltr.settings import BankSettings, CalibrationSettings, FitSettings, require_used
 
 DOMAIN = "cascade"
@@ -66,7 +67,7 @@ def correction_folds(
     for mode in MODES:
         bankset = build_banks(
             data, [ranker], first_stage=b.first_stage, size=b.bank_size, mode=mode,
-            cache_dir=cache_dir,
+            static_questions=b.static_questions, cache_dir=cache_dir,
         )  # fmt: skip
         cache = None if cache_dir is None else Path(cache_dir)
         examples[mode] = {
@@ -99,6 +100,7 @@ def train_corrections(prepared: CorrectionFolds, seed: int = 0) -> dict[int, obj
     def model(scorer, gate=None, domains=None):
         summary = TrainingSummary(
             dataset=p.data.name, base_ranker=p.ranker, first_stage=p.stage,
+            base_scorer=scorer_recipe(p.ranker, b.static_questions),
             bank_size=b.bank_size, bank_mode=b.train_mode, val_bank_mode=b.val_mode,
         )  # fmt: skip
         return GatedCorrection(
@@ -249,8 +251,9 @@ def cascade(
         else None
     )
     bankset = build_banks(
-        data, stage2, first_stage=first_stage, size=n, split=split, cache_dir=cache_dir
-    )
+        data, stage2, first_stage=first_stage, size=n, split=split, cache_dir=cache_dir,
+        static_questions=s.banks.static_questions,
+    )  # fmt: skip
     extra = {name: run_scores(run, bankset) for name, run in runs.items()}
     grid = settings_grid(stage2, n, k)
     fixed = [CascadeSettings(n, k, r) for r in [*stage2, *extra]]

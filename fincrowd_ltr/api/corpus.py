@@ -70,13 +70,13 @@ def read_run(run: RunScores | str | Path | None, dataset: Dataset) -> RunScores 
 
 def bank_spec(spec: BankSpec | None = None, **shortcuts) -> BankSpec:
     """``spec`` (default: the ``auto`` first stage, the package's sizes and windows) with any of
-    ``first_stage``, ``mode``, ``size``, ``stemmer``, ``dense_pooling``, ``dense_window``
-    changed; an unknown name is a ``TypeError``."""
+    ``first_stage``, ``mode``, ``size``, ``static_questions``, ``stemmer``, ``dense_pooling``,
+    ``dense_window`` changed; an unknown name is a ``TypeError``."""
     spec = spec or BankSpec(first_stage="auto")
     unknown = sorted(set(shortcuts) - set(_SPEC_SHORTCUTS))
     if unknown:
         raise TypeError(f"unknown bank setting(s) {unknown}; choose from {_SPEC_SHORTCUTS}")
-    plain = {k: shortcuts[k] for k in ("first_stage", "mode", "size") if k in shortcuts}
+    plain = {k: shortcuts[k] for k in _PLAIN_SHORTCUTS if k in shortcuts}
     if "stemmer" in shortcuts:
         plain["bm25"] = dataclasses.replace(spec.bm25, stemmer=shortcuts["stemmer"])
     window = {
@@ -96,7 +96,8 @@ def data_settings(data: DataSettings | None, shortcuts: dict) -> DataSettings:
     return dataclasses.replace(data or DataSettings(), **where)
 
 
-_SPEC_SHORTCUTS = ("first_stage", "mode", "size", "stemmer", "dense_pooling", "dense_window")
+_PLAIN_SHORTCUTS = ("first_stage", "mode", "size", "static_questions")
+_SPEC_SHORTCUTS = (*_PLAIN_SHORTCUTS, "stemmer", "dense_pooling", "dense_window")
 
 
 def build_banks(

@@ -54,10 +54,14 @@ def evaluate(
     many); ``cascades`` add fixed-setting cascades over the same banks (``cascade:<ranker>...``
     rows). The banks are ``banks`` when given, else made as ``spec`` and ``data`` say (or their
     fields as shortcuts: ``first_stage``, ``mode``, ``size``, ``split``, ``data_root``,
-    ``cache_dir``, ...: :func:`build_banks`).
+    ``cache_dir``, ...: :func:`build_banks`); with a checkpoint and no ``spec``, a static
+    base's questions are read as its training recorded unless ``static_questions`` says.
     """
     systems = EvaluationSettings.take(systems, shortcuts)
     settings = data_settings(data, shortcuts)
+    correction = None if systems.checkpoint is None else _loaded(systems.checkpoint)
+    if correction is not None and spec is None and "static_questions" not in shortcuts:
+        shortcuts["static_questions"] = correction.summary.static_questions  # as in training
     spec = bank_spec(spec, **shortcuts)
     corpus = load_dataset(dataset, settings.data_root, settings.split)
     names = rankers_of(rankers)
@@ -86,10 +90,10 @@ def evaluate(
         from fincrowd_ltr.evaluation.cascade import add_cascade_systems
 
         add_cascade_systems(report, corpus, banks, list(systems.cascades))
-    if systems.checkpoint is not None:
+    if correction is not None:
         s = systems
         add_correction_rows(
-            report, corpus, banks, s.checkpoint, s.domain, s.fallback, spec.first_stage
+            report, corpus, banks, correction, s.domain, s.fallback, spec.first_stage
         )
     return report
 
@@ -105,11 +109,7 @@ def add_correction_rows(
 ) -> None:
     """Add ``residual:<r>`` (and with ``domain`` ``gated:<r>``) rows, decided by the model, and
     the distribution-shift warnings of these banks (``report["warnings"]``)."""
-    model = (
-        checkpoint
-        if isinstance(checkpoint, GatedCorrection)
-        else GatedCorrection.from_pretrained(checkpoint)
-    )
+    model = _loaded(checkpoint)
     ranker = model.base_ranker
     if ranker not in banks.rankers:
         raise DataError(
@@ -132,7 +132,9 @@ def add_correction_rows(
     always = model.score_examples(data, examples)
     stage = None if first_stage is None else _stage_name(first_stage, data)
     standardised = np.concatenate([r.decision.standardised for r in always.values()])
-    report["warnings"] = model.shift_warnings(stage, banks.size, standardised)
+    report["warnings"] = model.shift_warnings(
+        stage, banks.size, standardised, scorer=banks.scorers.get(ranker)
+    )
     base = {q: r.base_ranking for q, r in always.items()}
     systems = {"residual": {q: r.ranking for q, r in always.items()}}
     opened = {}
@@ -163,6 +165,13 @@ def add_correction_rows(
             f"domain; matched by content: question text and gold evidence) are left out of the "
             f"correction rows ({why}; {len(qids)} scored)"
         )
+
+
+def _loaded(checkpoint: str | Path | GatedCorrection) -> GatedCorrection:
+    """A correction folder loaded (a loaded correction as it is)."""
+    if isinstance(checkpoint, GatedCorrection):
+        return checkpoint
+    return GatedCorrection.from_pretrained(checkpoint)
 
 
 def _stage_name(first_stage: str, data: Dataset) -> str:
@@ -196,7 +205,8 @@ def calibrate_domain(
     the banks are made and how the cap is kept: among orderable questions, by ``gate_method``
     (``"ltt"``: with probability >= 1 - delta over the draw of the calibration questions;
     :mod:`fincrowd_ltr.model.calibration`). The banks use ``first_stage``, by default the one
-    the correction was trained on. Returns ``(model, calibration)``."""
+    the correction was trained on, and the question reader of a static base its training
+    recorded. Returns ``(model, calibration)``."""
     from fincrowd_ltr.data.splits import FoldPlan
 
     _rename_old_keywords(shortcuts)
@@ -204,11 +214,7 @@ def calibrate_domain(
     s = (settings or FitSettings()).replace(**shortcuts)
     data_root, split, cache_dir = s.data.data_root, s.data.split, s.data.cache_dir
     folds, seed = s.training.folds, s.training.seed
-    model = (
-        checkpoint
-        if isinstance(checkpoint, GatedCorrection)
-        else GatedCorrection.from_pretrained(checkpoint)
-    )
+    model = _loaded(checkpoint)
     if domain in model.domains and save and not replace:
         raise DataError(
             f"domain {domain!r} is already calibrated in this checkpoint; pass replace=True "
@@ -234,6 +240,7 @@ def calibrate_domain(
         [model.base_ranker],
         first_stage=stage,
         size=s.banks.bank_size,
+        static_questions=model.summary.static_questions,  # as in training
         split=split,
         cache_dir=cache_dir,
         run=read_run(run, data),

@@ -55,6 +55,7 @@ from fincrowd_ltr.model.summary import TrainingSummary
 from fincrowd_ltr.progress import Progress
 from fincrowd_ltr.retrieval.banks import BankSet
 from fincrowd_ltr.retrieval.build import BankSpec, FirstStages
+from fincrowd_ltr.retrieval.rankers import scorer_recipe
 from fincrowd_ltr.settings import FitSettings
 from fincrowd_ltr.training.calibration import fit_calibration, gate_rows, orderable_rows
 
@@ -439,13 +440,13 @@ class _CrossValidation:
             stages = FirstStages()
             self.examples, self.notes = _examples_by_mode(
                 data, ranker, modes, banks, featurizer, b.first_stage, b.bank_size,
-                s.data.split, cache, run, progress, stages,
+                s.data.split, cache, run, progress, stages, b.static_questions,
             )  # fmt: skip
             if b.train_mode == "retrieved" and self.synthetic.labelled:
                 self.notes += _retrieved_training(data, self.examples["retrieved"], self.held)
             extra, self.extra_qids, extra_groups = _extra_examples(
                 list(t.extra_training), ranker, b.train_mode, b.first_stage, b.bank_size,
-                t.extra_limit, t.seed, s.data.data_root, cache, progress,
+                t.extra_limit, t.seed, s.data.data_root, cache, progress, b.static_questions,
             )  # fmt: skip
             self.syn = self._synthetic_examples(featurizer, pending, stages) if pending else None
             del stages  # the banks are built: the index and page vectors are not needed again
@@ -493,7 +494,7 @@ class _CrossValidation:
         syn = synthetic_examples(
             self.synthetic, data, featurizer, self.ranker, self.stage, b.train_mode,
             b.bank_size, self.s.data.cache_dir, self.progress, found=pending.result(),
-            stages=stages,
+            stages=stages, static_questions=b.static_questions,
         )  # fmt: skip
         if syn.examples:
             return syn
@@ -706,6 +707,7 @@ class _CrossValidation:
             dataset=data.name,
             base_ranker=self.ranker,
             first_stage=self.stage,
+            base_scorer=scorer_recipe(self.ranker, b.static_questions),
             bank_size=b.bank_size,
             split=s.data.split,
             dataset_fingerprint=data.corpus_fingerprint(),
@@ -729,7 +731,7 @@ class _CrossValidation:
 
 def _examples_by_mode(
     data, ranker, modes, banks, featurizer, first_stage, bank_size, split, cache_dir, run, progress,
-    stages=None,
+    stages=None, static_questions="minilm",
 ) -> tuple[dict[str, dict[str, BankExample]], list[str]]:  # fmt: skip
     """Each bank mode's feature matrices (banks built unless given; the modes' banks share
     most of their pages, so their features are computed together), and the banks' notes."""
@@ -748,6 +750,7 @@ def _examples_by_mode(
                 run=run,
                 progress=progress,
                 stages=stages,
+                static_questions=static_questions,
             )
         notes += [f"{mode} banks: {n}" for n in bankset.notes]
         banksets[mode] = bankset
@@ -772,7 +775,17 @@ def _retrieved_training(data: Dataset, found: dict[str, BankExample], held=None)
 
 
 def _extra_examples(
-    datasets, ranker, mode, first_stage, bank_size, limit, seed, data_root, cache_dir, progress
+    datasets,
+    ranker,
+    mode,
+    first_stage,
+    bank_size,
+    limit,
+    seed,
+    data_root,
+    cache_dir,
+    progress,
+    static_questions="minilm",
 ) -> tuple[list[BankExample], list[tuple[str, str, str]], dict[str, str]]:
     """Training banks of other datasets, their ``(dataset, qid, fingerprint)`` and their
     questions' groups (``dataset:group``)."""
@@ -786,7 +799,7 @@ def _extra_examples(
         )
         found, _ = _examples_by_mode(
             other, ranker, [mode], {}, featurizer, first_stage, bank_size, "all", cache_dir,
-            None, progress,
+            None, progress, None, static_questions,
         )  # fmt: skip
         covered = sorted(q for q, e in found[mode].items() if e.has_support)
         for qid in random.Random(seed).sample(covered, min(limit, len(covered))):

@@ -202,6 +202,7 @@ def synthetic_examples(
     questions: Iterable[str] = (),
     found: Synthesis | None = None,
     stages: FirstStages | None = None,
+    static_questions: str = "minilm",
 ) -> SyntheticExamples:
     """Banks of ``settings.n`` questions synthesised from ``data``'s passages, built by the same
     first stage (``stage``, resolved), scored by ``settings.ranker`` (default ``ranker`` or its
@@ -209,12 +210,13 @@ def synthetic_examples(
     relevant candidate are kept. The residual reads a synthetic bank's standardised base scores
     like a labelled bank's. ``questions``: the texts an ``"auto"`` named share is read from;
     ``found``: those questions synthesised already (:func:`synthesis_for`); ``stages``: the
-    index and first stage the labelled banks were built with."""
+    index and first stage the labelled banks were built with; ``static_questions``: who reads
+    a question for a static scorer (:class:`~fincrowd_ltr.retrieval.build.BankSpec`)."""
     scorer = synthetic_scorer(settings, ranker, stage)
     if found is None:
         found = synthesis_for(settings, data, featurizer.extractor, questions)
     syn = found.dataset()
-    spec = BankSpec(size=bank_size, mode=mode, first_stage=stage)
+    spec = BankSpec(size=bank_size, mode=mode, first_stage=stage, static_questions=static_questions)
     cache = None if cache_dir is None else Path(cache_dir)
     bankset = _build_banks(syn, "all", [scorer], spec, cache, progress=progress, stages=stages)
     examples = [

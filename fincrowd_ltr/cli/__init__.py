@@ -21,6 +21,7 @@ from fincrowd_ltr.defaults import (
     DEFAULT_CACHE,
     DEFAULT_LINE_ITEMS,
     LINE_ITEMS,
+    QUESTION_READERS,
 )
 
 DESCRIPTION = (
@@ -137,6 +138,14 @@ def _banks(p: argparse.ArgumentParser) -> None:
         "with --data-root)",
     )
     p.add_argument("--bank-mode", choices=BANK_MODES, default="retrieved")
+    p.add_argument(
+        "--static-questions",
+        choices=QUESTION_READERS,
+        default=None,
+        help="who reads a question for the static scorer (static, hybrid-static, "
+        "fused-static): minilm (its own vector against the table's page vectors) or static (the "
+        "table alone); default: minilm, or what a --checkpoint's training recorded",
+    )
     _stage(p)
     p.add_argument("--bank-size", type=int, default=DEFAULT_BANK_SIZE)
     p.add_argument(

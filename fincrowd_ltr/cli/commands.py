@@ -199,11 +199,18 @@ def evaluate(args: argparse.Namespace) -> dict:
         run=args.run,
         cross_encoder=args.cross_encoder,
         cascades=cascades,
+        **_reader(args),
         **_common(args),
     )
     print(report)
     _write(args.out, report)
     return report
+
+
+def _reader(args: argparse.Namespace) -> dict:
+    """``--static-questions`` when given (else the API's default, or a checkpoint's record)."""
+    given = getattr(args, "static_questions", None)
+    return {} if given is None else {"static_questions": given}
 
 
 def _source_folder(args: argparse.Namespace) -> Path | None:
@@ -498,6 +505,7 @@ def banks(args: argparse.Namespace) -> None:
         dense_pooling=args.dense_pooling,
         dense_window=args.dense_window,
         stemmer=args.stemmer,
+        **_reader(args),
         **_common(args),
     )
     for note in bankset.notes:

@@ -50,6 +50,7 @@ from fincrowd_ltr.model.shift import (
     DistributionShiftWarning,
     bank_warnings,
     feature_warnings,
+    scorer_warnings,
 )
 from fincrowd_ltr.model.summary import TrainingSummary, seen_questions
 
@@ -338,14 +339,16 @@ class GatedCorrection:
         size: int | None,
         standardised: np.ndarray | None = None,
         threshold: float = SHIFT_Z,
+        scorer: str | None = None,
     ) -> list[str]:
-        """How these banks differ from the training banks (first stage, size, feature
-        statistics: :mod:`fincrowd_ltr.model.shift`); each is also a
-        ``DistributionShiftWarning``."""
+        """How these banks differ from the training banks (first stage, size, the static
+        scorer's version ``scorer`` of the banks' base scores, feature statistics:
+        :mod:`fincrowd_ltr.model.shift`); each is also a ``DistributionShiftWarning``."""
         s = self.summary
         found = bank_warnings(
             s.first_stage if s.query_ids else None, s.bank_size, first_stage, size
         )
+        found += scorer_warnings(self.base_ranker, s.base_scorer, scorer)
         if standardised is not None:
             found += feature_warnings(standardised, threshold)
         for message in found:
@@ -465,12 +468,17 @@ class GatedCorrection:
         stage = first_stage or self.summary.first_stage
         if ranker == self.base_ranker and stage == self.summary.first_stage:
             return self
+        from fincrowd_ltr.retrieval.rankers import scorer_recipe
+
         other = copy.copy(self)
         extra = self.summary.extra
+        same = ranker == self.base_ranker
+        recipe = self.summary.base_scorer if same else scorer_recipe(ranker)
         other.summary = dataclasses.replace(
             self.summary,
             base_ranker=ranker,
             first_stage=stage,
+            base_scorer=recipe,
             extra={
                 **extra,
                 "trained_base_ranker": extra.get("trained_base_ranker", self.base_ranker),

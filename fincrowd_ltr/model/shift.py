@@ -56,6 +56,34 @@ def bank_warnings(
     return out
 
 
+def scorer_warnings(ranker: str, trained_scorer: str | None, scorer: str | None) -> list[str]:
+    """Whether the static scorer behind ``ranker``'s scores of these banks (``scorer``, the
+    banks' version of it, which ends with its recipe; ``None`` for a fixed model) differs in
+    scoring code or question reader from the one that scored the training banks
+    (``trained_scorer``, the checkpoint's recipe; ``None`` in checkpoints written before it was
+    recorded)."""
+    if not scorer:
+        return []
+    if not trained_scorer:
+        return [
+            f"the correction does not record who read the questions of its {ranker!r} base "
+            f"ranker in training; these banks' scores are {_recipe(scorer)}: refit it if it was "
+            "trained otherwise (--static-questions)"
+        ]
+    if scorer.endswith(trained_scorer):
+        return []
+    return [
+        f"the {ranker!r} base scores of these banks are {_recipe(scorer)}, the correction was "
+        f"trained on {trained_scorer!r}: build the banks as it was trained (--static-questions) "
+        "or refit it"
+    ]
+
+
+def _recipe(version: str) -> str:
+    """The scoring code and question reader of a bank file's static scorer version."""
+    return repr("/".join(version.split("/")[-2:]))
+
+
 def feature_warnings(standardised: np.ndarray, threshold: float = SHIFT_Z) -> list[str]:
     """Features whose mean standardised value over ``standardised`` (candidates x features,
     standardised by the training statistics) is more than ``threshold`` from zero."""

@@ -15,11 +15,15 @@ class TrainingSummary:
 
     ``query_fingerprints`` (see ``Dataset.question_fingerprint``) identify the training questions
     by content: evaluation and calibration leave them out under any id or loader.
+    ``base_scorer``: the scoring code and question reader of a static base ranker
+    (:func:`~fincrowd_ltr.retrieval.rankers.scorer_recipe`); ``None`` for fixed models and for
+    checkpoints written before it was recorded.
     """
 
     dataset: str = ""
     base_ranker: str = "dense"
     first_stage: str = "bm25"
+    base_scorer: str | None = None
     bank_size: int | None = None
     split: str = "all"
     dataset_fingerprint: str = ""
@@ -34,6 +38,12 @@ class TrainingSummary:
     query_ids: list[str] = field(default_factory=list)
     query_fingerprints: list[str] = field(default_factory=list)
     extra: dict = field(default_factory=dict)
+
+    @property
+    def static_questions(self) -> str:
+        """Who read the questions of the static base ranker in training (``minilm`` where
+        not recorded: the package's default)."""
+        return "static" if (self.base_scorer or "").endswith("questions-static") else "minilm"
 
     def to_dict(self) -> dict:
         out = asdict(self)

@@ -35,6 +35,7 @@ from fincrowd_ltr.retrieval.page_vectors import PRODUCTS_VERSION, PageVectors
 from fincrowd_ltr.retrieval.query import synonyms_fingerprint
 from fincrowd_ltr.retrieval.rankers import (
     NEEDS_FIRST_STAGE,
+    QUESTION_READERS,
     RunRanker,
     RunScores,
     make_rankers,
@@ -49,13 +50,23 @@ CACHE_FORMAT = 2  # bump when what a bank file holds, or how it is made, changes
 
 @dataclass(frozen=True)
 class BankSpec:
-    """How banks are made: size, mode, first stage and the rankers' settings."""
+    """How banks are made: size, mode, first stage and the rankers' settings
+    (``static_questions``: who reads a question for the static rankers, ``minilm`` or
+    ``static``; see :func:`~fincrowd_ltr.retrieval.rankers.load_encoder`)."""
 
     size: int = DEFAULT_BANK_SIZE
     mode: str = "retrieved"
     bm25: BM25Config = BM25Config()
     dense_policy: WindowPolicy = WindowPolicy()
     first_stage: str = "bm25"
+    static_questions: str = "minilm"
+
+    def __post_init__(self) -> None:
+        if self.static_questions not in QUESTION_READERS:
+            raise DataError(
+                f"static_questions {self.static_questions!r}: choose from {QUESTION_READERS}",
+                "static_questions",
+            )
 
     def stage(self, dataset: Dataset) -> str:
         """The first stage this spec uses on ``dataset`` (``auto`` resolved per dataset)."""
@@ -171,7 +182,9 @@ def build_banks(
     key = spec.key(dataset, split) if cacheable else ""
     path = Path(cache_dir) / "banks" / f"{key}.jsonl" if cacheable else None
     bankset = BankSet.load(path, dataset) if path is not None and path.exists() else None
-    versions = {r: scorer_version(r, dataset.corpus_fingerprint()) for r in built_in}
+    versions = {
+        r: scorer_version(r, dataset.corpus_fingerprint(), spec.static_questions) for r in built_in
+    }
     for r, version in versions.items():
         if bankset is not None and version and bankset.scorers.get(r) != version:
             bankset.drop(r)
@@ -213,6 +226,7 @@ def build_banks(
             progress,
             stage,
             corpus_key=dataset.corpus_fingerprint(),
+            static_questions=spec.static_questions,
         )
         _reuse_page_vectors(built, stage, bankset, dataset)
         score_banks(bankset, dataset, built, progress)

@@ -15,6 +15,7 @@ from fincrowd_ltr.retrieval.windowed_encoder import WindowedEncoder
 from fincrowd_ltr.retrieval.windows import WindowPolicy
 
 DEFAULT_BATCH = 32
+QUERY_MEMO = 20_000  # the newest questions whose vectors a DenseEncoder keeps
 
 
 def minilm_path() -> Path:
@@ -75,7 +76,8 @@ class DenseEncoder(WindowedEncoder):
         return self.encode_texts(texts, progress)
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:
-        """One embedding per query (truncated to one window; queries are short), memoised."""
+        """One embedding per query (truncated to one window; queries are short), memoised (the
+        newest ``QUERY_MEMO`` questions)."""
         todo = [t for t in dict.fromkeys(texts) if t not in self._queries]
         if todo:
             ids = self.tokenizer(
@@ -86,7 +88,11 @@ class DenseEncoder(WindowedEncoder):
             )["input_ids"]
             for text, vector in zip(todo, self.encode_windows(ids), strict=True):
                 self._queries[text] = vector
-        return np.stack([self._queries[t] for t in texts])
+        out = np.stack([self._queries[t] for t in texts])
+        if len(self._queries) > QUERY_MEMO:  # a long-running process keeps the newest questions
+            for oldest in list(self._queries)[: len(self._queries) - QUERY_MEMO]:
+                del self._queries[oldest]
+        return out
 
     def score(self, query: str, texts: list[str], progress: bool = False) -> np.ndarray:
         """Pooled cosine similarity of each text to the query, float64."""

@@ -20,6 +20,7 @@ from typing import Protocol
 import numpy as np
 
 from fincrowd_ltr.data.schema import DataError, Passage, Query
+from fincrowd_ltr.defaults import QUESTION_READERS
 from fincrowd_ltr.retrieval.bm25 import BM25Index
 from fincrowd_ltr.retrieval.fusion import reciprocal_rank_fusion
 from fincrowd_ltr.retrieval.windows import WindowPolicy
@@ -202,12 +203,14 @@ def make_rankers(
     progress: bool = True,
     first_stage=None,
     corpus_key: str | None = None,
+    static_questions: str = "minilm",
 ) -> list[BaseRanker]:
     """Build built-in base rankers by name. Rankers that need the same model share one instance
     (the hybrid reuses the dense ranker), so every passage is embedded once per run.
     ``first-stage`` (the first stage's own score) and ``fused`` (it fused with a dense score)
     need the ``first_stage`` that made the banks (``score_ids(text, pids)`` or ``score_query``);
-    the static scorer is built for the corpus ``corpus_key`` names (cached under ``cache_dir``)."""
+    the static scorer is built for the corpus ``corpus_key`` names (cached under ``cache_dir``)
+    and reads questions as ``static_questions`` says (:func:`load_encoder`'s ``questions``)."""
     built: dict[str, BaseRanker] = {}
 
     def get(name: str) -> BaseRanker:
@@ -217,7 +220,9 @@ def make_rankers(
             ranker: BaseRanker = BM25Ranker(index)
         elif name in ("dense", "static"):
             scorer = "minilm" if name == "dense" else "static"
-            encoder = load_encoder(scorer, dense_policy, cache_dir, passages, corpus_key, progress)
+            encoder = load_encoder(
+                scorer, dense_policy, cache_dir, passages, corpus_key, progress, static_questions
+            )
             ranker = EncoderRanker(name, encoder, passages, progress)
         elif name == "splade":
             from fincrowd_ltr.retrieval.splade import SpladeEncoder
@@ -244,20 +249,33 @@ def _dense_of(name: str) -> str:
     return "static" if name.endswith("-static") else "dense"
 
 
-def scorer_version(name: str, corpus_key: str = "") -> str | None:
-    """The version of the model behind ranker ``name`` where it can change (the static scorer:
-    the cache key of the corpus's model, which covers its recipe, and the scoring code);
-    ``None`` for fixed models."""
-    if name not in ("static", "hybrid-static", "fused-static"):
+STATIC_RANKERS = ("static", "hybrid-static", "fused-static")  # rankers that read the static scorer
+
+
+def scorer_recipe(name: str, questions: str = "minilm") -> str | None:
+    """The scoring code and question reader behind ranker ``name`` where they can change (the
+    static scorer's, as ``scores-<v>/questions-<reader>``: the reader actually used, ``static``
+    where MiniLM is not installed); ``None`` for fixed models. A checkpoint records it."""
+    if name not in STATIC_RANKERS:
         return None
     from fincrowd_ltr.retrieval.static import SCORES_VERSION
+
+    reader = QUESTIONS_VERSION if questions == "minilm" and minilm_installed() else "static"
+    return f"scores-{SCORES_VERSION}/questions-{reader}"
+
+
+def scorer_version(name: str, corpus_key: str = "", questions: str = "minilm") -> str | None:
+    """The version of the model behind ranker ``name`` where it can change (the static scorer:
+    the cache key of the corpus's model, which covers its recipe, and :func:`scorer_recipe`);
+    ``None`` for fixed models."""
+    recipe = scorer_recipe(name, questions)
+    if recipe is None:
+        return None
     from fincrowd_ltr.retrieval.static_tuning import static_key
 
-    reader = QUESTIONS_VERSION if minilm_installed() else "static"
-    return f"{static_key(corpus_key)}/scores-{SCORES_VERSION}/questions-{reader}"
+    return f"{static_key(corpus_key)}/{recipe}"
 
 
-QUESTION_READERS = ("minilm", "static")  # who reads a question for the static scorer
 QUESTIONS_VERSION = "minilm-1"  # bump when the default reader of questions changes
 
 
@@ -339,6 +357,7 @@ __all__ = [
     "NEEDS_FIRST_STAGE",
     "QUESTION_READERS",
     "RANKERS",
+    "STATIC_RANKERS",
     "BM25Ranker",
     "BaseRanker",
     "EncoderRanker",
@@ -351,6 +370,7 @@ __all__ = [
     "minilm_installed",
     "reads_minilm_space",
     "score_bank",
+    "scorer_recipe",
     "scorer_version",
     "scores_from_run",
 ]

@@ -198,7 +198,13 @@ class BankDataModule(L.LightningDataModule):
     def _examples(self, data: Dataset, mode: str) -> dict[str, BankExample]:
         cache_dir = self.source.cache_dir
         ranker, cache = self.hparams.ranker, None if cache_dir is None else Path(cache_dir)
-        spec = BankSpec(size=self.banks.bank_size, mode=mode, first_stage=self.banks.first_stage)
+        b = self.banks
+        spec = BankSpec(
+            size=b.bank_size,
+            mode=mode,
+            first_stage=b.first_stage,
+            static_questions=b.static_questions,
+        )
         bankset = build_banks(data, self.source.split, [ranker], spec, cache, progress=False)
         examples = make_examples(data, bankset, ranker, self.featurizer(), cache=cache)
         return {e.qid: e for e in examples}

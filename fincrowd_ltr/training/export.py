@@ -7,6 +7,7 @@ from pathlib import Path
 from fincrowd_ltr.data.schema import DataError
 from fincrowd_ltr.model.correction import GatedCorrection, TrainingSummary
 from fincrowd_ltr.retrieval.first_stage import resolve_first_stage
+from fincrowd_ltr.retrieval.rankers import scorer_recipe
 from fincrowd_ltr.settings import BankSettings, DataSettings, FoldSettings, as_settings
 from fincrowd_ltr.training.module import ResidualModule
 
@@ -31,6 +32,7 @@ def from_lightning(ckpt: Path, datamodule=None) -> GatedCorrection:
         base_ranker=str(hp.get("ranker", "dense")),
         # the stage the data module's banks came from (``auto`` resolved as it was at training)
         first_stage=resolve_first_stage(banks.first_stage, str(hp.get("dataset", ""))),
+        base_scorer=scorer_recipe(str(hp.get("ranker", "dense")), banks.static_questions),
         split=source.split,
         setting={k: module.hparams[k] for k in ("alpha", "weight_decay") if k in module.hparams},
         bank_mode=banks.train_mode,

@@ -70,9 +70,14 @@ def test_command_line_values_reach_the_settings():
     args = build_parser().parse_args(
         ["fit-residual", "--folds", "4", "--monotone", "--no-gate", "--extra-training",
          "tatqa,finqa", "--synthetic", "200", "--synthetic-weights", "0,1",
-         "--bank-size", "60", "--test-fold", "1", "--synthetic-named-share", "0.5"]
+         "--bank-size", "60", "--test-fold", "1", "--synthetic-named-share", "0.5",
+         "--static-questions", "static"]
     )  # fmt: skip
     s = from_arguments(args)
+    assert s.banks.static_questions == "static"
+    evaluated = build_parser().parse_args(["evaluate", "--static-questions", "static"])
+    assert evaluated.static_questions == "static"
+    assert build_parser().parse_args(["evaluate"]).static_questions is None  # the checkpoint's
     assert s.training.folds == 4 and s.training.monotone and s.training.test_fold == 1
     assert s.training.extra_training == ("tatqa", "finqa")
     assert s.calibration.gate is False and s.banks.bank_size == 60

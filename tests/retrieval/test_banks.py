@@ -171,7 +171,9 @@ def test_scores_of_another_scorer_version_are_recomputed(toy, tmp_path, monkeypa
         bank.scores["bm25"] = np.full(len(bank), 7.0)
     stale.scorers = {"bm25": "v1"}
     stale.save(path)
-    monkeypatch.setattr(build, "scorer_version", lambda r, corpus: "v2" if r == "bm25" else None)
+    monkeypatch.setattr(
+        build, "scorer_version", lambda r, corpus, questions: "v2" if r == "bm25" else None
+    )
     again = build_banks(toy, "all", ["bm25"], BankSpec(size=3), tmp_path, progress=False)
     assert again.scorers == {"bm25": "v2"} and BankSet.load(path).scorers == {"bm25": "v2"}
     for qid, bank in again.banks.items():

@@ -521,3 +521,79 @@ def test_minilm_reads_the_questions_of_a_table_tuned_into_its_space(
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert StaticEncoder(tuned).reads_questions_with == "static"
+
+
+def test_a_checkpoint_records_who_read_its_static_base_questions(
+    static, tiny_bert, tmp_path, monkeypatch
+):
+    """``static_questions`` reaches the banks (their version names the reader), a fit records
+    the reader of its static base (``summary.base_scorer``), evaluation builds the banks as
+    training did unless told otherwise and then warns, and an unknown reader is refused."""
+    import warnings
+
+    import fincrowd_ltr as fc
+    import fincrowd_ltr.retrieval.dense as dense
+    from fincrowd_ltr.model.summary import TrainingSummary
+    from fincrowd_ltr.retrieval.build import BankSpec, build_banks
+    from fincrowd_ltr.retrieval.rankers import load_encoder, scorer_recipe
+    from fincrowd_ltr.retrieval.static_tuning import static_key
+    from fincrowd_ltr.settings import BankSettings
+    from tests.conftest import user_corpus
+
+    model, tokenizer = tiny_bert
+    teacher = dense.DenseEncoder(model=model, tokenizer=tokenizer)  # stands in for MiniLM
+    monkeypatch.setattr(dense, "DenseEncoder", lambda **kw: teacher)
+    windows = [static.token_ids([t])[0][:40] for t in TEXTS if t]
+    targets = np.stack(teacher.encode_windows(windows))
+    tuned = tune_static(
+        static, windows, targets, StaticTuning(epochs=2), teacher="all-MiniLM-L6-v2"
+    )
+    data = user_corpus()
+    tuned.save(tmp_path / "static" / static_key(data.corpus_fingerprint()))
+    tuned.save(tmp_path / "table")
+
+    assert scorer_recipe("bm25") is None and scorer_recipe("fused", "static") is None
+    assert scorer_recipe("fused-static", "static").endswith("/questions-static")
+    spec = BankSpec(size=6, static_questions="static")
+    banks = build_banks(data, "all", ["static"], spec, tmp_path, progress=False)
+    assert banks.scorers["static"].endswith("/questions-static")
+    table = load_encoder(str(tmp_path / "table"), questions="static")
+    qid, bank = next(iter(banks.banks.items()))
+    texts = [data.passages[p].text for p in bank.pids]
+    np.testing.assert_allclose(
+        bank.scores["static"], table.score(data.queries[qid].text, texts), rtol=1e-6
+    )
+    again = build_banks(data, "all", ["static"], BankSpec(size=6), tmp_path, progress=False)
+    assert again.scorers["static"].endswith("/questions-minilm-1")  # rescored, not reused
+    assert not np.allclose(again.banks[qid].scores["static"], bank.scores["static"])
+    for bad in (lambda: BankSpec(static_questions="bert"),
+                lambda: BankSettings(static_questions="bert")):  # fmt: skip
+        with pytest.raises(DataError, match="static_questions"):
+            bad()
+
+    fitted, _ = fc.fit_correction(
+        data, "static", folds=5, test_fold=0, min_calibration=2, cache_dir=tmp_path,
+        first_stage="bm25", bank_size=6, static_questions="static", progress=False,
+    )  # fmt: skip
+    assert fitted.summary.base_scorer == scorer_recipe("static", "static")
+    assert fitted.summary.static_questions == "static"
+    folder = fitted.save_pretrained(tmp_path / "ckpt")
+    loaded = fc.GatedCorrection.from_pretrained(folder)
+    assert loaded.summary.base_scorer == fitted.summary.base_scorer
+
+    def scorer_warnings(**reader):
+        report = fc.evaluate(
+            data, "static", checkpoint=folder, first_stage="bm25", size=6,
+            cache_dir=tmp_path, progress=False, **reader,
+        )  # fmt: skip
+        return [w for w in report["warnings"] if "read the questions" in w or "trained on" in w]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert scorer_warnings() == []  # built as training recorded: the table reads questions
+        (told,) = scorer_warnings(static_questions="minilm")
+    assert "questions-minilm-1" in told and "questions-static" in told
+    legacy = TrainingSummary.from_dict({"base_ranker": "static"})  # written before the record
+    assert legacy.base_scorer is None and legacy.static_questions == "minilm"
+    moved = loaded.with_base_ranker("fused-static")
+    assert moved.summary.base_scorer == scorer_recipe("fused-static")
