@@ -15,7 +15,6 @@ from fincrowd_ltr.retrieval.windowed_encoder import WindowedEncoder
 from fincrowd_ltr.retrieval.windows import WindowPolicy
 
 DEFAULT_BATCH = 32
-QUERY_MEMO = 20_000  # the newest questions whose vectors a DenseEncoder keeps
 
 
 def minilm_path() -> Path:
@@ -89,9 +88,7 @@ class DenseEncoder(WindowedEncoder):
             for text, vector in zip(todo, self.encode_windows(ids), strict=True):
                 self._queries[text] = vector
         out = np.stack([self._queries[t] for t in texts])
-        if len(self._queries) > QUERY_MEMO:  # a long-running process keeps the newest questions
-            for oldest in list(self._queries)[: len(self._queries) - QUERY_MEMO]:
-                del self._queries[oldest]
+        self.forget_old_queries()
         return out
 
     def score(self, query: str, texts: list[str], progress: bool = False) -> np.ndarray:

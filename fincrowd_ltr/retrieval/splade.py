@@ -85,9 +85,10 @@ class SpladeEncoder(WindowedEncoder):
 
     def score(self, query: str, texts: list[str], progress: bool = False) -> np.ndarray:
         """Dot product of the query's and each text's SPLADE vectors, float64."""
-        if query not in self._queries:
-            self._queries[query] = self.encode([query])[0]
-        q = self._queries[query]
+        q = self._queries.get(query)
+        if q is None:
+            q = self._queries[query] = self.encode([query])[0]
+            self.forget_old_queries()
         q_dense = np.zeros(self.model.config.vocab_size, dtype=np.float64)
         q_dense[q[0].astype(np.int64)] = q[1]
         return np.array(

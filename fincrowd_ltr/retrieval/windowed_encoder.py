@@ -18,6 +18,7 @@ from fincrowd_ltr.retrieval.windows import WindowPolicy
 TEXTS_PER_CHUNK = 256
 ANNOUNCE_TEXTS = 500  # embedding at least this many passages prints an estimate first
 SAVE_EVERY_CHUNKS = 8
+QUERY_MEMO = 20_000  # the newest questions whose vectors an encoder keeps in memory
 
 
 class WindowedEncoder:
@@ -96,6 +97,14 @@ class WindowedEncoder:
         for i, vector in zip(owner, vectors, strict=True):
             per_text[i].append(vector)
         return [self.combine(own) for own in per_text]
+
+    def forget_old_queries(self) -> None:
+        """Keep the vectors of the newest ``QUERY_MEMO`` questions only (a serving process reads
+        questions without end)."""
+        extra = len(self._queries) - QUERY_MEMO
+        if extra > 0:
+            for oldest in list(self._queries)[:extra]:
+                del self._queries[oldest]
 
     def encode_texts(self, texts: list[str], progress: bool = False) -> list[np.ndarray]:
         """Cached arrays for ``texts``, computing only the ones not cached yet (on the current

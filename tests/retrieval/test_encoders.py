@@ -83,16 +83,23 @@ def test_embeddings_do_not_depend_on_the_batch_they_were_computed_in():
         assert all(np.array_equal(a, b) for a, b in zip(together, other, strict=True))
 
 
-def test_dense_encoder_keeps_only_the_newest_questions(tiny_bert, monkeypatch):
+def test_encoders_keep_only_the_newest_questions(tiny_bert, tiny_masked_lm, tmp_path, monkeypatch):
     """The question memo is bounded (a serving process reads questions without end); what
     leaves it is computed again, to the same vector."""
-    import fincrowd_ltr.retrieval.dense as dense
+    import fincrowd_ltr.retrieval.windowed_encoder as windowed
 
     model, tokenizer = tiny_bert
-    monkeypatch.setattr(dense, "QUERY_MEMO", 2)
+    monkeypatch.setattr(windowed, "QUERY_MEMO", 2)
     encoder = DenseEncoder(model=model, tokenizer=tokenizer)
     questions = ["revenue in 2021", "net income in 2020", "segment margin", "cash in 2019"]
     first = encoder.encode_queries(questions)  # one call returns all four, then keeps two
     assert list(encoder._queries) == questions[-2:]
     np.testing.assert_allclose(encoder.encode_queries(questions[:1]), first[:1], rtol=1e-5)
     assert list(encoder._queries) == [questions[-1], questions[0]]
+    from fincrowd_ltr.retrieval.splade import SpladeEncoder
+
+    mlm, mlm_tokenizer = tiny_masked_lm
+    splade = SpladeEncoder(model=mlm, tokenizer=mlm_tokenizer, cache_dir=tmp_path)
+    for q in questions:
+        splade.score(q, ["revenue grew"])
+    assert list(splade._queries) == questions[-2:]
