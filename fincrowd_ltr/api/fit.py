@@ -736,8 +736,17 @@ def _examples_by_mode(
     """Each bank mode's feature matrices (banks built unless given; the modes' banks share
     most of their pages, so their features are computed together), and the banks' notes."""
     banksets, notes = {}, []
+    recipe = scorer_recipe(ranker, static_questions)
     for mode in modes:
         bankset = banks.get(mode)
+        given = None if bankset is None else bankset.scorers.get(ranker)
+        if given and recipe and not given.endswith(recipe):
+            raise DataError(
+                f"the given {mode} banks' {ranker!r} scores are {'/'.join(given.split('/')[-2:])!r}"
+                f", this fit's static scorer reads {recipe!r}: pass the static_questions they "
+                "were built with, or let the fit build its banks",
+                "static_questions",
+            )
         if bankset is None:
             bankset = build_banks(
                 data,

@@ -144,7 +144,7 @@ def _banks(p: argparse.ArgumentParser) -> None:
         default=None,
         help="who reads a question for the static scorer (static, hybrid-static, "
         "fused-static): minilm (its own vector against the table's page vectors) or static (the "
-        "table alone); default: minilm, or what a --checkpoint's training recorded",
+        "table alone); default: minilm (evaluate --checkpoint: what its training recorded)",
     )
     _stage(p)
     p.add_argument("--bank-size", type=int, default=DEFAULT_BANK_SIZE)

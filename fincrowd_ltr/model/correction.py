@@ -468,12 +468,14 @@ class GatedCorrection:
         stage = first_stage or self.summary.first_stage
         if ranker == self.base_ranker and stage == self.summary.first_stage:
             return self
-        from fincrowd_ltr.retrieval.rankers import scorer_recipe
+        from fincrowd_ltr.retrieval.rankers import STATIC_RANKERS, scorer_recipe
 
         other = copy.copy(self)
         extra = self.summary.extra
-        same = ranker == self.base_ranker
-        recipe = self.summary.base_scorer if same else scorer_recipe(ranker)
+        recipe = self.summary.base_scorer
+        if ranker != self.base_ranker and (recipe or self.base_ranker not in STATIC_RANKERS):
+            # the reader its training recorded; a record it lacks stays unknown
+            recipe = scorer_recipe(ranker, self.summary.static_questions)
         other.summary = dataclasses.replace(
             self.summary,
             base_ranker=ranker,

@@ -101,10 +101,8 @@ class WindowedEncoder:
     def forget_old_queries(self) -> None:
         """Keep the vectors of the newest ``QUERY_MEMO`` questions only (a serving process reads
         questions without end)."""
-        extra = len(self._queries) - QUERY_MEMO
-        if extra > 0:
-            for oldest in list(self._queries)[:extra]:
-                del self._queries[oldest]
+        while len(self._queries) > QUERY_MEMO:
+            del self._queries[next(iter(self._queries))]
 
     def encode_texts(self, texts: list[str], progress: bool = False) -> list[np.ndarray]:
         """Cached arrays for ``texts``, computing only the ones not cached yet (on the current

@@ -32,7 +32,9 @@ def from_lightning(ckpt: Path, datamodule=None) -> GatedCorrection:
         base_ranker=str(hp.get("ranker", "dense")),
         # the stage the data module's banks came from (``auto`` resolved as it was at training)
         first_stage=resolve_first_stage(banks.first_stage, str(hp.get("dataset", ""))),
-        base_scorer=scorer_recipe(str(hp.get("ranker", "dense")), banks.static_questions),
+        base_scorer=scorer_recipe(str(hp.get("ranker", "dense")), banks.static_questions)
+        if _records_reader(hp.get("banks"))
+        else None,
         split=source.split,
         setting={k: module.hparams[k] for k in ("alpha", "weight_decay") if k in module.hparams},
         bank_mode=banks.train_mode,
@@ -56,6 +58,14 @@ def from_lightning(ckpt: Path, datamodule=None) -> GatedCorrection:
             extractor = datamodule.featurizer().extractor
             companies, segments = extractor.companies, extractor.segment_names
     return GatedCorrection(module.scorer, None, None, companies, summary, segments=segments)
+
+
+def _records_reader(banks) -> bool:
+    """Whether stored bank settings name the static scorer's question reader (those written
+    before it was a setting do not: the checkpoint records no reader then)."""
+    return (
+        isinstance(banks, BankSettings) or isinstance(banks, dict) and "static_questions" in banks
+    )
 
 
 def _settings(hp: dict) -> tuple[DataSettings, BankSettings, FoldSettings]:

@@ -529,10 +529,12 @@ def test_a_checkpoint_records_who_read_its_static_base_questions(
     """``static_questions`` reaches the banks (their version names the reader), a fit records
     the reader of its static base (``summary.base_scorer``), evaluation builds the banks as
     training did unless told otherwise and then warns, and an unknown reader is refused."""
+    import dataclasses
     import warnings
 
     import fincrowd_ltr as fc
     import fincrowd_ltr.retrieval.dense as dense
+    from fincrowd_ltr.model.shift import scorer_warnings as scorer_warnings_of
     from fincrowd_ltr.model.summary import TrainingSummary
     from fincrowd_ltr.retrieval.build import BankSpec, build_banks
     from fincrowd_ltr.retrieval.rankers import load_encoder, scorer_recipe
@@ -586,14 +588,21 @@ def test_a_checkpoint_records_who_read_its_static_base_questions(
             data, "static", checkpoint=folder, first_stage="bm25", size=6,
             cache_dir=tmp_path, progress=False, **reader,
         )  # fmt: skip
-        return [w for w in report["warnings"] if "read the questions" in w or "trained on" in w]
+        return [w for w in report["warnings"] if "read the questions" in w or "of these banks" in w]
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert scorer_warnings() == []  # built as training recorded: the table reads questions
         (told,) = scorer_warnings(static_questions="minilm")
     assert "questions-minilm-1" in told and "questions-static" in told
+    with pytest.raises(DataError, match="static_questions"):  # given banks read otherwise
+        fc.fit_correction(data, "static", folds=5, cache_dir=tmp_path, banks={"retrieved": banks})
     legacy = TrainingSummary.from_dict({"base_ranker": "static"})  # written before the record
     assert legacy.base_scorer is None and legacy.static_questions == "minilm"
-    moved = loaded.with_base_ranker("fused-static")
-    assert moved.summary.base_scorer == scorer_recipe("fused-static")
+    (unknown,) = scorer_warnings_of("static", None, again.scorers["static"])
+    assert "does not record" in unknown and scorer_warnings_of("bm25", None, None) == []
+    moved = loaded.with_base_ranker("fused-static")  # keeps the reader its training recorded
+    assert moved.summary.base_scorer == scorer_recipe("fused-static", "static")
+    old = dataclasses.replace(loaded.summary, base_scorer=None)
+    loaded.summary = old  # a checkpoint written before the record: the reader stays unknown
+    assert loaded.with_base_ranker("fused-static").summary.base_scorer is None
