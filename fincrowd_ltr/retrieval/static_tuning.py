@@ -37,7 +37,9 @@ class StaticTuning:
         validation: Share of windows held out; the epoch whose vectors agree best with
             MiniLM on them is kept (a label-free choice).
         contrastive: Weight of the in-batch contrastive loss on question-page pairs
-            (synthetic questions and their source pages; 0: none).
+            (synthetic questions and their source pages; 0: none). A pair whose question is a
+            vector (the question's MiniLM vector, for a table MiniLM's questions will meet)
+            moves the page side only; one of word-piece ids moves both.
         temperature: Its softmax temperature.
         seed: Seed of the shuffling and the map's initialisation.
     """
@@ -58,7 +60,7 @@ def tune_static(
     targets: np.ndarray,
     settings: StaticTuning | None = None,
     progress: bool = False,
-    pairs: list[tuple[list[int], list[list[int]]]] | None = None,
+    pairs: list[tuple[list[int] | np.ndarray, list[list[int]]]] | None = None,
     teacher: str | None = None,
 ) -> StaticModel:
     """A new :class:`StaticModel` whose window vectors point where ``targets`` do.
@@ -68,9 +70,10 @@ def tune_static(
         windows: Word-piece ids of each training window (the model's tokenizer's ids).
         targets: ``(len(windows), target_dim)`` vectors of those windows (MiniLM's).
         settings: Epochs, learning rate, batch size, anchor weight, seed.
-        pairs: ``(question ids, windows of its page)`` pairs for the contrastive loss (a
-            page scores by its best window, as at retrieval; the batch's other pages are the
-            negatives).
+        pairs: ``(question, windows of its page)`` pairs for the contrastive loss, the
+            question as word-piece ids (read by the table) or as a fixed vector in the
+            teacher's space (read by the teacher: only the pages move); a page scores by its
+            best window, as at retrieval; the batch's other pages are the negatives.
         teacher: The name of the model whose vectors ``targets`` are, recorded (the tuned
             table lives in its space; None: the distilled model's source).
     """
@@ -93,6 +96,10 @@ def tune_static(
         return (student.embed([windows[i] for i in batch]) * target[batch]).sum(1)
 
     pair_order = list(range(len(pairs or [])))
+    kinds = {isinstance(question, np.ndarray) for question, _ in pairs or []}
+    if len(kinds) > 1:
+        raise ValueError("pairs mix questions given as vectors and as word-piece ids")
+    fixed = kinds == {True}
     best, history = None, []
     for epoch in range(settings.epochs):
         pair_batches = _batches(rng.permutation(pair_order), settings.batch_size)
@@ -129,6 +136,7 @@ def tune_static(
             "epoch": best_epoch,
             "pairs": len(pairs or []) if settings.contrastive else 0,
             "teacher": teacher or model.config.get("source"),
+            **({"fixed_questions": True} if fixed and settings.contrastive else {}),
         },
     }
     return StaticModel(vectors.astype(np.float32), model.tokenizer, config)
@@ -167,10 +175,16 @@ class _Student:
 
     def contrast(self, pairs: list, temperature: float):
         """In-batch softmax loss of questions against their pages (a page scores by its best
-        window; the other pairs' pages are the negatives)."""
+        window; the other pairs' pages are the negatives). Questions given as vectors are
+        fixed anchors; questions given as word-piece ids are read by the table."""
         import torch
 
-        questions = self.embed([question for question, _ in pairs])
+        given = [question for question, _ in pairs]
+        if isinstance(given[0], np.ndarray):
+            fixed = torch.from_numpy(np.stack(given).astype(np.float32))
+            questions = torch.nn.functional.normalize(fixed, dim=1)
+        else:
+            questions = self.embed(given)
         page_windows = [w for _, windows in pairs for w in windows]
         owner = torch.as_tensor([j for j, (_, windows) in enumerate(pairs) for _ in windows])
         sims = questions @ self.embed(page_windows).T  # question x window

@@ -157,6 +157,29 @@ def test_contrastive_pairs_pull_each_question_to_its_own_page(static):
     assert best == order and tuned.config["tuned"]["epoch"] == 40
 
 
+def test_fixed_question_vectors_move_only_the_pages(static):
+    """Pairs whose question is a fixed vector (another model's, in the table's target space)
+    teach the pages where those vectors point; pairs mixing both kinds are refused."""
+    pages = [
+        "net revenue grew in the americas",
+        "cash dividends paid to shareholders",
+        "goodwill impairment charge recorded",
+        "capital expenditures for new stores",
+    ]
+    anchors = np.eye(4, 8)[[2, 0, 3, 1]]  # page j's questions point along axis anchors[j]
+    pairs = [(anchors[j], [static.token_ids([pages[j]])[0]]) for j in range(4)] * 8
+    windows = [static.token_ids([p])[0] for p in pages]
+    settings = StaticTuning(
+        epochs=40, lr=0.02, anchor=0.0, contrastive=1.0, batch_size=4, validation=0.0
+    )
+    tuned = tune_static(static, windows * 4, np.tile(np.eye(4, 8), (4, 1)), settings, pairs=pairs)
+    before = [int(np.argmax(static.embed(windows)[:, :4] @ a[:4])) for a in anchors]
+    best = [int(np.argmax(tuned.embed(windows) @ a)) for a in anchors]
+    assert best == [0, 1, 2, 3] != before and tuned.config["tuned"]["fixed_questions"]
+    with pytest.raises(ValueError, match="mix"):
+        tune_static(static, windows, np.eye(4, 8), settings, pairs=[pairs[0], (windows[0], [])])
+
+
 def test_page_vectors_score_like_the_encoder_and_lift_pages_in_the_first_stage(
     static, tmp_path, monkeypatch
 ):
