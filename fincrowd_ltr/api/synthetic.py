@@ -18,7 +18,7 @@ from pathlib import Path
 
 from fincrowd_ltr.api.corpus import DEFAULT_CACHE, load_dataset
 from fincrowd_ltr.data.schema import DataError, Dataset
-from fincrowd_ltr.defaults import DEFAULT_LINE_ITEMS
+from fincrowd_ltr.defaults import DEFAULT_LINE_ITEMS, SYNTHETIC_SUFFIX
 from fincrowd_ltr.engine import Forked
 from fincrowd_ltr.features import BankFeaturizer
 from fincrowd_ltr.features.examples import BankExample, make_examples
@@ -55,7 +55,7 @@ def synthesize(
     extractor = FieldExtractor.from_passages(data.passages.values())
     share = resolve_named_share(named_share, (q.text for q in data.queries.values()), extractor)
     found = _synthesize(
-        data, n, seed, companies=companies, generator=generator, name=f"{data.name}-synthetic",
+        data, n, seed, companies=companies, generator=generator, name=data.name + SYNTHETIC_SUFFIX,
         extractor=extractor, named_share=share, line_items=line_items,
     )  # fmt: skip
     if difficulty and found.questions:
@@ -167,7 +167,7 @@ def synthesis_for(
     often as ``questions`` name a company when the share is ``"auto"``)."""
     share = resolve_named_share(settings.named_share, questions, extractor)
     return _synthesize(
-        data, settings.n, settings.seed, name=f"{data.name}-synthetic", extractor=extractor,
+        data, settings.n, settings.seed, name=data.name + SYNTHETIC_SUFFIX, extractor=extractor,
         named_share=share, line_items=settings.line_items,
     )  # fmt: skip
 

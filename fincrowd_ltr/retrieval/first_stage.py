@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fincrowd_ltr.data.schema import DataError, Dataset, Passage
-from fincrowd_ltr.defaults import AUTO_FALLBACK, AUTO_FIRST_STAGE
+from fincrowd_ltr.defaults import AUTO_FALLBACK, AUTO_FIRST_STAGE, SYNTHETIC_SUFFIX
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.retrieval.bm25 import BM25Index, top_k
 from fincrowd_ltr.retrieval.filings import FilingPrior
@@ -84,8 +84,11 @@ RUN = "run"  # a user's own run is the first stage (``build_banks(run=...)``)
 
 
 def resolve_first_stage(name: str, dataset: str) -> str:
-    """The first stage ``name`` stands for on ``dataset`` (``auto`` looks the dataset up)."""
-    return AUTO_FIRST_STAGE.get(dataset, AUTO_FALLBACK) if name == AUTO else name
+    """The first stage ``name`` stands for on ``dataset`` (``auto`` looks the dataset up; a
+    synthetic question set, ``<corpus>-synthetic``, gets its corpus's)."""
+    if name != AUTO:
+        return name
+    return AUTO_FIRST_STAGE.get(dataset.removesuffix(SYNTHETIC_SUFFIX), AUTO_FALLBACK)
 
 
 @dataclass(frozen=True)

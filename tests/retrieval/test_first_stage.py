@@ -170,6 +170,10 @@ def test_first_stage_names_parse_and_auto_resolves_per_dataset():
         assert resolve_first_stage("auto", name) == stage
         parse_first_stage(stage)
     assert resolve_first_stage("auto", "my-corpus") == AUTO_FALLBACK == "bm25"
+    # a synthetic question set over a corpus shares the corpus's stage (it used to fall back)
+    fb = resolve_first_stage("auto", "financebench")
+    assert resolve_first_stage("auto", "financebench-synthetic") == fb != AUTO_FALLBACK
+    assert resolve_first_stage("auto", "my-corpus-synthetic") == AUTO_FALLBACK
     assert resolve_first_stage("bm25+periods", "financebench") == "bm25+periods"
 
 
