@@ -55,7 +55,7 @@ from fincrowd_ltr.model.summary import TrainingSummary
 from fincrowd_ltr.progress import Progress
 from fincrowd_ltr.retrieval.banks import BankSet
 from fincrowd_ltr.retrieval.build import BankSpec, FirstStages
-from fincrowd_ltr.retrieval.rankers import scorer_recipe
+from fincrowd_ltr.retrieval.rankers import recipe_of, scorer_recipe
 from fincrowd_ltr.settings import FitSettings
 from fincrowd_ltr.training.calibration import fit_calibration, gate_rows, orderable_rows
 
@@ -742,7 +742,7 @@ def _examples_by_mode(
         given = None if bankset is None else bankset.scorers.get(ranker)
         if given and recipe and not given.endswith(recipe):
             raise DataError(
-                f"the given {mode} banks' {ranker!r} scores are {'/'.join(given.split('/')[-2:])!r}"
+                f"the given {mode} banks' {ranker!r} scores are {recipe_of(given)!r}"
                 f", this fit's static scorer reads {recipe!r}: pass the static_questions they "
                 "were built with, or let the fit build its banks",
                 "static_questions",

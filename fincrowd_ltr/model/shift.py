@@ -81,7 +81,9 @@ def scorer_warnings(ranker: str, trained_scorer: str | None, scorer: str | None)
 
 def _recipe(version: str) -> str:
     """The scoring code and question reader of a bank file's static scorer version."""
-    return repr("/".join(version.split("/")[-2:]))
+    from fincrowd_ltr.retrieval.rankers import recipe_of
+
+    return repr(recipe_of(version))
 
 
 def feature_warnings(standardised: np.ndarray, threshold: float = SHIFT_Z) -> list[str]:

@@ -276,6 +276,11 @@ def scorer_version(name: str, corpus_key: str = "", questions: str = "minilm") -
     return f"{static_key(corpus_key)}/{recipe}"
 
 
+def recipe_of(version: str) -> str:
+    """The :func:`scorer_recipe` part of a :func:`scorer_version` (its corpus key dropped)."""
+    return "/".join(version.split("/")[-2:])
+
+
 QUESTIONS_VERSION = "minilm-1"  # bump when the default reader of questions changes
 
 
@@ -369,6 +374,7 @@ __all__ = [
     "make_rankers",
     "minilm_installed",
     "reads_minilm_space",
+    "recipe_of",
     "score_bank",
     "scorer_recipe",
     "scorer_version",
