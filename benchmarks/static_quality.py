@@ -4,10 +4,12 @@ nDCG@10 of the dense scorers alone (``dense`` = MiniLM, ``static``) and fused wi
 (companies for FinanceBench, contexts for TAT-QA) and the paired difference to MiniLM.
 
 No ranker here has a trained part chosen on these questions: the static scorer is distilled from
-MiniLM and tuned on MiniLM's vectors of a seeded sample of corpus pages (no question, no label;
-``fincrowd_ltr.retrieval.static_tuning``), so every question is a test question. The pages it
-is tuned on are a random sample of the whole corpus, including the companies asked about
-(transductive and label-free, as BM25's IDF is).
+MiniLM and tuned on MiniLM's vectors of a seeded sample of corpus pages, and its page table is
+taught where MiniLM's vectors of 2,000 of the corpus's synthetic questions point (no question
+record, no label; ``fincrowd_ltr.retrieval.static_tuning``, ``fincrowd_ltr.synthesis.teaching``),
+so every question is a test question. The pages and synthetic questions it is tuned on come
+from the whole corpus, including the companies asked about (transductive and label-free, as
+BM25's IDF is).
 
     .venv/bin/python benchmarks/static_quality.py [--dataset financebench] [--data-root ...]
 """

@@ -18,6 +18,7 @@ from fincrowd_ltr.retrieval.build import build_banks as _build_banks
 from fincrowd_ltr.retrieval.rankers import ALL_RANKERS, RANKERS, RunScores
 from fincrowd_ltr.retrieval.windows import WindowPolicy
 from fincrowd_ltr.settings import DataSettings
+from fincrowd_ltr.synthesis import page_table_questions
 
 RUN = "run"
 
@@ -143,7 +144,10 @@ def build_banks(
     names = rankers_of(rankers)
     cache = None if data.cache_dir is None else Path(data.cache_dir)
     run_scores = read_run(run, corpus)
-    return _build_banks(corpus, data.split, names, spec, cache, index, progress, run_scores, stages)
+    pairs = page_table_questions(corpus)  # what teaches the static rankers' page table
+    return _build_banks(
+        corpus, data.split, names, spec, cache, index, progress, run_scores, stages, pairs
+    )
 
 
 def load_encoder(
@@ -161,8 +165,9 @@ def load_encoder(
     ``static`` (distilled from it and tuned on ``dataset``'s corpus without labels; built once
     per corpus, a few minutes, and cached) or a saved static scorer's folder. A static scorer
     tuned into MiniLM's space scores MiniLM's vector of the question against its own vectors of
-    the pages (``questions="minilm"``, the default) or reads both with its table
-    (``questions="static"``: no torch).
+    the pages (``questions="minilm"``, the default; the corpus's page table is then also taught
+    where MiniLM's vectors of the corpus's own synthetic questions point) or reads both with
+    its table (``questions="static"``: no torch).
 
     Example:
         >>> enc = load_encoder("static", "financebench")  # doctest: +SKIP
@@ -179,6 +184,7 @@ def load_encoder(
         None if data is None else data.corpus_fingerprint(),
         progress,
         questions,
+        None if data is None else page_table_questions(data),
     )
 
 

@@ -29,7 +29,7 @@ from fincrowd_ltr.retrieval.build import build_banks as _build_banks
 from fincrowd_ltr.retrieval.first_stage import RUN
 from fincrowd_ltr.retrieval.rankers import RANKERS
 from fincrowd_ltr.settings import AUTO, SyntheticSettings
-from fincrowd_ltr.synthesis import Synthesis, named_share_of
+from fincrowd_ltr.synthesis import Synthesis, named_share_of, page_table_questions
 from fincrowd_ltr.synthesis import synthesize as _synthesize
 
 
@@ -218,7 +218,10 @@ def synthetic_examples(
     syn = found.dataset()
     spec = BankSpec(size=bank_size, mode=mode, first_stage=stage, static_questions=static_questions)
     cache = None if cache_dir is None else Path(cache_dir)
-    bankset = _build_banks(syn, "all", [scorer], spec, cache, progress=progress, stages=stages)
+    pairs = page_table_questions(data, extractor=featurizer.extractor)  # the labelled banks' table
+    bankset = _build_banks(
+        syn, "all", [scorer], spec, cache, progress=progress, stages=stages, static_pairs=pairs
+    )
     examples = [
         e for e in make_examples(syn, bankset, scorer, featurizer, cache=cache) if e.has_support
     ]

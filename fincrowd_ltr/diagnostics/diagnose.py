@@ -17,6 +17,7 @@ from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.fields.compatibility import conflicts
 from fincrowd_ltr.retrieval.banks import DEFAULT_BANK_SIZE, BankSet
 from fincrowd_ltr.retrieval.build import BankSpec, build_banks
+from fincrowd_ltr.synthesis import page_table_questions
 
 LABELS_FILE = "crowding_labels.jsonl"
 
@@ -31,7 +32,10 @@ def _banks(
     run: dict | None,
 ) -> BankSet:
     names = list(dict.fromkeys([ranker, similarity, *(HYBRID_PARTS if ranker == "hybrid" else ())]))
-    return build_banks(dataset, split, names, spec, cache_dir, progress=True, run=run)
+    pairs = page_table_questions(dataset)  # what teaches the static rankers' page table
+    return build_banks(
+        dataset, split, names, spec, cache_dir, progress=True, run=run, static_pairs=pairs
+    )
 
 
 def crowding_labels(

@@ -473,9 +473,11 @@ class GatedCorrection:
         other = copy.copy(self)
         extra = self.summary.extra
         recipe = self.summary.base_scorer
-        if ranker != self.base_ranker and (recipe or self.base_ranker not in STATIC_RANKERS):
-            # the reader its training recorded; a record it lacks stays unknown
+        if ranker != self.base_ranker and ranker not in STATIC_RANKERS:
+            recipe = None  # a fixed model
+        elif ranker != self.base_ranker and self.base_ranker not in STATIC_RANKERS:
             recipe = scorer_recipe(ranker, self.summary.static_questions)
+        # from one static ranker to another: the scorer its training recorded (or its lack)
         other.summary = dataclasses.replace(
             self.summary,
             base_ranker=ranker,

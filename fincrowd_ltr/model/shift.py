@@ -72,10 +72,13 @@ def scorer_warnings(ranker: str, trained_scorer: str | None, scorer: str | None)
         ]
     if scorer.endswith(trained_scorer):
         return []
+    readers = {r.rsplit("questions-", 1)[-1].split("-")[0] for r in (scorer, trained_scorer)}
+    how = "build the banks as it was trained (--static-questions) or refit it"
+    if len(readers) == 1:  # the same reader, another version of its page table or scores
+        how = "refit it"
     return [
         f"the {ranker!r} base scores of these banks are {_recipe(scorer)}, the correction was "
-        f"trained on {trained_scorer!r}: build the banks as it was trained (--static-questions) "
-        "or refit it"
+        f"trained on {trained_scorer!r}: {how}"
     ]
 
 

@@ -43,6 +43,7 @@ from fincrowd_ltr.retrieval.rankers import (
     scores_from_run,
 )
 from fincrowd_ltr.retrieval.static import StaticEncoder
+from fincrowd_ltr.retrieval.static_tuning import QuestionPairs
 from fincrowd_ltr.retrieval.windows import WindowPolicy
 
 CACHE_FORMAT = 2  # bump when what a bank file holds, or how it is made, changes
@@ -166,12 +167,16 @@ def build_banks(
     progress: bool = True,
     run: RunScores | None = None,
     stages: FirstStages | None = None,
+    static_pairs: QuestionPairs | None = None,
 ) -> BankSet:
     """Banks for every query of ``dataset`` scored by ``rankers``; reuses and extends the cache.
 
     ``rankers`` may include ``run`` (scored from ``run``; candidates it lacks are counted in the
     bank set's notes). ``spec.first_stage == "run"`` makes the run the first stage. ``stages``
-    keeps the index and first stage built here for the caller's next builds.
+    keeps the index and first stage built here for the caller's next builds. ``static_pairs``:
+    the corpus's label-free questions that teach the static rankers' page table where MiniLM's
+    questions point (:func:`~fincrowd_ltr.retrieval.rankers.load_encoder`; the API passes its
+    synthetic questions; without them, the table tuned on page windows alone).
     """
     stage_name = spec.stage(dataset)
     wants_run = "run" in rankers or stage_name == RUN
@@ -183,7 +188,8 @@ def build_banks(
     path = Path(cache_dir) / "banks" / f"{key}.jsonl" if cacheable else None
     bankset = BankSet.load(path, dataset) if path is not None and path.exists() else None
     versions = {
-        r: scorer_version(r, dataset.corpus_fingerprint(), spec.static_questions) for r in built_in
+        r: scorer_version(r, dataset.corpus_fingerprint(), spec.static_questions, static_pairs)
+        for r in built_in
     }
     for r, version in versions.items():
         if bankset is not None and version and bankset.scorers.get(r) != version:
@@ -227,6 +233,7 @@ def build_banks(
             stage,
             corpus_key=dataset.corpus_fingerprint(),
             static_questions=spec.static_questions,
+            static_pairs=static_pairs,
         )
         _reuse_page_vectors(built, stage, bankset, dataset)
         score_banks(bankset, dataset, built, progress)

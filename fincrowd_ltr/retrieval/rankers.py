@@ -15,7 +15,7 @@ import math
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -24,6 +24,9 @@ from fincrowd_ltr.defaults import QUESTION_READERS
 from fincrowd_ltr.retrieval.bm25 import BM25Index
 from fincrowd_ltr.retrieval.fusion import reciprocal_rank_fusion
 from fincrowd_ltr.retrieval.windows import WindowPolicy
+
+if TYPE_CHECKING:
+    from fincrowd_ltr.retrieval.static_tuning import QuestionPairs
 
 RANKERS = (
     "bm25",
@@ -204,13 +207,15 @@ def make_rankers(
     first_stage=None,
     corpus_key: str | None = None,
     static_questions: str = "minilm",
+    static_pairs: QuestionPairs | None = None,
 ) -> list[BaseRanker]:
     """Build built-in base rankers by name. Rankers that need the same model share one instance
     (the hybrid reuses the dense ranker), so every passage is embedded once per run.
     ``first-stage`` (the first stage's own score) and ``fused`` (it fused with a dense score)
     need the ``first_stage`` that made the banks (``score_ids(text, pids)`` or ``score_query``);
     the static scorer is built for the corpus ``corpus_key`` names (cached under ``cache_dir``)
-    and reads questions as ``static_questions`` says (:func:`load_encoder`'s ``questions``)."""
+    and reads questions as ``static_questions`` says, its page table taught by
+    ``static_pairs`` (:func:`load_encoder`'s ``questions`` and ``pairs``)."""
     built: dict[str, BaseRanker] = {}
 
     def get(name: str) -> BaseRanker:
@@ -221,8 +226,9 @@ def make_rankers(
         elif name in ("dense", "static"):
             scorer = "minilm" if name == "dense" else "static"
             encoder = load_encoder(
-                scorer, dense_policy, cache_dir, passages, corpus_key, progress, static_questions
-            )
+                scorer, dense_policy, cache_dir, passages, corpus_key, progress,
+                static_questions, static_pairs,
+            )  # fmt: skip
             ranker = EncoderRanker(name, encoder, passages, progress)
         elif name == "splade":
             from fincrowd_ltr.retrieval.splade import SpladeEncoder
@@ -252,28 +258,39 @@ def _dense_of(name: str) -> str:
 STATIC_RANKERS = ("static", "hybrid-static", "fused-static")  # rankers that read the static scorer
 
 
-def scorer_recipe(name: str, questions: str = "minilm") -> str | None:
+def scorer_recipe(name: str, questions: str = "minilm", taught: bool = True) -> str | None:
     """The scoring code and question reader behind ranker ``name`` where they can change (the
     static scorer's, as ``scores-<v>/questions-<reader>``: the reader actually used, ``static``
-    where MiniLM is not installed); ``None`` for fixed models. A checkpoint records it."""
+    where MiniLM is not installed; ``minilm-2`` where MiniLM's questions meet a page table
+    ``taught`` by the corpus's questions, the API's default, ``minilm-1`` where not); ``None``
+    for fixed models. A checkpoint records it."""
     if name not in STATIC_RANKERS:
         return None
     from fincrowd_ltr.retrieval.static import SCORES_VERSION
 
-    reader = QUESTIONS_VERSION if questions == "minilm" and minilm_installed() else "static"
+    reader = "static"
+    if questions == "minilm" and minilm_installed():
+        reader = QUESTIONS_VERSION if taught else "minilm-1"
     return f"scores-{SCORES_VERSION}/questions-{reader}"
 
 
-def scorer_version(name: str, corpus_key: str = "", questions: str = "minilm") -> str | None:
+def scorer_version(
+    name: str,
+    corpus_key: str = "",
+    questions: str = "minilm",
+    pairs: QuestionPairs | None = None,
+) -> str | None:
     """The version of the model behind ranker ``name`` where it can change (the static scorer:
-    the cache key of the corpus's model, which covers its recipe, and :func:`scorer_recipe`);
-    ``None`` for fixed models."""
-    recipe = scorer_recipe(name, questions)
+    the cache key of the corpus's table, which covers its recipe and the ``pairs`` that taught
+    it where MiniLM reads the questions, and :func:`scorer_recipe`); ``None`` for fixed
+    models."""
+    recipe = scorer_recipe(name, questions, pairs is not None)
     if recipe is None:
         return None
     from fincrowd_ltr.retrieval.static_tuning import static_key
 
-    return f"{static_key(corpus_key)}/{recipe}"
+    taught = pairs is not None and recipe.endswith(QUESTIONS_VERSION)
+    return f"{static_key(corpus_key, questions=pairs.key if taught else None)}/{recipe}"
 
 
 def recipe_of(version: str) -> str:
@@ -281,7 +298,9 @@ def recipe_of(version: str) -> str:
     return "/".join(version.split("/")[-2:])
 
 
-QUESTIONS_VERSION = "minilm-1"  # bump when the default reader of questions changes
+# bump when how MiniLM's questions meet the pages changes (2: a page table taught where MiniLM's
+# vectors of the corpus's synthetic questions point; 1: the table tuned on page windows alone)
+QUESTIONS_VERSION = "minilm-2"
 
 
 def reads_minilm_space(model) -> bool:
@@ -309,6 +328,7 @@ def load_encoder(
     corpus_key: str | None = None,
     progress: bool = False,
     questions: str = "minilm",
+    pairs: QuestionPairs | None = None,
 ):
     """A dense encoder: ``minilm`` (the shipped all-MiniLM-L6-v2), ``static`` (distilled from it
     and tuned on ``passages``, built once per corpus and cached) or the folder of a saved
@@ -316,7 +336,9 @@ def load_encoder(
 
     ``questions``: who reads a question for a static scorer: ``minilm`` (default; MiniLM's own
     question vector against the table's page windows, where the table was tuned into MiniLM's
-    space, else the table) or ``static`` (the table alone: no torch at scoring time)."""
+    space, else the table) or ``static`` (the table alone: no torch at scoring time).
+    ``pairs``: the corpus's label-free questions that teach the page table where MiniLM's
+    questions point (when MiniLM reads them; a second table per corpus, cached)."""
     if questions not in QUESTION_READERS:
         raise DataError(f"unknown question reader {questions!r}; choose from {QUESTION_READERS}")
     if scorer == "minilm":
@@ -333,7 +355,10 @@ def load_encoder(
                 "the static scorer is built from a corpus: pass the dataset "
                 "(fc.load_encoder('static', dataset)) or a saved scorer's folder"
             )
-        model = static_model_for(passages, cache_dir, corpus_key, progress=progress)
+        taught = pairs if questions == "minilm" and minilm_installed() else None
+        model = static_model_for(
+            passages, cache_dir, corpus_key, progress=progress, questions=taught
+        )
     elif Path(scorer).is_dir():
         model = StaticModel.load(scorer)
     else:

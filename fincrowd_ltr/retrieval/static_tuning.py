@@ -11,12 +11,14 @@ table keeps pieces the sample rarely shows where distillation put them.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from fincrowd_ltr.data.schema import DataError
 from fincrowd_ltr.retrieval.static import MINILM, StaticModel
 
 if TYPE_CHECKING:
@@ -60,6 +62,17 @@ class StaticTuning:
     def __post_init__(self) -> None:
         if self.pairs_per_epoch is not None and self.pairs_per_epoch < 2:
             raise ValueError(f"pairs_per_epoch must be >= 2 or None, got {self.pairs_per_epoch}")
+
+
+@dataclass(frozen=True)
+class QuestionPairs:
+    """Label-free questions about a corpus's pages that teach its static page table where
+    MiniLM's questions point: ``make()`` returns ``(question text, page id)`` pairs (called
+    only when the table is not cached); ``key`` names everything they depend on (what wrote
+    them, how many, the seed) without making them, for the cache key."""
+
+    key: str
+    make: Callable[[], list[tuple[str, str]]] = field(compare=False, repr=False)
 
 
 def tune_static(
@@ -217,6 +230,12 @@ def _batches(order, size: int):
 # bump when how the default static model is made changes (v2: every corpus piece counted; v1
 # counted each text's first 128 pieces and their padding)
 RECIPE = "distil-sif-corpus/tokenlearn-v2"
+# the page table MiniLM's questions meet: also taught where MiniLM's vectors of the corpus's own
+# synthetic questions point (fixed anchors; only the pages move), its contrastive steps fixed
+# (bump when how it is taught changes; decided on label-free questions, NOTES.md rules 2 and 3)
+QUESTIONS_RECIPE = "questions-minilm-v1"
+QUESTIONS_TUNING = StaticTuning(contrastive=0.3, pairs_per_epoch=1024)
+PAIR_WINDOWS = 4  # a question's page is read by its first windows in the contrastive loss
 TUNING_PAGES = 400  # pages of the corpus MiniLM embeds as targets (seeded sample)
 SPANS_PER_PAGE = 2  # short query-like spans per sampled page
 MIN_WINDOW = 16  # shorter windows (a page's tail) are not used as targets
@@ -282,10 +301,13 @@ def passages_key(passages: dict) -> str:
     return digest.hexdigest()[:16]
 
 
-def static_key(corpus_key: str, pages: int = TUNING_PAGES, seed: int = 0) -> str:
+def static_key(
+    corpus_key: str, pages: int = TUNING_PAGES, seed: int = 0, questions: str | None = None
+) -> str:
     """The cache key of a corpus's default static scorer: the corpus and everything the recipe
     depends on (its version, dimensions, SIF constant, tuning settings, sample sizes, the
-    teacher's package version)."""
+    teacher's package version); ``questions``: the key of the :class:`QuestionPairs` that also
+    taught it (the page table MiniLM's questions meet)."""
     import hashlib
     from importlib.metadata import PackageNotFoundError, version
 
@@ -299,6 +321,8 @@ def static_key(corpus_key: str, pages: int = TUNING_PAGES, seed: int = 0) -> str
     tuning = repr(StaticTuning()).replace(", pairs_per_epoch=None", "")
     parts = [RECIPE, corpus_key, pages, seed, DEFAULT_DIM, DEFAULT_SIF, tuning]
     parts += [MIN_WINDOW, SPANS_PER_PAGE, teacher]
+    if questions is not None:
+        parts += [QUESTIONS_RECIPE, repr(QUESTIONS_TUNING), PAIR_WINDOWS, questions]
     return hashlib.sha1("|".join(map(str, parts)).encode()).hexdigest()[:16]
 
 
@@ -316,18 +340,22 @@ def static_model_for(
     seed: int = 0,
     progress: bool = False,
     piece_ids: dict[str, np.ndarray] | None = None,
+    questions: QuestionPairs | None = None,
 ) -> StaticModel:
     """The default static scorer of a corpus: distilled from MiniLM with the corpus's piece
     frequencies, then tuned to MiniLM's vectors of ``pages`` sampled pages (no questions, no
     labels). Built once and cached under ``cache_dir/static/`` by corpus and recipe; when it is
-    built here, ``piece_ids`` (if given) receives every passage's word-piece ids."""
+    built here, ``piece_ids`` (if given) receives every passage's word-piece ids.
+
+    ``questions``: label-free questions about the corpus's pages (its synthetic questions) that
+    also teach the table where MiniLM's vectors of them point (``QUESTIONS_TUNING``; only the
+    pages move): the table MiniLM's questions meet, cached under its own key."""
     import sys
     import time
     import warnings
 
-    from fincrowd_ltr.retrieval.static import distill_static
-
-    key = static_key(corpus_key or passages_key(passages), pages, seed)
+    corpus_key = corpus_key or passages_key(passages)
+    key = static_key(corpus_key, pages, seed, None if questions is None else questions.key)
     folder = None if cache_dir is None else Path(cache_dir) / "static" / key
     if folder is not None and (folder / "config.json").is_file():
         model = StaticModel.load(folder)
@@ -336,29 +364,37 @@ def static_model_for(
         return model
     started = time.perf_counter()
     if progress:
+        taught = "" if questions is None else " and where its synthetic questions point"
         print(
             f"building the static scorer for this corpus ({pages} pages embedded by MiniLM "
-            "as its targets; once per corpus)",
+            f"as its targets{taught}; once per corpus)",
             file=sys.stderr,
             flush=True,
         )
-    model = distill_static(corpus=(p.text for p in passages.values()), piece_ids=piece_ids)
-    ids = sorted(passages)
-    rng = np.random.default_rng(seed)
-    chosen = sorted(rng.choice(len(ids), min(pages, len(ids)), replace=False))
     from fincrowd_ltr.retrieval.dense import DenseEncoder
 
     encoder = DenseEncoder(cache_dir=cache_dir)  # reuses MiniLM vectors already cached
-    windows, targets = sample_targets([passages[ids[i]].text for i in chosen], seed, encoder)
+    distilled, windows, targets = _ingredients(
+        passages, corpus_key, pages, seed, encoder, piece_ids
+    )
+    model = StaticModel(distilled.vectors, distilled.tokenizer, distilled.config)
+    pairs, recipe = None, RECIPE
+    if windows and questions is not None:
+        pairs = question_pairs(questions.make(), passages, model, encoder)
+        recipe = f"{RECIPE}+{QUESTIONS_RECIPE}"
     if windows:
-        model = tune_static(model, windows, targets, StaticTuning(seed=seed), teacher=MINILM)
+        settings = (
+            StaticTuning(seed=seed) if pairs is None else replace(QUESTIONS_TUNING, seed=seed)
+        )
+        model = tune_static(model, windows, targets, settings, pairs=pairs, teacher=MINILM)
     else:  # no page long enough to learn from: the distilled scorer as it is
         warnings.warn(UNTUNED, stacklevel=2)
     model.config.update(
         {
-            "recipe": RECIPE,
+            "recipe": recipe,
             "corpus": corpus_key,
-            "pages": len(chosen),
+            "pages": min(pages, len(passages)),
+            **({} if questions is None else {"questions": questions.key}),
             "seconds": round(time.perf_counter() - started, 1),
         }
     )
@@ -367,8 +403,53 @@ def static_model_for(
     return model
 
 
+_MADE: dict[tuple, tuple] = {}  # the last corpus's distillation and targets (both tables use them)
+
+
+def _ingredients(passages: dict, corpus_key: str, pages: int, seed: int, encoder, piece_ids):
+    """The distilled table, the sampled windows and MiniLM's vectors of them, for
+    ``corpus_key``: made once a process (a fit builds both of a corpus's tables)."""
+    from fincrowd_ltr.retrieval.static import distill_static
+
+    made = (corpus_key, pages, seed)
+    if made not in _MADE:
+        model = distill_static(corpus=(p.text for p in passages.values()), piece_ids=piece_ids)
+        ids = sorted(passages)
+        rng = np.random.default_rng(seed)
+        chosen = sorted(rng.choice(len(ids), min(pages, len(ids)), replace=False))
+        windows, targets = sample_targets([passages[ids[i]].text for i in chosen], seed, encoder)
+        _MADE.clear()
+        _MADE[made] = (model, windows, targets)
+    return _MADE[made]
+
+
+def question_pairs(
+    found: list[tuple[str, str]], passages: dict, model: StaticModel, encoder
+) -> list[tuple[np.ndarray, list[list[int]]]]:
+    """``(MiniLM's vector of the question, the first PAIR_WINDOWS windows of its page)`` for
+    each ``(question, page id)`` pair (pages too short for a window are left out)."""
+    from fincrowd_ltr.retrieval.windows import WindowPolicy
+
+    unknown = sorted({pid for _, pid in found if pid not in passages})
+    if unknown:
+        raise DataError(
+            f"{len(unknown)} question pages are not in the corpus (first: {unknown[0]!r})"
+        )
+    if not found:
+        return []
+    vectors = np.asarray(encoder.encode_queries([q for q, _ in found]))
+    ids = model.token_ids([passages[pid].text for _, pid in found])
+    policy = WindowPolicy()
+    pairs = [(v, policy.split(page)[:PAIR_WINDOWS]) for v, page in zip(vectors, ids, strict=True)]
+    return [(v, windows) for v, windows in pairs if windows]
+
+
 __all__ = [
+    "QUESTIONS_RECIPE",
+    "QUESTIONS_TUNING",
+    "QuestionPairs",
     "StaticTuning",
+    "question_pairs",
     "passages_key",
     "sample_targets",
     "target_sequences",

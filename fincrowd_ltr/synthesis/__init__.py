@@ -9,15 +9,18 @@ from fincrowd_ltr.synthesis.questions import (
     synthesize,
 )
 from fincrowd_ltr.synthesis.tables import PageTable, StatementRow, read_table
+from fincrowd_ltr.synthesis.teaching import TEACHING_QUESTIONS, page_table_questions
 
 __all__ = [
     "NEGATIVE_TYPES",
+    "TEACHING_QUESTIONS",
     "TEMPLATES",
     "PageTable",
     "StatementRow",
     "Synthesis",
     "SyntheticQuestion",
     "named_share_of",
+    "page_table_questions",
     "read_table",
     "synthesize",
 ]

@@ -31,6 +31,8 @@ from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.fields import vocabulary as V
 from fincrowd_ltr.synthesis.tables import LABEL_METRIC, PageTable, figure_key, read_table
 
+VERSION = 1  # bump when the questions written from the same corpus, seed and n change
+
 TEMPLATES = ("line_item", "financebench", "how_much", "change", "ratio", "text_figure")
 NEGATIVE_TYPES = ("other_period", "other_line_item", "other_company")
 NEGATIVES_PER_TYPE = 5

@@ -22,6 +22,7 @@ from fincrowd_ltr.model.pairs import MAX_DISTRACTORS, Pairs, pair_index, stack_p
 from fincrowd_ltr.model.residual import normalise_base
 from fincrowd_ltr.retrieval.build import BankSpec, build_banks
 from fincrowd_ltr.settings import BankSettings, DataSettings, FoldSettings, as_settings, plain
+from fincrowd_ltr.synthesis import page_table_questions
 
 
 @functools.lru_cache(maxsize=4)
@@ -205,7 +206,10 @@ class BankDataModule(L.LightningDataModule):
             first_stage=b.first_stage,
             static_questions=b.static_questions,
         )
-        bankset = build_banks(data, self.source.split, [ranker], spec, cache, progress=False)
+        pairs = page_table_questions(data)  # what teaches the static rankers' page table
+        bankset = build_banks(
+            data, self.source.split, [ranker], spec, cache, progress=False, static_pairs=pairs
+        )
         examples = make_examples(data, bankset, ranker, self.featurizer(), cache=cache)
         return {e.qid: e for e in examples}
 

@@ -172,7 +172,7 @@ def test_scores_of_another_scorer_version_are_recomputed(toy, tmp_path, monkeypa
     stale.scorers = {"bm25": "v1"}
     stale.save(path)
     monkeypatch.setattr(
-        build, "scorer_version", lambda r, corpus, questions: "v2" if r == "bm25" else None
+        build, "scorer_version", lambda r, corpus, questions, pairs: "v2" if r == "bm25" else None
     )
     again = build_banks(toy, "all", ["bm25"], BankSpec(size=3), tmp_path, progress=False)
     assert again.scorers == {"bm25": "v2"} and BankSet.load(path).scorers == {"bm25": "v2"}

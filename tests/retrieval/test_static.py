@@ -585,6 +585,7 @@ def test_a_checkpoint_records_who_read_its_static_base_questions(
     from fincrowd_ltr.retrieval.rankers import load_encoder, scorer_recipe
     from fincrowd_ltr.retrieval.static_tuning import static_key
     from fincrowd_ltr.settings import BankSettings
+    from fincrowd_ltr.synthesis import page_table_questions
     from tests.conftest import user_corpus
 
     model, tokenizer = tiny_bert
@@ -597,6 +598,8 @@ def test_a_checkpoint_records_who_read_its_static_base_questions(
     )
     data = user_corpus()
     tuned.save(tmp_path / "static" / static_key(data.corpus_fingerprint()))
+    taught = static_key(data.corpus_fingerprint(), questions=page_table_questions(data).key)
+    tuned.save(tmp_path / "static" / taught)  # the table MiniLM's questions meet (API banks)
     tuned.save(tmp_path / "table")
 
     assert scorer_recipe("bm25") is None and scorer_recipe("fused", "static") is None
@@ -639,7 +642,7 @@ def test_a_checkpoint_records_who_read_its_static_base_questions(
         warnings.simplefilter("ignore")
         assert scorer_warnings() == []  # built as training recorded: the table reads questions
         (told,) = scorer_warnings(static_questions="minilm")
-    assert "questions-minilm-1" in told and "questions-static" in told
+    assert "questions-minilm-2" in told and "questions-static" in told
     with pytest.raises(DataError, match="static_questions"):  # given banks read otherwise
         fc.fit_correction(data, "static", folds=5, cache_dir=tmp_path, banks={"retrieved": banks})
     legacy = TrainingSummary.from_dict({"base_ranker": "static"})  # written before the record
@@ -651,3 +654,64 @@ def test_a_checkpoint_records_who_read_its_static_base_questions(
     old = dataclasses.replace(loaded.summary, base_scorer=None)
     loaded.summary = old  # a checkpoint written before the record: the reader stays unknown
     assert loaded.with_base_ranker("fused-static").summary.base_scorer is None
+
+
+def test_questions_teach_a_second_page_table(teacher_dir, tiny_bert, tmp_path, monkeypatch):
+    """The page table MiniLM's questions meet: taught by (question, page) pairs on top of the
+    window tuning, cached under its own key beside the windows-only table (one distillation for
+    both), its pairs made only when it is built; bank scores name which table scored them, and
+    a pair whose page is not in the corpus is refused by name."""
+    import fincrowd_ltr.retrieval.dense as dense
+    import fincrowd_ltr.retrieval.static as static_module
+    import fincrowd_ltr.retrieval.static_tuning as tuning
+    from fincrowd_ltr.retrieval.build import BankSpec, build_banks
+    from fincrowd_ltr.retrieval.static_tuning import QuestionPairs, static_key, static_model_for
+    from fincrowd_ltr.synthesis import page_table_questions
+    from tests.synthesis.test_synthesis import filings_corpus
+
+    model, tokenizer = tiny_bert
+    teacher = dense.DenseEncoder(model=model, tokenizer=tokenizer)  # stands in for MiniLM
+    monkeypatch.setattr(dense, "DenseEncoder", lambda **kw: teacher)
+    real, distilled = static_module.distill_static, []
+
+    def distill(**kw):
+        distilled.append(1)
+        return real(dim=16, model_dir=teacher_dir, **kw)
+
+    monkeypatch.setattr(static_module, "distill_static", distill)
+    monkeypatch.setattr(tuning, "_MADE", {})
+    data = filings_corpus(companies=4)
+    found = page_table_questions(data)
+    assert found.key == page_table_questions(data).key  # named without writing them
+    made = []
+    pairs = QuestionPairs(found.key, lambda: made.append(1) or found.make())
+    assert len(found.make()) > 0
+    assert all(pid in data.passages for _, pid in found.make())
+
+    fp = data.corpus_fingerprint()
+    plain = static_model_for(data.passages, tmp_path, fp)
+    taught = static_model_for(data.passages, tmp_path, fp, questions=pairs)
+    assert distilled == [1] and made == [1]  # one distillation; the pairs written once
+    assert (tmp_path / "static" / static_key(fp, questions=found.key) / "config.json").is_file()
+    assert static_key(fp, questions=found.key) != static_key(fp)
+    assert taught.config["questions"] == found.key and "questions-minilm" in taught.config["recipe"]
+    assert taught.config["tuned"]["pairs"] > 0 and taught.config["tuned"]["fixed_questions"]
+    assert taught.config["tuned"]["pairs_per_epoch"] == tuning.QUESTIONS_TUNING.pairs_per_epoch
+    assert "questions" not in plain.config and not np.allclose(taught.vectors, plain.vectors)
+    again = static_model_for(data.passages, tmp_path, fp, questions=pairs)  # from the cache
+    assert made == [1] and again.fingerprint() == taught.fingerprint()
+
+    spec = BankSpec(size=6)
+    windows_only = build_banks(data, "all", ["static"], spec, tmp_path, progress=False)
+    by_questions = build_banks(
+        data, "all", ["static"], spec, tmp_path, progress=False, static_pairs=pairs
+    )
+    assert windows_only.scorers["static"].endswith("/questions-minilm-1")
+    assert by_questions.scorers["static"].endswith("/questions-minilm-2")
+    qid = next(iter(by_questions.banks))
+    assert not np.allclose(
+        by_questions.banks[qid].scores["static"], windows_only.banks[qid].scores["static"]
+    )
+    with pytest.raises(DataError, match="not in the corpus"):
+        bad = QuestionPairs("bad", lambda: [("What was revenue?", "nowhere")])
+        static_model_for(data.passages, tmp_path, fp, questions=bad)

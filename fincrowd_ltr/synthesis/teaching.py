@@ -1,0 +1,40 @@
+"""The corpus's own synthetic questions as the teacher of its static page table: MiniLM reads a
+user's questions, so the table that reads the pages is taught where MiniLM's vectors of questions
+about those pages point (:func:`fincrowd_ltr.retrieval.static_tuning.static_model_for`). No
+label and no question record is read; decided on label-free questions (NOTES.md, rules 2-3)."""
+
+from __future__ import annotations
+
+import hashlib
+
+from fincrowd_ltr.data.schema import Dataset
+from fincrowd_ltr.defaults import DEFAULT_LINE_ITEMS
+from fincrowd_ltr.fields import FieldExtractor
+from fincrowd_ltr.fields.extractor import extractor_fingerprint
+from fincrowd_ltr.retrieval.static_tuning import QuestionPairs
+from fincrowd_ltr.synthesis.questions import VERSION, synthesize
+
+TEACHING_QUESTIONS = 2000  # synthetic questions that teach a corpus's page table
+TEACHING_SEED = 0
+
+
+def page_table_questions(
+    dataset: Dataset,
+    n: int = TEACHING_QUESTIONS,
+    seed: int = TEACHING_SEED,
+    extractor: FieldExtractor | None = None,
+) -> QuestionPairs:
+    """``(question, source page)`` pairs of ``n`` synthetic questions of ``dataset``'s pages
+    (written only when a table is built; keyed by what writes them: the synthesis and
+    extractor versions, ``n`` and ``seed``)."""
+    parts = [VERSION, extractor_fingerprint(), n, seed, DEFAULT_LINE_ITEMS]
+    key = hashlib.sha1("|".join(map(str, parts)).encode()).hexdigest()[:16]
+
+    def make() -> list[tuple[str, str]]:
+        found = synthesize(dataset, n, seed, extractor=extractor)
+        return [(q.text, q.source) for q in found.questions]
+
+    return QuestionPairs(f"synthetic-{key}", make)
+
+
+__all__ = ["TEACHING_QUESTIONS", "page_table_questions"]
