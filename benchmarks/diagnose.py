@@ -16,6 +16,7 @@ from fincrowd_ltr.data import load_dataset
 from fincrowd_ltr.diagnostics.diagnose import diagnose
 from fincrowd_ltr.evaluation.report import evaluate_bankset
 from fincrowd_ltr.retrieval.build import BankSpec, build_banks
+from fincrowd_ltr.synthesis import page_table_questions
 
 BUDGET_S = 300.0
 
@@ -36,8 +37,9 @@ def main() -> None:
         ours.append(time.perf_counter() - start)
         start = time.perf_counter()
         bankset = build_banks(
-            data, "all", [args.ranker], BankSpec(), args.cache_dir, progress=False
-        )
+            data, "all", [args.ranker], BankSpec(), args.cache_dir, progress=False,
+            static_pairs=page_table_questions(data),  # as diagnose reads the static rankers
+        )  # fmt: skip
         evaluate_bankset(data, bankset, [args.ranker])
         base.append(time.perf_counter() - start)
     if report["seconds"]["banks"] > 0.25 * statistics.median(ours):

@@ -61,16 +61,14 @@ def prep(args) -> None:
 
 
 def _figures(data, cache_dir: str) -> dict:
-    import fincrowd_ltr as fc
+    """Figures of the windows-only table saved under ``cache_dir`` (the one this script tunes;
+    the API's static rankers read the question-taught table instead, which it does not make)."""
     from fincrowd_ltr.metrics import ndcg_at_k, recall_at_k
+    from fincrowd_ltr.retrieval.build import BankSpec, build_banks
 
-    banks = fc.build_banks(
-        data,
-        ["fused-static", "static"],
-        first_stage="auto",
-        mode="retrieved",
-        cache_dir=cache_dir,
-        progress=False,
+    spec = BankSpec(first_stage="auto", mode="retrieved")
+    banks = build_banks(
+        data, "all", ["fused-static", "static"], spec, Path(cache_dir), progress=False
     )
     rows: dict[str, list[float]] = {}
     groups = []

@@ -729,6 +729,11 @@ class _CrossValidation:
         return final
 
 
+def _reader(recipe: str) -> str:
+    """Who reads the questions in a static scorer's recipe (``minilm`` or ``static``)."""
+    return recipe.rsplit("questions-", 1)[-1].split("-")[0]
+
+
 def _examples_by_mode(
     data, ranker, modes, banks, featurizer, first_stage, bank_size, split, cache_dir, run, progress,
     stages=None, static_questions="minilm",
@@ -743,8 +748,13 @@ def _examples_by_mode(
         if given and recipe and not given.endswith(recipe):
             raise DataError(
                 f"the given {mode} banks' {ranker!r} scores are {recipe_of(given)!r}"
-                f", this fit's static scorer reads {recipe!r}: pass the static_questions they "
-                "were built with, or let the fit build its banks",
+                f", this fit's static scorer reads {recipe!r}: "
+                + (
+                    "pass the static_questions they were built with, or "
+                    if _reader(given) != _reader(recipe)
+                    else ""
+                )
+                + "let the fit build its banks",
                 "static_questions",
             )
         if bankset is None:

@@ -44,7 +44,8 @@ class StaticTuning:
             moves the page side only; one of word-piece ids moves both.
         temperature: Its softmax temperature.
         pairs_per_epoch: Pairs drawn anew each epoch for the contrastive steps (one batch of
-            ``batch_size`` per step), so the pull of the loss does not grow with the number of
+            ``batch_size`` per step, riding on a window batch: at most as many steps as the
+            epoch has window batches), so the pull of the loss does not grow with the number of
             pairs given (None: every pair, once an epoch).
         seed: Seed of the shuffling and the map's initialisation.
     """
@@ -60,7 +61,8 @@ class StaticTuning:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.pairs_per_epoch is not None and self.pairs_per_epoch < 2:
+        per_epoch = self.pairs_per_epoch
+        if per_epoch is not None and (not isinstance(per_epoch, int) or per_epoch < 2):
             raise ValueError(f"pairs_per_epoch must be >= 2 or None, got {self.pairs_per_epoch}")
 
 
@@ -332,6 +334,12 @@ UNTUNED = (
 )
 
 
+UNTAUGHT = (
+    "no synthetic question could be written from this corpus's pages (no statement table or "
+    "figure sentence the synthesis reads): the static page table is tuned on page windows alone"
+)
+
+
 def static_model_for(
     passages: dict,
     cache_dir: Path | None,
@@ -344,8 +352,9 @@ def static_model_for(
 ) -> StaticModel:
     """The default static scorer of a corpus: distilled from MiniLM with the corpus's piece
     frequencies, then tuned to MiniLM's vectors of ``pages`` sampled pages (no questions, no
-    labels). Built once and cached under ``cache_dir/static/`` by corpus and recipe; when it is
-    built here, ``piece_ids`` (if given) receives every passage's word-piece ids.
+    labels). Built once and cached under ``cache_dir/static/`` by corpus and recipe; when the
+    corpus is distilled here, ``piece_ids`` (if given) receives every passage's word-piece ids
+    (a process distils a corpus once: its second table reuses the distillation and fills none).
 
     ``questions``: label-free questions about the corpus's pages (its synthetic questions) that
     also teach the table where MiniLM's vectors of them point (``QUESTIONS_TUNING``; only the
@@ -382,6 +391,8 @@ def static_model_for(
     if windows and questions is not None:
         pairs = question_pairs(questions.make(), passages, model, encoder)
         recipe = f"{RECIPE}+{QUESTIONS_RECIPE}"
+        if not pairs:
+            warnings.warn(UNTAUGHT, stacklevel=2)
     if windows:
         settings = (
             StaticTuning(seed=seed) if pairs is None else replace(QUESTIONS_TUNING, seed=seed)

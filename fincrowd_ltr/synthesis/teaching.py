@@ -6,8 +6,10 @@ label and no question record is read; decided on label-free questions (NOTES.md,
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 from fincrowd_ltr.data.schema import Dataset
+from fincrowd_ltr.data.store import PageStore
 from fincrowd_ltr.defaults import DEFAULT_LINE_ITEMS
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.fields.extractor import extractor_fingerprint
@@ -23,11 +25,16 @@ def page_table_questions(
     n: int = TEACHING_QUESTIONS,
     seed: int = TEACHING_SEED,
     extractor: FieldExtractor | None = None,
-) -> QuestionPairs:
+) -> QuestionPairs | None:
     """``(question, source page)`` pairs of ``n`` synthetic questions of ``dataset``'s pages
-    (written only when a table is built; keyed by what writes them: the synthesis and
-    extractor versions, ``n`` and ``seed``)."""
-    parts = [VERSION, extractor_fingerprint(), n, seed, DEFAULT_LINE_ITEMS]
+    (written only when a table is built; keyed by what writes them: the synthesis code and
+    version, the extractor's, ``n`` and ``seed``). ``extractor``: the one built from these
+    passages, when the caller has it. ``None`` for a corpus read from disk page by page
+    (a :class:`~fincrowd_ltr.data.store.PageStore`, larger than memory: synthesis reads every
+    page), whose static rankers read the windows-only table."""
+    if isinstance(dataset.passages, PageStore):
+        return None
+    parts = [VERSION, _code_fingerprint(), extractor_fingerprint(), n, seed, DEFAULT_LINE_ITEMS]
     key = hashlib.sha1("|".join(map(str, parts)).encode()).hexdigest()[:16]
 
     def make() -> list[tuple[str, str]]:
@@ -35,6 +42,15 @@ def page_table_questions(
         return [(q.text, q.source) for q in found.questions]
 
     return QuestionPairs(f"synthetic-{key}", make)
+
+
+def _code_fingerprint() -> str:
+    """A hash of the synthesis code (what writes the questions), so that a change to it is a
+    new table without a manual version bump."""
+    digest = hashlib.sha1()
+    for module in ("questions.py", "tables.py"):
+        digest.update((Path(__file__).parent / module).read_bytes())
+    return digest.hexdigest()[:16]
 
 
 __all__ = ["TEACHING_QUESTIONS", "page_table_questions"]

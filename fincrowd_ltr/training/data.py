@@ -206,7 +206,8 @@ class BankDataModule(L.LightningDataModule):
             first_stage=b.first_stage,
             static_questions=b.static_questions,
         )
-        pairs = page_table_questions(data)  # what teaches the static rankers' page table
+        extractor = self.featurizer().extractor
+        pairs = page_table_questions(data, extractor=extractor)  # teaches the static page table
         bankset = build_banks(
             data, self.source.split, [ranker], spec, cache, progress=False, static_pairs=pairs
         )

@@ -31,6 +31,14 @@ def teacher_dir(tiny_bert, tmp_path_factory):
     return folder
 
 
+@pytest.fixture(autouse=True)
+def _fresh_distillations(monkeypatch):
+    """Each test distils its corpora anew (the memo of the last distillation is per process)."""
+    import fincrowd_ltr.retrieval.static_tuning as tuning
+
+    monkeypatch.setattr(tuning, "_MADE", {})
+
+
 @pytest.fixture(scope="module")
 def static(teacher_dir):
     return distill_static(corpus=TEXTS * 3, dim=16, model_dir=teacher_dir)
@@ -679,7 +687,6 @@ def test_questions_teach_a_second_page_table(teacher_dir, tiny_bert, tmp_path, m
         return real(dim=16, model_dir=teacher_dir, **kw)
 
     monkeypatch.setattr(static_module, "distill_static", distill)
-    monkeypatch.setattr(tuning, "_MADE", {})
     data = filings_corpus(companies=4)
     found = page_table_questions(data)
     assert found.key == page_table_questions(data).key  # named without writing them
@@ -715,3 +722,6 @@ def test_questions_teach_a_second_page_table(teacher_dir, tiny_bert, tmp_path, m
     with pytest.raises(DataError, match="not in the corpus"):
         bad = QuestionPairs("bad", lambda: [("What was revenue?", "nowhere")])
         static_model_for(data.passages, tmp_path, fp, questions=bad)
+    with pytest.warns(UserWarning, match="no synthetic question could be written"):
+        none = static_model_for(data.passages, tmp_path, fp, questions=QuestionPairs("0", list))
+    assert none.config["tuned"]["pairs"] == 0
