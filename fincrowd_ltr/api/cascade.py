@@ -29,6 +29,7 @@ from fincrowd_ltr.retrieval.build import BankSpec
 from fincrowd_ltr.retrieval.cascade import CascadeSettings, settings_grid
 from fincrowd_ltr.retrieval.rankers import scorer_recipe
 from fincrowd_ltr.settings import BankSettings, CalibrationSettings, FitSettings, require_used
+from fincrowd_ltr.synthesis import taught
 
 DOMAIN = "cascade"
 
@@ -100,7 +101,7 @@ def train_corrections(prepared: CorrectionFolds, seed: int = 0) -> dict[int, obj
     def model(scorer, gate=None, domains=None):
         summary = TrainingSummary(
             dataset=p.data.name, base_ranker=p.ranker, first_stage=p.stage,
-            base_scorer=scorer_recipe(p.ranker, b.static_questions),
+            base_scorer=scorer_recipe(p.ranker, b.static_questions, taught(p.data)),
             bank_size=b.bank_size, bank_mode=b.train_mode, val_bank_mode=b.val_mode,
         )  # fmt: skip
         return GatedCorrection(

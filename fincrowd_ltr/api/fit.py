@@ -57,6 +57,7 @@ from fincrowd_ltr.retrieval.banks import BankSet
 from fincrowd_ltr.retrieval.build import BankSpec, FirstStages
 from fincrowd_ltr.retrieval.rankers import recipe_of, scorer_recipe
 from fincrowd_ltr.settings import FitSettings
+from fincrowd_ltr.synthesis import taught
 from fincrowd_ltr.training.calibration import fit_calibration, gate_rows, orderable_rows
 
 RANKING_DEPTH = 30  # candidates of each held-out ranking kept in the report (for packing)
@@ -707,7 +708,7 @@ class _CrossValidation:
             dataset=data.name,
             base_ranker=self.ranker,
             first_stage=self.stage,
-            base_scorer=scorer_recipe(self.ranker, b.static_questions),
+            base_scorer=scorer_recipe(self.ranker, b.static_questions, taught(data)),
             bank_size=b.bank_size,
             split=s.data.split,
             dataset_fingerprint=data.corpus_fingerprint(),
@@ -741,7 +742,7 @@ def _examples_by_mode(
     """Each bank mode's feature matrices (banks built unless given; the modes' banks share
     most of their pages, so their features are computed together), and the banks' notes."""
     banksets, notes = {}, []
-    recipe = scorer_recipe(ranker, static_questions)
+    recipe = scorer_recipe(ranker, static_questions, taught(data))
     for mode in modes:
         bankset = banks.get(mode)
         given = None if bankset is None else bankset.scorers.get(ranker)

@@ -9,7 +9,7 @@ from fincrowd_ltr.synthesis.questions import (
     synthesize,
 )
 from fincrowd_ltr.synthesis.tables import PageTable, StatementRow, read_table
-from fincrowd_ltr.synthesis.teaching import TEACHING_QUESTIONS, page_table_questions
+from fincrowd_ltr.synthesis.teaching import TEACHING_QUESTIONS, page_table_questions, taught
 
 __all__ = [
     "NEGATIVE_TYPES",
@@ -23,4 +23,5 @@ __all__ = [
     "page_table_questions",
     "read_table",
     "synthesize",
+    "taught",
 ]

@@ -32,7 +32,7 @@ def page_table_questions(
     passages, when the caller has it. ``None`` for a corpus read from disk page by page
     (a :class:`~fincrowd_ltr.data.store.PageStore`, larger than memory: synthesis reads every
     page), whose static rankers read the windows-only table."""
-    if isinstance(dataset.passages, PageStore):
+    if not taught(dataset):
         return None
     parts = [VERSION, _code_fingerprint(), extractor_fingerprint(), n, seed, DEFAULT_LINE_ITEMS]
     key = hashlib.sha1("|".join(map(str, parts)).encode()).hexdigest()[:16]
@@ -44,6 +44,12 @@ def page_table_questions(
     return QuestionPairs(f"synthetic-{key}", make)
 
 
+def taught(dataset: Dataset) -> bool:
+    """Whether the API teaches ``dataset``'s static page table (not for a corpus read from disk
+    page by page): what a checkpoint's scorer recipe records."""
+    return not isinstance(dataset.passages, PageStore)
+
+
 def _code_fingerprint() -> str:
     """A hash of the synthesis code (what writes the questions), so that a change to it is a
     new table without a manual version bump."""
@@ -53,4 +59,4 @@ def _code_fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
-__all__ = ["TEACHING_QUESTIONS", "page_table_questions"]
+__all__ = ["TEACHING_QUESTIONS", "page_table_questions", "taught"]

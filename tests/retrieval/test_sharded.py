@@ -186,10 +186,11 @@ def test_banks_over_the_page_store_and_sharded_index_equal_the_in_memory_ones(
     on_disk = Dataset("made-up", queries, sharded.page_store(), qrels)
     assert [p.text for p in on_disk.passages.values()] == [p.text for p in made_up_pages]
     assert on_disk.corpus_fingerprint() == memory.corpus_fingerprint()
-    from fincrowd_ltr.synthesis import page_table_questions
+    from fincrowd_ltr.synthesis import page_table_questions, taught
 
     assert page_table_questions(on_disk) is None  # not read whole to teach its page table
     assert page_table_questions(memory) is not None
+    assert not taught(on_disk) and taught(memory)  # what a checkpoint's recipe records
     for stage in ("bm25", "bm25+entity"):
         want = fc.build_banks(memory, "bm25", first_stage=stage, cache_dir=None, progress=False)
         got = fc.build_banks(
