@@ -464,6 +464,28 @@ def plain(settings) -> dict:
     }
 
 
+def require_defaults(settings: FitSettings, used: dict[str, tuple[str, ...]], where: str) -> None:
+    """Refuse a settings object whose fields ``where`` does not read differ from their defaults
+    (a ``DataError`` naming them): ``used`` maps a group (``data``, ``banks``, ...) to the
+    fields read, every field of a group not named is unread."""
+    from fincrowd_ltr.data.schema import DataError
+
+    changed = []
+    for f in dataclasses.fields(settings):
+        group = getattr(settings, f.name)
+        default = type(group)()
+        for g in dataclasses.fields(group):
+            value = getattr(group, g.name)
+            if g.name not in used.get(f.name, ()) and value != getattr(default, g.name):
+                changed.append(f"{f.name}.{g.name}={value!r}")
+    if changed:
+        raise DataError(
+            f"{where} does not read {', '.join(changed)}: it trains and calibrates with their "
+            "defaults; leave them unset",
+            changed[0].split("=")[0],
+        )
+
+
 def require_used(shortcuts: dict, used: tuple[str, ...], where: str) -> None:
     """Refuse settings ``where`` does not use (``TypeError`` naming them and the ones it does)."""
     unused = sorted(set(shortcuts) - set(used))

@@ -28,7 +28,13 @@ from fincrowd_ltr.retrieval.banks import BankSet
 from fincrowd_ltr.retrieval.build import BankSpec
 from fincrowd_ltr.retrieval.cascade import CascadeSettings, settings_grid
 from fincrowd_ltr.retrieval.rankers import scorer_recipe
-from fincrowd_ltr.settings import BankSettings, CalibrationSettings, FitSettings, require_used
+from fincrowd_ltr.settings import (
+    BankSettings,
+    CalibrationSettings,
+    FitSettings,
+    require_defaults,
+    require_used,
+)
 from fincrowd_ltr.synthesis import taught
 
 DOMAIN = "cascade"
@@ -211,6 +217,12 @@ _CASCADE_USES = (
     *("split", "data_root", "cache_dir", "first_stage", "train_mode", "folds", "seed"),
     *("regression_cap", "min_calibration", "delta", "gate_method"),
 )
+_CASCADE_READS = {  # the fields of a whole settings object the cascade reads (others: defaults)
+    "data": ("split", "data_root", "cache_dir"),
+    "banks": ("first_stage", "bank_size", "train_mode", "val_mode", "static_questions"),
+    "training": ("folds", "seed"),
+    "calibration": ("regression_cap", "min_calibration", "delta", "gate_method"),
+}
 
 
 def cascade(
@@ -239,6 +251,7 @@ def cascade(
     s = (settings or FitSettings()).replace(**shortcuts)
     if calibration is not None:
         s = dataclasses.replace(s, calibration=calibration)
+    require_defaults(s, _CASCADE_READS, "cascade")
     first_stage, folds, seed = s.banks.first_stage, s.training.folds, s.training.seed
     split, cache_dir = s.data.split, s.data.cache_dir
     data = load_dataset(dataset, s.data.data_root, split)

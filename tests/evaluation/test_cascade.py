@@ -242,6 +242,16 @@ def test_a_gated_cascade_checks_its_runs_and_its_correction_before_the_cascade(
         api_cascade.cascade(
             "beir", "bm25", gated=True, scores={"mine": tmp_path / "missing.trec"}, **run
         )
+    from fincrowd_ltr.settings import CalibrationSettings, FitSettings, SyntheticSettings
+
+    monkeypatch.setattr(api_cascade, "correction_folds", not_reached)
+    unread = (  # settings the cascade does not read: refused, not silently dropped
+        ({"calibration": CalibrationSettings(gate_labels="decisive")}, "calibration.gate_labels"),
+        ({"settings": FitSettings(synthetic=SyntheticSettings(n=50))}, "synthetic.n=50"),
+    )
+    for given, named in unread:
+        with pytest.raises(DataError, match=named.replace(".", r"\.")):
+            api_cascade.cascade("beir", "bm25", gated=True, **given, **run)
     monkeypatch.undo()
     monkeypatch.setattr(api_cascade, "crossvalidate_cascade", not_reached)
     monkeypatch.setattr(fit._Folds, "train", lambda self, folds: [])  # no relevant candidate
