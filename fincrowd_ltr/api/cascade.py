@@ -74,7 +74,7 @@ def correction_folds(
     for mode in MODES:
         bankset = build_banks(
             data, [ranker], first_stage=b.first_stage, size=b.bank_size, mode=mode,
-            static_questions=b.static_questions, cache_dir=cache_dir,
+            static_questions=b.static_questions, cache_dir=cache_dir, extractor=extractor,
         )  # fmt: skip
         cache = None if cache_dir is None else Path(cache_dir)
         examples[mode] = {

@@ -111,6 +111,7 @@ def build_banks(
     index=None,
     progress: bool = True,
     stages=None,
+    extractor=None,
     **shortcuts,
 ) -> BankSet:
     """Candidate banks of every question, scored by ``rankers``.
@@ -130,6 +131,9 @@ def build_banks(
             one for a corpus larger than memory (its pages: ``index.page_store()``).
         stages: A :class:`~fincrowd_ltr.retrieval.build.FirstStages` that keeps the index and
             first stage built here for your next calls over the same corpus.
+        extractor: The corpus's :class:`~fincrowd_ltr.fields.FieldExtractor` when you have
+            built it: the synthetic questions that teach the static rankers' page table use
+            it instead of building another.
 
     Returns:
         The bank set; ``notes`` says how many candidates your run did not score.
@@ -144,7 +148,7 @@ def build_banks(
     names = rankers_of(rankers)
     cache = None if data.cache_dir is None else Path(data.cache_dir)
     run_scores = read_run(run, corpus)
-    pairs = page_table_questions(corpus)  # what teaches the static rankers' page table
+    pairs = page_table_questions(corpus, extractor=extractor)  # teaches the static page table
     return _build_banks(
         corpus, data.split, names, spec, cache, index, progress, run_scores, stages, pairs
     )

@@ -771,6 +771,7 @@ def _examples_by_mode(
                 progress=progress,
                 stages=stages,
                 static_questions=static_questions,
+                extractor=featurizer.extractor,
             )
         notes += [f"{mode} banks: {n}" for n in bankset.notes]
         banksets[mode] = bankset

@@ -201,7 +201,9 @@ class StaticEncoder:
         if len(piece_ids) != len(texts):
             raise ValueError(f"{len(piece_ids)} id lists for {len(texts)} texts")
         todo = [i for i, ids in enumerate(piece_ids) if ids is None]
-        for i, ids in zip(todo, self.model.token_ids([texts[i] for i in todo]), strict=True):
+        with bulk_tokenizing():  # many bank pages at once: both cores (ids do not depend on it)
+            found = self.model.token_ids([texts[i] for i in todo]) if todo else []
+        for i, ids in zip(todo, found, strict=True):
             piece_ids[i] = ids
         windows, owner = [], []
         for i, ids in enumerate(piece_ids):
