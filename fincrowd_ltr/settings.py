@@ -470,19 +470,20 @@ def require_defaults(settings: FitSettings, used: dict[str, tuple[str, ...]], wh
     fields read, every field of a group not named is unread."""
     from fincrowd_ltr.data.schema import DataError
 
-    changed = []
+    changed = {}
     for f in dataclasses.fields(settings):
         group = getattr(settings, f.name)
         default = type(group)()
         for g in dataclasses.fields(group):
             value = getattr(group, g.name)
             if g.name not in used.get(f.name, ()) and value != getattr(default, g.name):
-                changed.append(f"{f.name}.{g.name}={value!r}")
+                changed[f"{f.name}.{g.name}"] = value
     if changed:
+        shown = ", ".join(f"{name}={value!r}" for name, value in changed.items())
         raise DataError(
-            f"{where} does not read {', '.join(changed)}: it trains and calibrates with their "
-            "defaults; leave them unset",
-            changed[0].split("=")[0],
+            f"{where} does not read {shown}: it trains and calibrates with their defaults; leave "
+            "them unset",
+            next(iter(changed)),
         )
 
 

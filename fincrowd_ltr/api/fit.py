@@ -55,7 +55,7 @@ from fincrowd_ltr.model.summary import TrainingSummary
 from fincrowd_ltr.progress import Progress
 from fincrowd_ltr.retrieval.banks import BankSet
 from fincrowd_ltr.retrieval.build import BankSpec, FirstStages
-from fincrowd_ltr.retrieval.rankers import recipe_of, scorer_recipe
+from fincrowd_ltr.retrieval.rankers import reader_of, recipe_of, scorer_recipe
 from fincrowd_ltr.settings import FitSettings
 from fincrowd_ltr.synthesis import taught
 from fincrowd_ltr.training.calibration import fit_calibration, gate_rows, orderable_rows
@@ -730,11 +730,6 @@ class _CrossValidation:
         return final
 
 
-def _reader(recipe: str) -> str:
-    """Who reads the questions in a static scorer's recipe (``minilm`` or ``static``)."""
-    return recipe.rsplit("questions-", 1)[-1].split("-")[0]
-
-
 def _examples_by_mode(
     data, ranker, modes, banks, featurizer, first_stage, bank_size, split, cache_dir, run, progress,
     stages=None, static_questions="minilm",
@@ -752,7 +747,7 @@ def _examples_by_mode(
                 f", this fit's static scorer reads {recipe!r}: "
                 + (
                     "pass the static_questions they were built with, or "
-                    if _reader(given) != _reader(recipe)
+                    if reader_of(given) != reader_of(recipe)
                     else ""
                 )
                 + "let the fit build its banks",

@@ -72,9 +72,10 @@ def scorer_warnings(ranker: str, trained_scorer: str | None, scorer: str | None)
         ]
     if scorer.endswith(trained_scorer):
         return []
-    readers = {r.rsplit("questions-", 1)[-1].split("-")[0] for r in (scorer, trained_scorer)}
+    from fincrowd_ltr.retrieval.rankers import reader_of
+
     how = "build the banks as it was trained (--static-questions) or refit it"
-    if len(readers) == 1:  # the same reader, another version of its page table or scores
+    if reader_of(scorer) == reader_of(trained_scorer):  # another version of its table or scores
         how = "refit it"
     return [
         f"the {ranker!r} base scores of these banks are {_recipe(scorer)}, the correction was "

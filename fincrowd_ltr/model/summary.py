@@ -43,7 +43,9 @@ class TrainingSummary:
     def static_questions(self) -> str:
         """Who read the questions of the static base ranker in training (``minilm`` where
         not recorded: the package's default)."""
-        return "static" if (self.base_scorer or "").endswith("questions-static") else "minilm"
+        from fincrowd_ltr.retrieval.rankers import reader_of
+
+        return reader_of(self.base_scorer)
 
     def to_dict(self) -> dict:
         out = asdict(self)

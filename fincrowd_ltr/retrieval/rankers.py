@@ -284,18 +284,30 @@ def scorer_version(
     the cache key of the corpus's table, which covers its recipe and the ``pairs`` that taught
     it where MiniLM reads the questions, and :func:`scorer_recipe`); ``None`` for fixed
     models."""
-    recipe = scorer_recipe(name, questions, pairs is not None)
+    taught = teaching(pairs, questions)
+    recipe = scorer_recipe(name, questions, taught is not None)
     if recipe is None:
         return None
     from fincrowd_ltr.retrieval.static_tuning import static_key
 
-    taught = pairs is not None and recipe.endswith(QUESTIONS_VERSION)
-    return f"{static_key(corpus_key, questions=pairs.key if taught else None)}/{recipe}"
+    return f"{static_key(corpus_key, questions=taught and taught.key)}/{recipe}"
+
+
+def teaching(pairs: QuestionPairs | None, questions: str = "minilm") -> QuestionPairs | None:
+    """``pairs`` where they teach the static page table: only when MiniLM reads the questions
+    (the one place that decides which table a static ranker reads)."""
+    return pairs if questions == "minilm" and minilm_installed() else None
 
 
 def recipe_of(version: str) -> str:
     """The :func:`scorer_recipe` part of a :func:`scorer_version` (its corpus key dropped)."""
     return "/".join(version.split("/")[-2:])
+
+
+def reader_of(recipe: str | None) -> str:
+    """Who reads the questions in a :func:`scorer_recipe` or :func:`scorer_version`
+    (``minilm`` or ``static``; ``minilm``, the default, where nothing is recorded)."""
+    return "static" if (recipe or "").endswith("questions-static") else "minilm"
 
 
 # bump when how MiniLM's questions meet the pages changes (2: a page table taught where MiniLM's
@@ -355,9 +367,8 @@ def load_encoder(
                 "the static scorer is built from a corpus: pass the dataset "
                 "(fc.load_encoder('static', dataset)) or a saved scorer's folder"
             )
-        taught = pairs if questions == "minilm" and minilm_installed() else None
         model = static_model_for(
-            passages, cache_dir, corpus_key, progress=progress, questions=taught
+            passages, cache_dir, corpus_key, progress=progress, questions=teaching(pairs, questions)
         )
     elif Path(scorer).is_dir():
         model = StaticModel.load(scorer)
@@ -399,9 +410,11 @@ __all__ = [
     "make_rankers",
     "minilm_installed",
     "reads_minilm_space",
+    "reader_of",
     "recipe_of",
     "score_bank",
     "scorer_recipe",
     "scorer_version",
     "scores_from_run",
+    "teaching",
 ]

@@ -206,12 +206,12 @@ class BankDataModule(L.LightningDataModule):
             first_stage=b.first_stage,
             static_questions=b.static_questions,
         )
-        extractor = self.featurizer().extractor
-        pairs = page_table_questions(data, extractor=extractor)  # teaches the static page table
+        featurizer = self.featurizer()
+        pairs = page_table_questions(data, extractor=featurizer.extractor)  # teaches the table
         bankset = build_banks(
             data, self.source.split, [ranker], spec, cache, progress=False, static_pairs=pairs
         )
-        examples = make_examples(data, bankset, ranker, self.featurizer(), cache=cache)
+        examples = make_examples(data, bankset, ranker, featurizer, cache=cache)
         return {e.qid: e for e in examples}
 
     def train_features(self) -> torch.Tensor:
