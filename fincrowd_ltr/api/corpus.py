@@ -16,6 +16,7 @@ from fincrowd_ltr.retrieval.bm25 import BM25Config
 from fincrowd_ltr.retrieval.build import BankSpec
 from fincrowd_ltr.retrieval.build import build_banks as _build_banks
 from fincrowd_ltr.retrieval.rankers import ALL_RANKERS, RANKERS, RunScores
+from fincrowd_ltr.retrieval.static_tuning import QuestionPairs
 from fincrowd_ltr.retrieval.windows import WindowPolicy
 from fincrowd_ltr.settings import DataSettings
 from fincrowd_ltr.synthesis import page_table_questions
@@ -141,6 +142,24 @@ def build_banks(
     data = data_settings(data, shortcuts)
     spec = bank_spec(spec, **shortcuts)
     corpus = load_dataset(dataset, data.data_root, data.split)
+    teaching = page_table_questions(corpus, extractor=extractor)  # teaches the static page table
+    return banks_of(corpus, rankers, spec, data, run, index, progress, stages, teaching)
+
+
+def banks_of(
+    corpus: Dataset,
+    rankers: str | list[str],
+    spec: BankSpec,
+    data: DataSettings,
+    run: RunScores | str | Path | None,
+    index,
+    progress: bool,
+    stages,
+    teaching: QuestionPairs | None,
+) -> BankSet:
+    """:func:`build_banks` of a loaded corpus, with the questions that teach its static page
+    table given (:func:`~fincrowd_ltr.synthesis.page_table_questions`: a fit lends its own
+    synthesis)."""
     if index is not None and getattr(index, "config", spec.bm25) != spec.bm25:
         raise DataError(
             f"the index was built with BM25 settings {index.config}, not {spec.bm25} (stemmer)"
@@ -148,9 +167,8 @@ def build_banks(
     names = rankers_of(rankers)
     cache = None if data.cache_dir is None else Path(data.cache_dir)
     run_scores = read_run(run, corpus)
-    pairs = page_table_questions(corpus, extractor=extractor)  # teaches the static page table
     return _build_banks(
-        corpus, data.split, names, spec, cache, index, progress, run_scores, stages, pairs
+        corpus, data.split, names, spec, cache, index, progress, run_scores, stages, teaching
     )
 
 

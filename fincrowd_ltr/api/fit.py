@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fincrowd_ltr.api.corpus import build_banks, load_dataset, read_run
+from fincrowd_ltr.api.corpus import bank_spec, banks_of, load_dataset, read_run
 from fincrowd_ltr.api.synthetic import (
     SyntheticExamples,
     SyntheticSettings,
@@ -56,8 +56,8 @@ from fincrowd_ltr.progress import Progress
 from fincrowd_ltr.retrieval.banks import BankSet
 from fincrowd_ltr.retrieval.build import BankSpec, FirstStages
 from fincrowd_ltr.retrieval.rankers import reader_of, recipe_of, scorer_recipe
-from fincrowd_ltr.settings import FitSettings
-from fincrowd_ltr.synthesis import taught
+from fincrowd_ltr.settings import DataSettings, FitSettings
+from fincrowd_ltr.synthesis import page_table_questions, taught, writes_teaching_questions
 from fincrowd_ltr.training.calibration import fit_calibration, gate_rows, orderable_rows
 
 RANKING_DEPTH = 30  # candidates of each held-out ranking kept in the report (for packing)
@@ -439,9 +439,10 @@ class _CrossValidation:
             cache = s.data.cache_dir
             # one index and first stage for the labelled banks of every mode and the synthetic
             stages = FirstStages()
+            self.teaching = self._teaching(pending)
             self.examples, self.notes = _examples_by_mode(
                 data, ranker, modes, banks, featurizer, b.first_stage, b.bank_size,
-                s.data.split, cache, run, progress, stages, b.static_questions,
+                s.data.split, cache, run, progress, stages, b.static_questions, self.teaching,
             )  # fmt: skip
             if b.train_mode == "retrieved" and self.synthetic.labelled:
                 self.notes += _retrieved_training(data, self.examples["retrieved"], self.held)
@@ -487,6 +488,17 @@ class _CrossValidation:
         asked = [q.text for qid, q in self.data.queries.items() if qid not in held]
         return synthesis_in_background(self.synthetic, self.data, self.extractor, asked)
 
+    def _teaching(self, pending: Forked | None):
+        """The questions that teach the static page table: this fit's own synthetic questions
+        when its settings write the same ones (not written twice), else written when the table
+        is built."""
+        syn = self.synthetic
+        lends = pending is not None and writes_teaching_questions(
+            syn.n, syn.seed, syn.named_share, syn.line_items
+        )
+        written = pending.result if lends else None
+        return page_table_questions(self.data, extractor=self.extractor, written=written)
+
     def _synthetic_examples(
         self, featurizer, pending: Forked, stages: FirstStages
     ) -> SyntheticExamples | None:
@@ -495,7 +507,7 @@ class _CrossValidation:
         syn = synthetic_examples(
             self.synthetic, data, featurizer, self.ranker, self.stage, b.train_mode,
             b.bank_size, self.s.data.cache_dir, self.progress, found=pending.result(),
-            stages=stages, static_questions=b.static_questions,
+            stages=stages, static_questions=b.static_questions, teaching=self.teaching,
         )  # fmt: skip
         if syn.examples:
             return syn
@@ -732,11 +744,15 @@ class _CrossValidation:
 
 def _examples_by_mode(
     data, ranker, modes, banks, featurizer, first_stage, bank_size, split, cache_dir, run, progress,
-    stages=None, static_questions="minilm",
+    stages=None, static_questions="minilm", teaching=None,
 ) -> tuple[dict[str, dict[str, BankExample]], list[str]]:  # fmt: skip
     """Each bank mode's feature matrices (banks built unless given; the modes' banks share
-    most of their pages, so their features are computed together), and the banks' notes."""
+    most of their pages, so their features are computed together), and the banks' notes.
+    ``teaching``: the questions that teach the static page table (default: the corpus's own,
+    written when the table is built)."""
     banksets, notes = {}, []
+    if teaching is None:
+        teaching = page_table_questions(data, extractor=featurizer.extractor)
     recipe = scorer_recipe(ranker, static_questions, taught(data))
     for mode in modes:
         bankset = banks.get(mode)
@@ -754,20 +770,10 @@ def _examples_by_mode(
                 "static_questions",
             )
         if bankset is None:
-            bankset = build_banks(
-                data,
-                [ranker],
-                first_stage=first_stage,
-                mode=mode,
-                size=bank_size,
-                split=split,
-                cache_dir=cache_dir,
-                run=run,
-                progress=progress,
-                stages=stages,
-                static_questions=static_questions,
-                extractor=featurizer.extractor,
-            )
+            spec = bank_spec(first_stage=first_stage, mode=mode, size=bank_size,
+                             static_questions=static_questions)  # fmt: skip
+            where = DataSettings(split=split, cache_dir=cache_dir)
+            bankset = banks_of(data, [ranker], spec, where, run, None, progress, stages, teaching)
         notes += [f"{mode} banks: {n}" for n in bankset.notes]
         banksets[mode] = bankset
     cache = None if cache_dir is None else Path(cache_dir)

@@ -28,6 +28,7 @@ from fincrowd_ltr.retrieval.build import BankSpec, FirstStages
 from fincrowd_ltr.retrieval.build import build_banks as _build_banks
 from fincrowd_ltr.retrieval.first_stage import RUN
 from fincrowd_ltr.retrieval.rankers import RANKERS
+from fincrowd_ltr.retrieval.static_tuning import QuestionPairs
 from fincrowd_ltr.settings import AUTO, SyntheticSettings
 from fincrowd_ltr.synthesis import Synthesis, named_share_of, page_table_questions
 from fincrowd_ltr.synthesis import synthesize as _synthesize
@@ -203,6 +204,7 @@ def synthetic_examples(
     found: Synthesis | None = None,
     stages: FirstStages | None = None,
     static_questions: str = "minilm",
+    teaching: QuestionPairs | None = None,
 ) -> SyntheticExamples:
     """Banks of ``settings.n`` questions synthesised from ``data``'s passages, built by the same
     first stage (``stage``, resolved), scored by ``settings.ranker`` (default ``ranker`` or its
@@ -211,14 +213,16 @@ def synthetic_examples(
     like a labelled bank's. ``questions``: the texts an ``"auto"`` named share is read from;
     ``found``: those questions synthesised already (:func:`synthesis_for`); ``stages``: the
     index and first stage the labelled banks were built with; ``static_questions``: who reads
-    a question for a static scorer (:class:`~fincrowd_ltr.retrieval.build.BankSpec`)."""
+    a question for a static scorer (:class:`~fincrowd_ltr.retrieval.build.BankSpec`);
+    ``teaching``: the questions that teach the labelled banks' static page table (default: the
+    corpus's own, :func:`~fincrowd_ltr.synthesis.page_table_questions`)."""
     scorer = synthetic_scorer(settings, ranker, stage)
     if found is None:
         found = synthesis_for(settings, data, featurizer.extractor, questions)
     syn = found.dataset()
     spec = BankSpec(size=bank_size, mode=mode, first_stage=stage, static_questions=static_questions)
     cache = None if cache_dir is None else Path(cache_dir)
-    pairs = page_table_questions(data, extractor=featurizer.extractor)  # the labelled banks' table
+    pairs = teaching or page_table_questions(data, extractor=featurizer.extractor)
     bankset = _build_banks(
         syn, "all", [scorer], spec, cache, progress=progress, stages=stages, static_pairs=pairs
     )

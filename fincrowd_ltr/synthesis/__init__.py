@@ -9,7 +9,12 @@ from fincrowd_ltr.synthesis.questions import (
     synthesize,
 )
 from fincrowd_ltr.synthesis.tables import PageTable, StatementRow, read_table
-from fincrowd_ltr.synthesis.teaching import TEACHING_QUESTIONS, page_table_questions, taught
+from fincrowd_ltr.synthesis.teaching import (
+    TEACHING_QUESTIONS,
+    page_table_questions,
+    taught,
+    writes_teaching_questions,
+)
 
 __all__ = [
     "NEGATIVE_TYPES",
@@ -24,4 +29,5 @@ __all__ = [
     "read_table",
     "synthesize",
     "taught",
+    "writes_teaching_questions",
 ]

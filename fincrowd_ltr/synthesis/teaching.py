@@ -6,6 +6,7 @@ label and no question record is read; decided on label-free questions (NOTES.md,
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 
 from fincrowd_ltr.data.schema import Dataset
@@ -14,7 +15,7 @@ from fincrowd_ltr.defaults import DEFAULT_LINE_ITEMS
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.fields.extractor import extractor_fingerprint
 from fincrowd_ltr.retrieval.static_tuning import QuestionPairs
-from fincrowd_ltr.synthesis.questions import VERSION, synthesize
+from fincrowd_ltr.synthesis.questions import VERSION, Synthesis, synthesize
 
 TEACHING_QUESTIONS = 2000  # synthetic questions that teach a corpus's page table
 TEACHING_SEED = 0
@@ -25,23 +26,36 @@ def page_table_questions(
     n: int = TEACHING_QUESTIONS,
     seed: int = TEACHING_SEED,
     extractor: FieldExtractor | None = None,
+    written: Callable[[], Synthesis] | None = None,
 ) -> QuestionPairs | None:
     """``(question, source page)`` pairs of ``n`` synthetic questions of ``dataset``'s pages
     (written only when a table is built; keyed by what writes them: the synthesis code and
     version, the extractor's, ``n`` and ``seed``). ``extractor``: the one built from these
     passages, when the caller has it. ``None`` for a corpus read from disk page by page
     (a :class:`~fincrowd_ltr.data.store.PageStore`, larger than memory: synthesis reads every
-    page), whose static rankers read the windows-only table."""
+    page), whose static rankers read the windows-only table. ``written``: returns these very
+    questions when they are being written anyway (a fit's own synthesis, when
+    :func:`writes_teaching_questions` says its settings are these), so they are not written
+    twice."""
     if not taught(dataset):
         return None
     parts = [VERSION, _code_fingerprint(), extractor_fingerprint(), n, seed, DEFAULT_LINE_ITEMS]
     key = hashlib.sha1("|".join(map(str, parts)).encode()).hexdigest()[:16]
 
     def make() -> list[tuple[str, str]]:
-        found = synthesize(dataset, n, seed, extractor=extractor)
+        found = written() if written else synthesize(dataset, n, seed, extractor=extractor)
         return [(q.text, q.source) for q in found.questions]
 
     return QuestionPairs(f"synthetic-{key}", make)
+
+
+def writes_teaching_questions(n: int, seed: int, named_share: float | str, line_items: str) -> bool:
+    """Whether a synthesis of ``n`` questions with ``seed``, ``named_share`` and ``line_items``
+    (:func:`~fincrowd_ltr.synthesis.synthesize`'s) writes the questions that teach the page table
+    (:func:`page_table_questions`' defaults): a fit with these settings can lend its own."""
+    return (n, seed, named_share, line_items) == (
+        TEACHING_QUESTIONS, TEACHING_SEED, 1.0, DEFAULT_LINE_ITEMS,
+    )  # fmt: skip
 
 
 def taught(dataset: Dataset) -> bool:
@@ -59,4 +73,4 @@ def _code_fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
-__all__ = ["TEACHING_QUESTIONS", "page_table_questions", "taught"]
+__all__ = ["TEACHING_QUESTIONS", "page_table_questions", "taught", "writes_teaching_questions"]

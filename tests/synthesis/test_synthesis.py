@@ -776,3 +776,33 @@ def _overlap_run(data: fc.Dataset, depth: int = 100) -> dict[str, dict[str, floa
         scores = {p: sum(v for w, v in idf.items() if w in found) for p, found in pages.items()}
         run[qid] = dict(sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[:depth])
     return run
+
+
+def test_a_fit_lends_its_questions_to_the_page_table_only_when_they_are_the_same():
+    """A fit whose synthesis settings are the teaching ones hands its own questions to the page
+    table (not written twice); any other setting writes other questions, so it may not."""
+    from dataclasses import replace
+
+    from fincrowd_ltr.api.synthetic import synthesis_for
+    from fincrowd_ltr.synthesis import (
+        TEACHING_QUESTIONS,
+        page_table_questions,
+        writes_teaching_questions,
+    )
+
+    data = filings_corpus(companies=4)
+    extractor = FieldExtractor.from_passages(data.passages.values())
+    fit = SyntheticSettings(n=TEACHING_QUESTIONS)  # a fit's defaults at fold seed 0
+    assert writes_teaching_questions(fit.n, fit.seed, fit.named_share, fit.line_items)
+    own = page_table_questions(data, extractor=extractor)
+    lent = page_table_questions(data, extractor=extractor, written=lambda: synthesis_for(
+        fit, data, extractor))  # fmt: skip
+    assert lent.key == own.key and lent.make() == own.make() and own.make()
+    others = [replace(fit, seed=1), replace(fit, n=40), replace(fit, named_share=0.5)]
+    for other in [*others, replace(fit, line_items="known")]:  # (the same rows on this corpus)
+        assert not writes_teaching_questions(
+            other.n, other.seed, other.named_share, other.line_items
+        )
+    for other in others:
+        written = [(q.text, q.source) for q in synthesis_for(other, data, extractor).questions]
+        assert written != own.make()
