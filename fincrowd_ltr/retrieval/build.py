@@ -257,13 +257,20 @@ def build_banks(
 def _reuse_page_vectors(rankers: list, stage, bankset: BankSet, dataset: Dataset) -> None:
     """A static ranker reads the bank pages' windows from the first stage's page vectors when
     the same model and windows made them, instead of embedding those pages again (2,000
-    synthetic FinanceBench banks hold ~33,000 distinct pages; the vectors are the same)."""
+    synthetic FinanceBench banks hold ~33,000 distinct pages; the vectors are the same); a
+    static ranker with another table of the same word pieces embeds them from the pieces the
+    first stage cut (tokenising is most of a static table's cost)."""
     pages = getattr(stage, "pages", None)
     if not isinstance(pages, PageVectors) or pages.pids is None:
         return
     pids = list(dict.fromkeys(p for bank in bankset.banks.values() for p in bank.pids))
+    texts = [dataset.passages[p].text for p in pids]
     for ranker in rankers:
         for part in getattr(ranker, "parts", [ranker]):
             encoder = getattr(part, "encoder", None)
-            if isinstance(encoder, StaticEncoder) and encoder.same_windows(pages.encoder):
-                encoder.remember([dataset.passages[p].text for p in pids], pages.windows(pids))
+            if not isinstance(encoder, StaticEncoder):
+                continue
+            if encoder.same_windows(pages.encoder):
+                encoder.remember(texts, pages.windows(pids))
+            elif pages.piece_ids and encoder.same_pieces(pages.encoder):
+                encoder.remember_pieces(texts, pages.piece_ids)

@@ -24,6 +24,9 @@ from fincrowd_ltr.retrieval.static import SCORES_VERSION, StaticEncoder, bulk_to
 from fincrowd_ltr.retrieval.windows import WindowPolicy
 
 CHUNK = 2000  # pages embedded per call (bounds the word-piece lists held at once)
+# word pieces of a build kept for the corpus's other static tables (~128 MB of uint16; a larger
+# corpus releases each page's as it is embedded)
+KEEP_PIECES = 1 << 26
 BLOCK_ROWS = 4096  # window vectors per block of a question product (6 MB at 384 dims: in cache)
 BATCH_CELLS = 1 << 25  # question x window similarities held at once (128 MB of float32)
 # bump when a question's page scores may change (2: products in row blocks, which BLAS may round
@@ -39,6 +42,10 @@ class PageVectors:
         starts: ``(n_pages,)`` index of each page's first window.
         encoder: The static encoder that made them (it embeds the questions).
         pids: The pages' ids in that order (what :meth:`windows` looks up), when known.
+        piece_ids: Each page text's word-piece ids, when this process has just cut them (a
+            build, up to ``KEEP_PIECES``): another table with the same pieces
+            (:meth:`~fincrowd_ltr.retrieval.static.StaticEncoder.same_pieces`) embeds bank
+            pages from them without tokenising them again.
     """
 
     def __init__(
@@ -47,6 +54,7 @@ class PageVectors:
         starts: np.ndarray,
         encoder: StaticEncoder,
         pids: list[str] | None = None,
+        piece_ids: dict[str, np.ndarray] | None = None,
     ) -> None:
         self.vectors = vectors
         self.starts = np.asarray(starts, dtype=np.int64)
@@ -54,6 +62,7 @@ class PageVectors:
         self.ends = np.append(self.starts[1:], len(vectors))
         self.filled = self.ends > self.starts  # a page without windows scores 0
         self.pids = pids
+        self.piece_ids = piece_ids
         self._position: dict[str, int] | None = None
 
     def windows(self, pids: list[str]) -> list[np.ndarray]:
@@ -90,17 +99,23 @@ class PageVectors:
             if path.is_file():
                 with np.load(path) as saved:
                     return cls(saved["vectors"], saved["starts"], encoder, pids)
-        parts, lengths = [], []
+        parts, lengths, kept, room = [], [], {}, KEEP_PIECES
         bar = Progress(len(pids), "static page vectors (once per corpus)", progress, " pages")
         with bulk_tokenizing():
             for i in range(0, len(pids), CHUNK):
                 texts = [passages[p].text for p in pids[i : i + CHUNK]]
-                ids = [known.get(t) for t in texts]
+                ids = [known[t] if t in known else kept.get(t) for t in texts]
+                todo = [j for j, found in enumerate(ids) if found is None]
+                cut = model.piece_arrays([texts[j] for j in todo])
+                for j, found in zip(todo, cut, strict=True):
+                    ids[j] = found
                 for windows in encoder.window_vectors(texts, ids):
                     parts.append(windows)
                     lengths.append(len(windows))
-                for t in texts:  # used: released (a later page with the same text tokenises)
-                    known.pop(t, None)
+                for t, found in zip(texts, ids, strict=True):
+                    known.pop(t, None)  # the distillation's: released, or kept while there is room
+                    if t not in kept and 0 < len(found) <= room:
+                        kept[t], room = found, room - len(found)
                 bar.update(len(texts))
         bar.close()
         dim = model.dim
@@ -112,7 +127,7 @@ class PageVectors:
             tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
             np.savez(tmp, vectors=vectors, starts=starts)
             tmp.replace(path)
-        return cls(vectors, starts, encoder, pids)
+        return cls(vectors, starts, encoder, pids, kept or None)
 
     def scores(self, query: str) -> np.ndarray:
         """Each page's best window cosine with the question (float64; 0 for a page without

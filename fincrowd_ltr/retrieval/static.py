@@ -71,6 +71,11 @@ class StaticModel:
         """Word-piece ids of each text, without special tokens or truncation."""
         return [e.ids for e in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
 
+    def piece_arrays(self, texts: list[str]) -> list[np.ndarray]:
+        """:meth:`token_ids` as compact arrays (what :func:`piece_frequencies` hands back)."""
+        dtype = _piece_dtype(len(self.vectors))
+        return [np.asarray(ids, dtype=dtype) for ids in self.token_ids(texts)]
+
     def embed(self, windows: list[list[int]]) -> np.ndarray:
         """``(len(windows), dim)`` unit vectors: each window's mean piece vector, normalised (an
         empty window gives zeros). Computed as a sparse (window x piece) matrix of 1/length
@@ -177,12 +182,28 @@ class StaticEncoder:
             self.model is other.model or self.model.fingerprint() == other.model.fingerprint()
         )
 
+    def same_pieces(self, other: StaticEncoder) -> bool:
+        """Whether ``other`` cuts texts into the same word pieces and windows (a table tuned
+        otherwise from the same distillation embeds them with other vectors)."""
+        mine, theirs = self.model.tokenizer, other.model.tokenizer
+        return self.policy == other.policy and (mine is theirs or mine.to_str() == theirs.to_str())
+
     def remember(self, texts: list[str], windows: list[np.ndarray]) -> None:
         """Take ``windows`` as the window vectors of ``texts`` (computed elsewhere by an encoder
         with :meth:`same_windows`; embedding is batch-invariant, so they are the vectors this
         encoder would compute)."""
         given = dict(zip(texts, windows, strict=True))
         self._memoised(self._texts, texts, lambda todo: [given[t] for t in todo])
+
+    def remember_pieces(self, texts: list[str], piece_ids: dict[str, np.ndarray]) -> None:
+        """Embed and keep the window vectors of ``texts`` not kept yet, from their word-piece
+        ids in ``piece_ids`` (cut by an encoder with :meth:`same_pieces`; a text without ids
+        there is tokenised here)."""
+
+        def embed(todo: list[str]) -> list[np.ndarray]:
+            return self.window_vectors(todo, [piece_ids.get(t) for t in todo])
+
+        self._memoised(self._texts, texts, embed)
 
     def encode_texts(self, texts: list[str], progress: bool = False) -> list[np.ndarray]:
         """Window vectors ``(n_windows, dim)`` of each text."""
@@ -326,12 +347,16 @@ def _whole_text(tokenizer):
 def _count(tokenizer, texts: list[str], counts: np.ndarray, piece_ids: dict | None = None) -> None:
     with bulk_tokenizing():
         encodings = tokenizer.encode_batch(texts, add_special_tokens=False)
-    dtype = np.uint16 if len(counts) <= 1 << 16 else np.int64
+    dtype = _piece_dtype(len(counts))
     ids = [np.asarray(e.ids, dtype=dtype) for e in encodings]
     if piece_ids is not None:
         piece_ids.update(zip(texts, ids, strict=True))
     if ids:  # whole counts, exact in float64: the same sums as adding one piece at a time
         counts += np.bincount(np.concatenate(ids), minlength=len(counts))
+
+
+def _piece_dtype(vocab_size: int) -> type:
+    return np.uint16 if vocab_size <= 1 << 16 else np.int64
 
 
 def sif_weights(frequencies: np.ndarray, a: float = DEFAULT_SIF) -> np.ndarray:

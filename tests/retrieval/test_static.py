@@ -409,6 +409,52 @@ def test_bank_scoring_reads_the_first_stages_page_vectors_and_scores_the_same(
     assert not encoder.same_windows(StaticEncoder(other))
 
 
+def test_a_taught_table_embeds_bank_pages_from_the_first_stage_pieces(
+    static, tmp_path, monkeypatch
+):
+    """The static ranker's page table taught by questions is another table of the same word
+    pieces as the ``+static`` first stage's: it embeds the bank pages from the pieces the first
+    stage cut (none tokenised again), with bit-identical scores."""
+    from fincrowd_ltr.retrieval import build
+    from fincrowd_ltr.retrieval.build import BankSpec, build_banks
+    from fincrowd_ltr.retrieval.static_tuning import QuestionPairs, static_key
+    from tests.conftest import user_corpus
+
+    data = user_corpus(companies=6)
+    fp = data.corpus_fingerprint()
+    pairs = QuestionPairs("synthetic-test", lambda: pytest.fail("the taught table is cached"))
+    taught = StaticModel(static.vectors[::-1].copy(), static.tokenizer, static.config)
+    spec = BankSpec(size=8, first_stage="bm25+static=0.5")
+    banked, real, tokenised = {}, StaticModel.token_ids, []
+    for reuse in (False, True):
+        shutil.rmtree(tmp_path, ignore_errors=True)
+        static.save(tmp_path / "static" / static_key(fp))  # the first stage's (windows only)
+        taught.save(tmp_path / "static" / static_key(fp, questions=pairs.key))
+        tokenised.clear()
+        with monkeypatch.context() as m:
+            if not reuse:
+                m.setattr(build, "_reuse_page_vectors", lambda *a: None)
+            m.setattr(StaticModel, "token_ids", lambda me, t: tokenised.extend(t) or real(me, t))
+            banked[reuse] = build_banks(
+                data, "all", ["static", "fused-static"], spec, tmp_path, static_pairs=pairs
+            )
+        pages = {t for bank in banked[reuse].banks.values() for t in bank.pids}
+        texts = {data.passages[p].text for p in pages} - {""}
+        again = [t for t in tokenised if t in texts]
+        # the first stage cuts every page once; without the pieces, the taught table again
+        assert len(again) == len(texts) * (1 if reuse else 2)
+    for qid, bank in banked[True].banks.items():
+        other = banked[False].banks[qid]
+        assert bank.pids == other.pids
+        for ranker in ("static", "fused-static"):
+            np.testing.assert_array_equal(bank.scores[ranker], other.scores[ranker])
+    encoder = StaticEncoder(static)
+    assert encoder.same_pieces(StaticEncoder(taught)) and not encoder.same_windows(
+        StaticEncoder(taught)
+    )
+    assert not encoder.same_pieces(StaticEncoder(static, WindowPolicy(window_tokens=64)))
+
+
 def test_target_sequences_are_what_sample_targets_embeds(tiny_bert):
     """The sequences a GPU can embed for the tuning are the recipe's own, in its order: each
     text's windows (short tails left out), then the seeded spans; vectors line up with them."""
@@ -453,8 +499,9 @@ def test_corpus_counts_read_every_piece_of_every_text(teacher_dir, static):
 
 def test_a_cold_build_tokenises_the_corpus_once(teacher_dir, tmp_path, monkeypatch):
     """Building the corpus's scorer hands the page vectors the ids its counts read: the corpus
-    is not tokenised again (but for a text whose ids a chunk before already used and released),
-    and the vectors are the encoder's own, bit for bit."""
+    is not tokenised again (with no room to keep ids, a text whose ids a chunk before used and
+    released is), the vectors are the encoder's own, bit for bit, and the ids are kept for the
+    corpus's other tables."""
     import fincrowd_ltr.retrieval.dense as dense
     import fincrowd_ltr.retrieval.page_vectors as page_vectors
     import fincrowd_ltr.retrieval.static as static_module
@@ -470,17 +517,35 @@ def test_a_cold_build_tokenises_the_corpus_once(teacher_dir, tmp_path, monkeypat
     monkeypatch.setattr(tuning, "tune_static", lambda model, *args, **kw: model)
     passages = {f"p{i}": Passage(f"p{i}", text) for i, text in enumerate(TEXTS + TEXTS[:1])}
     pids = sorted(passages)  # p4 repeats p0's text, in a later chunk of two pages
-    tokenised, real_ids = [], StaticModel.token_ids
-    with monkeypatch.context() as m:
-        m.setattr(page_vectors, "CHUNK", 2)
-        m.setattr(StaticModel, "token_ids", lambda me, t: tokenised.extend(t) or real_ids(me, t))
-        pages = PageVectors.build(pids, passages, tmp_path, "corpus")
-    assert tokenised == [TEXTS[0]]
+    tokenised, real_ids, built = [], StaticModel.token_ids, {}
+
+    def counted(me, texts):
+        tokenised.extend(texts)
+        return real_ids(me, texts)
+
+    for room in (0, page_vectors.KEEP_PIECES):
+        tuning._MADE.clear()  # distilled again: the ids come from the counts
+        tokenised.clear()
+        with monkeypatch.context() as m:
+            m.setattr(page_vectors, "CHUNK", 2)
+            m.setattr(page_vectors, "KEEP_PIECES", room)
+            m.setattr(
+                StaticModel, "token_ids", lambda me, t: tokenised.extend(t) or real_ids(me, t)
+            )
+            built[room] = PageVectors.build(pids, passages, tmp_path / str(room), "corpus")
+        assert tokenised == ([TEXTS[0]] if room == 0 else [])
+    assert built[0].piece_ids is None
+    pages = built[page_vectors.KEEP_PIECES]
+    np.testing.assert_array_equal(pages.vectors, built[0].vectors)
     texts = [passages[p].text for p in pids]
+    model = pages.encoder.model
+    cut = [t for t in TEXTS if t]  # (an empty page has nothing to keep)
+    assert sorted(pages.piece_ids) == sorted(cut)
+    assert [list(pages.piece_ids[t]) for t in cut] == model.token_ids(cut)
     expected = StaticEncoder(pages.encoder.model).window_vectors(texts)
     np.testing.assert_array_equal(pages.vectors, np.concatenate(expected))
     assert [len(w) for w in pages.windows(pids)] == [len(w) for w in expected]
-    model = pages.encoder.model  # ids given for some texts only: the others are tokenised
+    # ids given for some texts only: the others are tokenised
     partial = [None, *model.token_ids(texts[1:3]), None, None]
     for a, b in zip(StaticEncoder(model).window_vectors(texts, partial), expected, strict=True):
         np.testing.assert_array_equal(a, b)
