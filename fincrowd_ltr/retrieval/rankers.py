@@ -381,7 +381,7 @@ def load_encoder(
             def reader():
                 from fincrowd_ltr.retrieval.dense import DenseEncoder
 
-                return DenseEncoder(policy=policy)
+                return DenseEncoder.shared(policy)  # the teaching questions' vectors too
 
             reader.name = MINILM
         else:

@@ -382,7 +382,7 @@ def static_model_for(
         )
     from fincrowd_ltr.retrieval.dense import DenseEncoder
 
-    encoder = DenseEncoder(cache_dir=cache_dir)  # reuses MiniLM vectors already cached
+    encoder = DenseEncoder.shared(cache_dir=cache_dir)  # reuses MiniLM vectors already cached
     distilled, windows, targets = _ingredients(
         passages, corpus_key, pages, seed, encoder, piece_ids
     )

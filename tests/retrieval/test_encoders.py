@@ -83,6 +83,29 @@ def test_embeddings_do_not_depend_on_the_batch_they_were_computed_in():
         assert all(np.array_equal(a, b) for a, b in zip(together, other, strict=True))
 
 
+def test_shared_minilm_encoders_embed_a_question_once(tmp_path, monkeypatch):
+    """Encoders made by ``DenseEncoder.shared`` (the static scorer's teaching questions, its
+    question reader) load the shipped MiniLM once and embed each question once, to the bits an
+    encoder of their own gives; another window length keeps its own memo."""
+    from fincrowd_ltr.retrieval.dense import DenseEncoder
+
+    questions = ["What was revenue in 2021?", "Net income of the Americas segment in 2020?"]
+    teaching = DenseEncoder.shared(cache_dir=tmp_path)
+    reader = DenseEncoder.shared(WindowPolicy())
+    assert teaching.model is reader.model and teaching._queries is reader._queries
+    first = teaching.encode_queries(questions)
+    with monkeypatch.context() as m:
+        m.setattr(DenseEncoder, "encode_windows", lambda *a: pytest.fail("embedded again"))
+        again = reader.encode_queries(questions[::-1])[::-1]
+    own = DenseEncoder(cache_dir=None)
+    assert own.model is not reader.model and own._queries is not reader._queries
+    alone = np.stack([own.encode_queries([q])[0] for q in questions])
+    assert np.array_equal(first, again) and np.array_equal(first, alone)
+    short = DenseEncoder.shared(WindowPolicy(window_tokens=8))
+    assert short._queries is not reader._queries
+    assert not np.allclose(short.encode_queries(questions[1:]), first[1:])
+
+
 def test_encoders_keep_only_the_newest_questions(tiny_bert, tiny_masked_lm, tmp_path, monkeypatch):
     """The question memo is bounded (a serving process reads questions without end); what
     leaves it is computed again, to the same vector."""

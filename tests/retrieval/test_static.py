@@ -44,6 +44,20 @@ def static(teacher_dir):
     return distill_static(corpus=TEXTS * 3, dim=16, model_dir=teacher_dir)
 
 
+class StandIn:
+    """Stands in for ``DenseEncoder``: every encoder made or shared is ``teacher`` (a tiny
+    random BERT standing in for MiniLM); ``calls`` records what each was asked with."""
+
+    def __init__(self, teacher, calls: list | None = None) -> None:
+        self.teacher, self.calls = teacher, calls if calls is not None else []
+
+    def __call__(self, *args, **kw):
+        self.calls.append(kw)
+        return self.teacher
+
+    shared = __call__
+
+
 def test_distillation_gives_one_weighted_vector_per_piece(static, teacher_dir):
     assert static.vectors.shape == (30522, 16) and static.vectors.dtype == np.float32
     assert static.config["weighting"] == "corpus" and static.config["dim"] == 16
@@ -512,7 +526,7 @@ def test_a_cold_build_tokenises_the_corpus_once(teacher_dir, tmp_path, monkeypat
     monkeypatch.setattr(
         static_module, "distill_static", lambda **kw: real(dim=16, model_dir=teacher_dir, **kw)
     )  # the tiny teacher; no MiniLM targets or tuning (not what this test is about)
-    monkeypatch.setattr(dense, "DenseEncoder", lambda **kw: None)
+    monkeypatch.setattr(dense, "DenseEncoder", StandIn(None))
     monkeypatch.setattr(tuning, "sample_targets", lambda texts, seed, encoder: ([[1]], None))
     monkeypatch.setattr(tuning, "tune_static", lambda model, *args, **kw: model)
     passages = {f"p{i}": Passage(f"p{i}", text) for i, text in enumerate(TEXTS + TEXTS[:1])}
@@ -590,7 +604,7 @@ def test_minilm_reads_the_questions_of_a_table_tuned_into_its_space(
     model, tokenizer = tiny_bert
     teacher = dense.DenseEncoder(model=model, tokenizer=tokenizer)  # stands in for MiniLM
     built = []
-    monkeypatch.setattr(dense, "DenseEncoder", lambda **kw: built.append(kw) or teacher)
+    monkeypatch.setattr(dense, "DenseEncoder", StandIn(teacher, built))
     windows = [static.token_ids([t])[0][:40] for t in TEXTS if t]
     targets = np.stack(teacher.encode_windows(windows))
     settings = StaticTuning(epochs=2)
@@ -663,7 +677,7 @@ def test_a_checkpoint_records_who_read_its_static_base_questions(
 
     model, tokenizer = tiny_bert
     teacher = dense.DenseEncoder(model=model, tokenizer=tokenizer)  # stands in for MiniLM
-    monkeypatch.setattr(dense, "DenseEncoder", lambda **kw: teacher)
+    monkeypatch.setattr(dense, "DenseEncoder", StandIn(teacher))
     windows = [static.token_ids([t])[0][:40] for t in TEXTS if t]
     targets = np.stack(teacher.encode_windows(windows))
     tuned = tune_static(
@@ -744,7 +758,7 @@ def test_questions_teach_a_second_page_table(teacher_dir, tiny_bert, tmp_path, m
 
     model, tokenizer = tiny_bert
     teacher = dense.DenseEncoder(model=model, tokenizer=tokenizer)  # stands in for MiniLM
-    monkeypatch.setattr(dense, "DenseEncoder", lambda **kw: teacher)
+    monkeypatch.setattr(dense, "DenseEncoder", StandIn(teacher))
     real, distilled = static_module.distill_static, []
 
     def distill(**kw):
