@@ -222,7 +222,11 @@ def synthetic_examples(
     syn = found.dataset()
     spec = BankSpec(size=bank_size, mode=mode, first_stage=stage, static_questions=static_questions)
     cache = None if cache_dir is None else Path(cache_dir)
-    pairs = teaching or page_table_questions(data, extractor=featurizer.extractor)
+    pairs = (
+        teaching
+        if teaching is not None
+        else page_table_questions(data, extractor=featurizer.extractor)
+    )
     bankset = _build_banks(
         syn, "all", [scorer], spec, cache, progress=progress, stages=stages, static_pairs=pairs
     )

@@ -263,14 +263,18 @@ def _reuse_page_vectors(rankers: list, stage, bankset: BankSet, dataset: Dataset
     pages = getattr(stage, "pages", None)
     if not isinstance(pages, PageVectors) or pages.pids is None:
         return
+    encoders = [
+        encoder
+        for ranker in rankers
+        for part in getattr(ranker, "parts", [ranker])
+        if isinstance(encoder := getattr(part, "encoder", None), StaticEncoder)
+    ]
+    if not encoders:
+        return
     pids = list(dict.fromkeys(p for bank in bankset.banks.values() for p in bank.pids))
     texts = [dataset.passages[p].text for p in pids]
-    for ranker in rankers:
-        for part in getattr(ranker, "parts", [ranker]):
-            encoder = getattr(part, "encoder", None)
-            if not isinstance(encoder, StaticEncoder):
-                continue
-            if encoder.same_windows(pages.encoder):
-                encoder.remember(texts, pages.windows(pids))
-            elif pages.piece_ids and encoder.same_pieces(pages.encoder):
-                encoder.remember_pieces(texts, pages.piece_ids)
+    for encoder in encoders:
+        if encoder.same_windows(pages.encoder):
+            encoder.remember(texts, pages.windows(pids))
+        elif pages.piece_ids and encoder.same_pieces(pages.encoder):
+            encoder.remember_pieces(texts, pages.piece_ids)

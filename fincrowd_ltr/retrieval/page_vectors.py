@@ -24,8 +24,9 @@ from fincrowd_ltr.retrieval.static import SCORES_VERSION, StaticEncoder, bulk_to
 from fincrowd_ltr.retrieval.windows import WindowPolicy
 
 CHUNK = 2000  # pages embedded per call (bounds the word-piece lists held at once)
-# word pieces of a build kept for the corpus's other static tables (~128 MB of uint16; a larger
-# corpus releases each page's as it is embedded)
+# word pieces of a build kept for the corpus's other static tables (~128 MB as uint16, MiniLM's
+# vocabulary; 4x as int64 for a vocabulary over 65,536 pieces); beyond, a page's are released
+# as it is embedded
 KEEP_PIECES = 1 << 26
 BLOCK_ROWS = 4096  # window vectors per block of a question product (6 MB at 384 dims: in cache)
 BATCH_CELLS = 1 << 25  # question x window similarities held at once (128 MB of float32)
