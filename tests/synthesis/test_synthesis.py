@@ -806,3 +806,31 @@ def test_a_fit_lends_its_questions_to_the_page_table_only_when_they_are_the_same
     for other in others:
         written = [(q.text, q.source) for q in synthesis_for(other, data, extractor).questions]
         assert written != own.make()
+
+
+def test_a_fit_hands_its_own_synthesis_to_the_page_table(monkeypatch):
+    """A fit at the teaching settings teaches the page table with its own (forked) synthesis,
+    not a second one; at any other setting the table writes its own questions."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    import fincrowd_ltr.synthesis.teaching as teaching
+    from fincrowd_ltr.api.fit import _CrossValidation
+    from fincrowd_ltr.api.synthetic import synthesis_for
+    from fincrowd_ltr.synthesis import TEACHING_QUESTIONS
+
+    data = filings_corpus(companies=4)
+    extractor = FieldExtractor.from_passages(data.passages.values())
+    written, real = [], teaching.synthesize
+    monkeypatch.setattr(
+        teaching, "synthesize", lambda *a, **kw: written.append(1) or real(*a, **kw)
+    )
+    fit = SyntheticSettings(n=TEACHING_QUESTIONS)
+    lent = synthesis_for(fit, data, extractor)
+    pending = SimpleNamespace(result=lambda: lent)  # what the fit's forked synthesis returns
+    for settings, writes in ((fit, 0), (replace(fit, seed=1), 1), (replace(fit, n=40), 1)):
+        written.clear()
+        cv = SimpleNamespace(synthetic=settings, data=data, extractor=extractor)
+        pairs = _CrossValidation._teaching(cv, pending)
+        assert pairs.make() == [(q.text, q.source) for q in lent.questions]
+        assert len(written) == writes
