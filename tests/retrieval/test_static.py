@@ -44,6 +44,14 @@ def static(teacher_dir):
     return distill_static(corpus=TEXTS * 3, dim=16, model_dir=teacher_dir)
 
 
+def assert_same_banks(banks, other, rankers) -> None:
+    """Both bank sets hold the same candidates with bit-identical ``rankers`` scores."""
+    for qid, bank in banks.banks.items():
+        assert bank.pids == other.banks[qid].pids
+        for ranker in rankers:
+            np.testing.assert_array_equal(bank.scores[ranker], other.banks[qid].scores[ranker])
+
+
 class StandIn:
     """Stands in for ``DenseEncoder``: every encoder made or shared is ``teacher`` (a tiny
     random BERT standing in for MiniLM); ``calls`` records what each was asked with."""
@@ -410,11 +418,7 @@ def test_bank_scoring_reads_the_first_stages_page_vectors_and_scores_the_same(
         else:
             assert embedded > 0
         shutil.rmtree(tmp_path / "banks")
-    for qid, bank in banked[True].banks.items():
-        other = banked[False].banks[qid]
-        assert bank.pids == other.pids
-        for ranker in ("static", "fused-static"):
-            np.testing.assert_array_equal(bank.scores[ranker], other.scores[ranker])
+    assert_same_banks(banked[True], banked[False], ("static", "fused-static"))
     # another window policy or model cuts or embeds texts otherwise: nothing is taken over
     encoder = StaticEncoder(static)
     assert encoder.same_windows(StaticEncoder(static))
@@ -457,11 +461,7 @@ def test_a_taught_table_embeds_bank_pages_from_the_first_stage_pieces(
         again = [t for t in tokenised if t in texts]
         # the first stage cuts every page once; without the pieces, the taught table again
         assert len(again) == len(texts) * (1 if reuse else 2)
-    for qid, bank in banked[True].banks.items():
-        other = banked[False].banks[qid]
-        assert bank.pids == other.pids
-        for ranker in ("static", "fused-static"):
-            np.testing.assert_array_equal(bank.scores[ranker], other.scores[ranker])
+    assert_same_banks(banked[True], banked[False], ("static", "fused-static"))
     encoder = StaticEncoder(static)
     assert encoder.same_pieces(StaticEncoder(taught)) and not encoder.same_windows(
         StaticEncoder(taught)
