@@ -189,11 +189,13 @@ class FirstStage:
                     rows.setdefault(extractor.canonical_company(company), []).append(i)
             self.by_company = {c: np.array(r, dtype=np.int64) for c, r in rows.items()}
 
-    def _scores(self, query: str, static: np.ndarray | None = None) -> np.ndarray:
+    def _scores(
+        self, query: str, static: np.ndarray | None = None, static_term: bool = True
+    ) -> np.ndarray:
         """First-stage scores of every passage: BM25 of the (processed) question, plus the filing
         lift and a constant that ranks the named company's passages above all others, then the
         static scorer's term (which may cross that line; ``static``: its page scores, when
-        computed already)."""
+        computed already; left out when not ``static_term``)."""
         text = self.process(query) if self.process is not None else query
         scores = self.index.scores(text)
         if self.by_company:
@@ -205,7 +207,7 @@ class FirstStage:
                 if fit is not None:
                     scores[rows] += self.filing_weight * float(scores.max()) * fit[rows]
                 scores[rows] += float(scores.max() - scores.min()) + 1.0
-        if self.static_weight:
+        if self.static_weight and static_term:
             if static is None:
                 static = self.pages.scores(query)
             scores += self.static_weight * float(scores.max()) * static
@@ -229,9 +231,10 @@ class FirstStage:
         order = top_k(scores, k)
         return [self.index.pids[i] for i in order], scores[order]
 
-    def score_ids(self, query: str, pids: list[str]) -> np.ndarray:
-        """First-stage scores of the given passages."""
-        return self._scores(query)[[self.index.position[p] for p in pids]]
+    def score_ids(self, query: str, pids: list[str], static_term: bool = True) -> np.ndarray:
+        """First-stage scores of the given passages (without the static scorer's term when not
+        ``static_term``: what a fusion with the static scorer reads, so that it counts once)."""
+        return self._scores(query, static_term=static_term)[[self.index.position[p] for p in pids]]
 
 
 def page_vectors_for(

@@ -5,8 +5,10 @@ is a :class:`~fincrowd_ltr.data.schema.Query` (id and text). Built in: ``bm25`` 
 index), ``dense`` (MiniLM), ``splade`` (SPLADE-tiny), ``hybrid`` (RRF of BM25 and dense),
 ``fused`` (RRF of the first stage's own score and dense: the first stage's company and filing
 evidence kept in the base), ``static``, ``hybrid-static`` and ``fused-static`` (the same with the
-static scorer, :mod:`fincrowd_ltr.retrieval.static`, in place of MiniLM: ~100x faster on a CPU)
-and ``run`` (a user's own ranker: scores read from a TREC run file, a mapping, or a callable).
+static scorer, :mod:`fincrowd_ltr.retrieval.static`, in place of MiniLM: ~100x faster on a CPU;
+``fused-static`` fuses the first stage's score without its own static term, ``+static=W``, so
+that the static scorer is counted once) and ``run`` (a user's own ranker: scores read from a
+TREC run file, a mapping, or a callable).
 """
 
 from __future__ import annotations
@@ -99,15 +101,26 @@ class FirstStageRanker:
     the banks: a bank carries its scores already (``bank.first_stage``, the values its search
     returned), and :meth:`score_bank` reads them instead of scoring the whole corpus again. The
     first bank it reads is checked against ``stage`` itself (one corpus scoring): banks of
-    another first stage are an error, not a silent mix."""
+    another first stage are an error, not a silent mix.
+
+    ``static_term=False``: the stage's score without its static scorer's term (``+static=W``;
+    the part ``fused-static`` fuses, so that the static scorer is counted once): scored anew,
+    the bank carrying only the whole score. The same as the whole score for a stage without
+    that term."""
 
     name = "first-stage"
 
-    def __init__(self, stage) -> None:
+    def __init__(self, stage, static_term: bool = True) -> None:
         self.stage = stage
+        self.static_term = static_term or not getattr(stage, "static_weight", 0.0)
         self._checked = False
 
     def score(self, query: Query, pids: list[str]) -> np.ndarray:
+        if not self.static_term:
+            return self.stage.score_ids(query.text, pids, static_term=False)
+        return self._whole(query, pids)
+
+    def _whole(self, query: Query, pids: list[str]) -> np.ndarray:
         if hasattr(self.stage, "score_query"):
             return self.stage.score_query(query, pids)
         return self.stage.score_ids(query.text, pids)
@@ -115,7 +128,7 @@ class FirstStageRanker:
     def score_bank(self, query: Query, bank: CarriedScores) -> np.ndarray:
         carried = np.array(bank.first_stage, dtype=np.float64)
         if not self._checked:
-            own = self.score(query, bank.pids)
+            own = self._whole(query, bank.pids)
             if not np.allclose(own, carried, rtol=1e-9, atol=0.0):
                 raise DataError(
                     f"bank {bank.qid!r} was not made by this first stage "
@@ -124,7 +137,7 @@ class FirstStageRanker:
                     "with the first stage that made the banks"
                 )
             self._checked = True
-        return carried
+        return carried if self.static_term else self.score(query, bank.pids)
 
 
 class HybridRanker:
@@ -240,8 +253,11 @@ def make_rankers(
             raise DataError(f"ranker {name!r} needs the first stage that built the banks")
         elif name == "first-stage":
             ranker = FirstStageRanker(first_stage)
-        elif name in ("fused", "fused-static"):
-            ranker = HybridRanker([get("first-stage"), get(_dense_of(name))], name=name)
+        elif name == "fused":
+            ranker = HybridRanker([get("first-stage"), get("dense")], name=name)
+        elif name == "fused-static":  # the static scorer counted once
+            own = FirstStageRanker(first_stage, static_term=False)
+            ranker = HybridRanker([own, get("static")], name=name)
         else:
             raise DataError(f"unknown ranker {name!r}; choose from {RANKERS}")
         built[name] = ranker
@@ -271,7 +287,8 @@ def scorer_recipe(name: str, questions: str = "minilm", taught: bool = True) -> 
     reader = "static"
     if questions == "minilm" and minilm_installed():
         reader = QUESTIONS_VERSION if taught else "minilm-1"
-    return f"scores-{SCORES_VERSION}/questions-{reader}"
+    fusion = f"-{FUSED_STATIC_VERSION}" if name == "fused-static" else ""
+    return f"scores-{SCORES_VERSION}{fusion}/questions-{reader}"
 
 
 def scorer_version(
@@ -309,6 +326,10 @@ def reader_of(recipe: str | None) -> str:
     (``minilm`` or ``static``; ``minilm``, the default, where nothing is recorded)."""
     return "static" if (recipe or "").endswith("questions-static") else "minilm"
 
+
+# bump when what ``fused-static`` fuses changes (once: the first stage's score without its static
+# term; recipes without it fused the whole first-stage score)
+FUSED_STATIC_VERSION = "once"
 
 # bump when how MiniLM's questions meet the pages changes (2: a page table taught where MiniLM's
 # vectors of the corpus's synthetic questions point; 1: the table tuned on page windows alone)

@@ -427,6 +427,38 @@ def test_bank_scoring_reads_the_first_stages_page_vectors_and_scores_the_same(
     assert not encoder.same_windows(StaticEncoder(other))
 
 
+def test_fused_static_counts_the_static_scorer_once(static, tmp_path):
+    """Over a ``+static`` first stage, ``fused-static`` fuses the stage's score without its
+    static term with the static ranker (the whole score is what the bank carries and
+    ``first-stage`` reads); over a stage without that term, the whole score. Its recipe says so,
+    so banks and checkpoints of the earlier fusion are told apart."""
+    from fincrowd_ltr.retrieval.bm25 import BM25Index
+    from fincrowd_ltr.retrieval.build import BankSpec, build_banks
+    from fincrowd_ltr.retrieval.fusion import reciprocal_rank_fusion
+    from fincrowd_ltr.retrieval.rankers import scorer_recipe
+    from fincrowd_ltr.retrieval.static_tuning import static_key
+    from tests.conftest import user_corpus
+
+    data = user_corpus(companies=6)
+    static.save(tmp_path / "static" / static_key(data.corpus_fingerprint()))
+    index = BM25Index.build(data.passages, progress=False)
+    differs = 0
+    for stage, lifted in (("bm25+static=5", True), ("bm25", False)):
+        names = ["static", "fused-static", "first-stage"]
+        banks = build_banks(data, "all", names, BankSpec(size=8, first_stage=stage), tmp_path)
+        for qid, bank in banks.banks.items():
+            np.testing.assert_array_equal(bank.scores["first-stage"], bank.first_stage)
+            text = data.queries[qid].text
+            fused = bank.scores["fused-static"]
+            once = index.score_ids(text, bank.pids) if lifted else bank.first_stage
+            expected = reciprocal_rank_fusion([np.asarray(once), bank.scores["static"]])
+            np.testing.assert_array_equal(fused, expected)
+            whole = reciprocal_rank_fusion([bank.first_stage, bank.scores["static"]])
+            differs += lifted and not np.array_equal(fused, whole)
+    assert differs > 0  # the static term changed some first-stage order, and so the fusion
+    assert "-once/" in scorer_recipe("fused-static") and "once" not in scorer_recipe("static")
+
+
 def test_a_taught_table_embeds_bank_pages_from_the_first_stage_pieces(
     static, tmp_path, monkeypatch
 ):
