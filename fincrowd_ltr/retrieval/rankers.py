@@ -287,8 +287,7 @@ def scorer_recipe(name: str, questions: str = "minilm", taught: bool = True) -> 
     reader = "static"
     if questions == "minilm" and minilm_installed():
         reader = QUESTIONS_VERSION if taught else "minilm-1"
-    fusion = f"-{FUSED_STATIC_VERSION}" if name == "fused-static" else ""
-    return f"scores-{SCORES_VERSION}{fusion}/questions-{reader}"
+    return f"scores-{SCORES_VERSION}/questions-{reader}"
 
 
 def scorer_version(
@@ -299,15 +298,17 @@ def scorer_version(
 ) -> str | None:
     """The version of the model behind ranker ``name`` where it can change (the static scorer:
     the cache key of the corpus's table, which covers its recipe and the ``pairs`` that taught
-    it where MiniLM reads the questions, and :func:`scorer_recipe`); ``None`` for fixed
-    models."""
+    it where MiniLM reads the questions, and :func:`scorer_recipe`; for ``fused-static`` also
+    what it fuses, ``FUSED_STATIC_VERSION``, so that cached bank scores of another fusion are
+    recomputed); ``None`` for fixed models."""
     taught = teaching(pairs, questions)
     recipe = scorer_recipe(name, questions, taught is not None)
     if recipe is None:
         return None
     from fincrowd_ltr.retrieval.static_tuning import static_key
 
-    return f"{static_key(corpus_key, questions=taught and taught.key)}/{recipe}"
+    fusion = f"+{FUSED_STATIC_VERSION}" if name == "fused-static" else ""
+    return f"{static_key(corpus_key, questions=taught and taught.key)}{fusion}/{recipe}"
 
 
 def teaching(pairs: QuestionPairs | None, questions: str = "minilm") -> QuestionPairs | None:

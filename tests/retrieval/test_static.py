@@ -430,12 +430,13 @@ def test_bank_scoring_reads_the_first_stages_page_vectors_and_scores_the_same(
 def test_fused_static_counts_the_static_scorer_once(static, tmp_path):
     """Over a ``+static`` first stage, ``fused-static`` fuses the stage's score without its
     static term with the static ranker (the whole score is what the bank carries and
-    ``first-stage`` reads); over a stage without that term, the whole score. Its recipe says so,
-    so banks and checkpoints of the earlier fusion are told apart."""
+    ``first-stage`` reads); over a stage without that term, the whole score. Its version says
+    so, so that cached bank scores of the earlier fusion are recomputed (a checkpoint's
+    recorded scorer, the static table and its reader, is the same for every static ranker)."""
     from fincrowd_ltr.retrieval.bm25 import BM25Index
     from fincrowd_ltr.retrieval.build import BankSpec, build_banks
     from fincrowd_ltr.retrieval.fusion import reciprocal_rank_fusion
-    from fincrowd_ltr.retrieval.rankers import scorer_recipe
+    from fincrowd_ltr.retrieval.rankers import scorer_recipe, scorer_version
     from fincrowd_ltr.retrieval.static_tuning import static_key
     from tests.conftest import user_corpus
 
@@ -456,7 +457,8 @@ def test_fused_static_counts_the_static_scorer_once(static, tmp_path):
             whole = reciprocal_rank_fusion([bank.first_stage, bank.scores["static"]])
             differs += lifted and not np.array_equal(fused, whole)
     assert differs > 0  # the static term changed some first-stage order, and so the fusion
-    assert "-once/" in scorer_recipe("fused-static") and "once" not in scorer_recipe("static")
+    assert "+once/" in scorer_version("fused-static") and "once" not in scorer_version("static")
+    assert scorer_recipe("fused-static") == scorer_recipe("static")
 
 
 def test_a_taught_table_embeds_bank_pages_from_the_first_stage_pieces(
