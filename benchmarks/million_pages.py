@@ -165,7 +165,9 @@ def score_and_correct(bankset, corpus, stage, data, args) -> dict:
     out: dict = {}
     encoder = load_encoder("static", data, progress=False)
     static = EncoderRanker("static", encoder, corpus.passages, progress=False)
-    fused = HybridRanker([FirstStageRanker(stage), static], name="fused-static")
+    fused = HybridRanker(
+        [FirstStageRanker(stage, static_term=False), static], name="fused-static"
+    )  # as make_rankers builds it
     start = time.perf_counter()
     score_banks(bankset, corpus, [fused], progress=False)
     out["scores_s"] = time.perf_counter() - start

@@ -225,7 +225,9 @@ def make_rankers(
     """Build built-in base rankers by name. Rankers that need the same model share one instance
     (the hybrid reuses the dense ranker), so every passage is embedded once per run.
     ``first-stage`` (the first stage's own score) and ``fused`` (it fused with a dense score)
-    need the ``first_stage`` that made the banks (``score_ids(text, pids)`` or ``score_query``);
+    need the ``first_stage`` that made the banks (``score_ids(text, pids)`` or ``score_query``;
+    ``fused-static`` also calls ``score_ids(text, pids, static_term=False)`` on a stage with a
+    ``static_weight``);
     the static scorer is built for the corpus ``corpus_key`` names (cached under ``cache_dir``)
     and reads questions as ``static_questions`` says, its page table taught by
     ``static_pairs`` (:func:`load_encoder`'s ``questions`` and ``pairs``)."""
