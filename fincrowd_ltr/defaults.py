@@ -29,7 +29,7 @@ SELECTION_GRID: tuple[dict, ...] = tuple(
 )
 # the cheap ranker that scores synthetic banks when the training ranker embeds with MiniLM
 # (thousands of synthetic banks; the residual reads each bank's standardised base scores)
-STAND_IN = {"dense": "static", "hybrid": "hybrid-static", "fused": "fused-static"}
+STAND_IN = {"dense": "static", "hybrid": "hybrid-static", "fused": "fused-static-whole"}
 # ``--first-stage auto``: the first stage chosen on training folds for each dataset (how and why:
 # ``fincrowd_ltr/retrieval/first_stage.py``); other corpora get the fallback
 AUTO_FIRST_STAGE = {"financebench": "bm25+query+entity+filing+static=0.25", "tatqa": "bm25"}

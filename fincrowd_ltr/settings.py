@@ -547,7 +547,7 @@ def add_synthetic_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--synthetic-ranker", dest="synthetic_ranker", default=d.ranker, metavar="R",
         help="base ranker that scores the synthetic banks (default: --ranker, or its static "
-        "stand-in when it embeds with MiniLM: fused-static for fused)",
+        "stand-in when it embeds with MiniLM: fused-static-whole for fused)",
     )  # fmt: skip
     parser.add_argument(
         "--synthetic-named-share", dest="synthetic_named_share", type=share_or_auto,

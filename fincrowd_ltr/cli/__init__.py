@@ -130,7 +130,8 @@ def _banks(p: argparse.ArgumentParser) -> None:
         "--ranker",
         default=None,
         help="comma list of bm25, dense, splade, hybrid, fused, static, hybrid-static, "
-        "fused-static, first-stage (the first stage's own score), run (your --run), "
+        "fused-static, fused-static-whole (fused's form: the whole first-stage score), "
+        "first-stage (the first stage's own score), run (your --run), "
         "cross-encoder (evaluate), or 'all'; dense, hybrid and "
         "fused embed every bank page with MiniLM, the -static ones with the static scorer "
         "(~160x faster on a CPU; built once per corpus with MiniLM, a few minutes); 'all' is "
@@ -251,8 +252,8 @@ def _fit_command(command) -> None:
         "--ranker",
         default=None,
         help="the base ranker to correct: bm25, dense, hybrid, fused, splade, static, "
-        "hybrid-static, fused-static, first-stage (the first stage's own score: no bank page "
-        "embedded) or run (with --run); required",
+        "hybrid-static, fused-static, fused-static-whole, first-stage (the first stage's own "
+        "score: no bank page embedded) or run (with --run); required",
     )
     _stage(p)
     _run(p)

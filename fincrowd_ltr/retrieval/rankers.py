@@ -7,8 +7,10 @@ index), ``dense`` (MiniLM), ``splade`` (SPLADE-tiny), ``hybrid`` (RRF of BM25 an
 evidence kept in the base), ``static``, ``hybrid-static`` and ``fused-static`` (the same with the
 static scorer, :mod:`fincrowd_ltr.retrieval.static`, in place of MiniLM: ~100x faster on a CPU;
 ``fused-static`` fuses the first stage's score without its own static term, ``+static=W``, so
-that the static scorer is counted once) and ``run`` (a user's own ranker: scores read from a
-TREC run file, a mapping, or a callable).
+that the static scorer is counted once; ``fused-static-whole`` fuses the whole score, as
+``fused`` fuses MiniLM's: ``fused``'s stand-in on synthetic banks, whose order agrees more with
+``fused``'s) and ``run`` (a user's own ranker: scores read from a TREC run file, a mapping, or a
+callable).
 """
 
 from __future__ import annotations
@@ -39,9 +41,11 @@ RANKERS = (
     "static",
     "hybrid-static",
     "fused-static",
+    "fused-static-whole",
     "first-stage",
 )
-NEEDS_FIRST_STAGE = ("fused", "fused-static", "first-stage")  # read the stage that made the banks
+# read the stage that made the banks
+NEEDS_FIRST_STAGE = ("fused", "fused-static", "fused-static-whole", "first-stage")
 ALL_RANKERS = ("bm25", "dense", "splade", "hybrid", "fused")  # ``all``; static ones by name
 DENSE_SCORERS = ("minilm", "static")
 
@@ -260,6 +264,8 @@ def make_rankers(
         elif name == "fused-static":  # the static scorer counted once
             own = FirstStageRanker(first_stage, static_term=False)
             ranker = HybridRanker([own, get("static")], name=name)
+        elif name == "fused-static-whole":  # as ``fused`` fuses MiniLM
+            ranker = HybridRanker([get("first-stage"), get("static")], name=name)
         else:
             raise DataError(f"unknown ranker {name!r}; choose from {RANKERS}")
         built[name] = ranker
@@ -273,7 +279,8 @@ def _dense_of(name: str) -> str:
     return "static" if name.endswith("-static") else "dense"
 
 
-STATIC_RANKERS = ("static", "hybrid-static", "fused-static")  # rankers that read the static scorer
+# rankers that read the static scorer
+STATIC_RANKERS = ("static", "hybrid-static", "fused-static", "fused-static-whole")
 
 
 def scorer_recipe(name: str, questions: str = "minilm", taught: bool = True) -> str | None:

@@ -86,7 +86,7 @@ def test_command_line_values_reach_the_settings():
 
 
 def test_synthetic_banks_are_scored_by_a_static_stand_in_for_minilm_rankers():
-    assert SyntheticSettings(n=10).resolved("fused").ranker == "fused-static"
+    assert SyntheticSettings(n=10).resolved("fused").ranker == "fused-static-whole"
     assert SyntheticSettings(n=10).resolved("dense").ranker == "static"
     assert SyntheticSettings(n=10).resolved("bm25").ranker == "bm25"
     assert SyntheticSettings(n=10, ranker="fused").resolved("fused").ranker == "fused"

@@ -430,7 +430,8 @@ def test_bank_scoring_reads_the_first_stages_page_vectors_and_scores_the_same(
 def test_fused_static_counts_the_static_scorer_once(static, tmp_path):
     """Over a ``+static`` first stage, ``fused-static`` fuses the stage's score without its
     static term with the static ranker (the whole score is what the bank carries and
-    ``first-stage`` reads); over a stage without that term, the whole score. Its version says
+    ``first-stage`` reads; ``fused-static-whole``, the stand-in for MiniLM's ``fused``, fuses
+    that whole score); over a stage without that term, the whole score. Its version says
     so, so that cached bank scores of the earlier fusion are recomputed (a checkpoint's
     recorded scorer, the static table and its reader, is the same for every static ranker)."""
     from fincrowd_ltr.retrieval.bm25 import BM25Index
@@ -445,7 +446,7 @@ def test_fused_static_counts_the_static_scorer_once(static, tmp_path):
     index = BM25Index.build(data.passages, progress=False)
     differs = 0
     for stage, lifted in (("bm25+static=5", True), ("bm25", False)):
-        names = ["static", "fused-static", "first-stage"]
+        names = ["static", "fused-static", "fused-static-whole", "first-stage"]
         banks = build_banks(data, "all", names, BankSpec(size=8, first_stage=stage), tmp_path)
         for qid, bank in banks.banks.items():
             np.testing.assert_array_equal(bank.scores["first-stage"], bank.first_stage)
@@ -455,6 +456,7 @@ def test_fused_static_counts_the_static_scorer_once(static, tmp_path):
             expected = reciprocal_rank_fusion([np.asarray(once), bank.scores["static"]])
             np.testing.assert_array_equal(fused, expected)
             whole = reciprocal_rank_fusion([bank.first_stage, bank.scores["static"]])
+            np.testing.assert_array_equal(bank.scores["fused-static-whole"], whole)  # as fused
             differs += lifted and not np.array_equal(fused, whole)
     assert differs > 0  # the static term changed some first-stage order, and so the fusion
     assert "+once/" in scorer_version("fused-static") and "once" not in scorer_version("static")
