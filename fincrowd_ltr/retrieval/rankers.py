@@ -338,7 +338,7 @@ def reader_of(recipe: str | None) -> str:
 
 
 # bump when what ``fused-static`` fuses changes (once: the first stage's score without its static
-# term; recipes without it fused the whole first-stage score)
+# term; bank versions without it fused the whole first-stage score)
 FUSED_STATIC_VERSION = "once"
 
 # bump when how MiniLM's questions meet the pages changes (2: a page table taught where MiniLM's
