@@ -144,7 +144,7 @@ def test_demo_config_is_checked(tmp_path, monkeypatch):
         fit_step()
     documented = settings.from_arguments(build_parser().parse_args(
         ["fit", "--dataset", "financebench", "--ranker", "fused", "--first-stage", "auto",
-         "--synthetic", "2000", "--synthetic-ranker", "fused-static", "--synthetic-weights",
+         "--synthetic", "2000", "--synthetic-ranker", "fused-static-whole", "--synthetic-weights",
          "0,0.03,0.3", "--no-select"]
     ))  # fmt: skip
     assert (seen["dataset"], seen["ranker"], seen["grid"]) == ("financebench", "fused", None)
