@@ -459,6 +459,19 @@ def test_fused_static_counts_the_static_scorer_once(static, tmp_path):
             np.testing.assert_array_equal(bank.scores["fused-static-whole"], whole)  # as fused
             differs += lifted and not np.array_equal(fused, whole)
     assert differs > 0  # the static term changed some first-stage order, and so the fusion
+    # the first bank is checked against the stage's whole score: plain BM25 banks are not taken
+    # for a +static stage's although their scores equal its score without the static term
+    from fincrowd_ltr.fields import FieldExtractor
+    from fincrowd_ltr.retrieval.first_stage import FirstStage, page_vectors_for
+    from fincrowd_ltr.retrieval.rankers import FirstStageRanker
+
+    key = data.corpus_fingerprint()
+    pages = page_vectors_for("bm25+static=5", index, data.passages, tmp_path, key)
+    extractor = FieldExtractor.from_passages(data.passages.values())
+    lifted = FirstStage("bm25+static=5", index, data.passages, extractor, pages)
+    qid, bank = next(iter(banks.banks.items()))  # the last loop's plain BM25 banks
+    with pytest.raises(DataError, match="not made by this first stage"):
+        FirstStageRanker(lifted, static_term=False).score_bank(data.queries[qid], bank)
     assert "+once/" in scorer_version("fused-static") and "once" not in scorer_version("static")
     assert scorer_recipe("fused-static") == scorer_recipe("static")
 
