@@ -100,6 +100,7 @@ class Synthesis:
     difficulty: dict | None = None
     named_share: float = 1.0  # the share of drawn questions asked to name their company
     notes: list[str] = field(default_factory=list)  # why fewer questions than asked, if so
+    recipe: dict = field(default_factory=dict)  # what wrote them: ``synthesis_recipe``'s fields
 
     def dataset(self, groups: Iterable[str] | None = None) -> Dataset:
         """A ``Dataset`` over the same passages with the synthetic questions (group = company);
@@ -243,9 +244,38 @@ def synthesize(
     if generator is not None:
         questions += _generated(generator, pool, passages, len(questions))
     notes = _shortfall(questions, n, len(items), pool)
+    recipe = synthesis_recipe(
+        n, seed, companies=keep, templates=templates, generator=generator,
+        named_share=named_share, line_items=line_items,
+    )  # fmt: skip
     return Synthesis(
-        name, passages, questions, candidates=len(items), named_share=named_share, notes=notes
-    )
+        name, passages, questions, candidates=len(items), named_share=named_share, notes=notes,
+        recipe=recipe,
+    )  # fmt: skip
+
+
+def synthesis_recipe(
+    n: int,
+    seed: int,
+    *,
+    companies: Iterable[str] | None = None,
+    templates: Iterable[str] = TEMPLATES,
+    generator: Generator | None = None,
+    named_share: float = 1.0,
+    line_items: str = DEFAULT_LINE_ITEMS,
+) -> dict:
+    """What :func:`synthesize` called with these arguments records as having written its
+    questions (``Synthesis.recipe``): two syntheses of one corpus with equal recipes wrote the
+    same questions."""
+    return {
+        "n": n,
+        "seed": seed,
+        "companies": None if companies is None else sorted(companies),
+        "templates": sorted(templates),
+        "generator": generator is not None,
+        "named_share": named_share,
+        "line_items": line_items,
+    }
 
 
 def _check_options(named_share: float, line_items: str) -> None:

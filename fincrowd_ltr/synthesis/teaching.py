@@ -15,7 +15,7 @@ from fincrowd_ltr.defaults import DEFAULT_LINE_ITEMS
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.fields.extractor import extractor_fingerprint
 from fincrowd_ltr.retrieval.static_tuning import QuestionPairs
-from fincrowd_ltr.synthesis.questions import VERSION, Synthesis, synthesize
+from fincrowd_ltr.synthesis.questions import VERSION, Synthesis, synthesis_recipe, synthesize
 
 TEACHING_QUESTIONS = 2000  # synthetic questions that teach a corpus's page table
 TEACHING_SEED = 0
@@ -43,7 +43,15 @@ def page_table_questions(
     key = hashlib.sha1("|".join(map(str, parts)).encode()).hexdigest()[:16]
 
     def make() -> list[tuple[str, str]]:
-        found = written() if written else synthesize(dataset, n, seed, extractor=extractor)
+        if written is None:
+            found = synthesize(dataset, n, seed, extractor=extractor)
+        else:
+            found = written()
+            if found.recipe != synthesis_recipe(n, seed):
+                raise ValueError(
+                    f"page_table_questions: the lent questions were written by {found.recipe}, "
+                    f"the page table is taught by {synthesis_recipe(n, seed)}"
+                )
         return [(q.text, q.source) for q in found.questions]
 
     return QuestionPairs(f"synthetic-{key}", make)

@@ -806,6 +806,11 @@ def test_a_fit_lends_its_questions_to_the_page_table_only_when_they_are_the_same
     for other in others:
         written = [(q.text, q.source) for q in synthesis_for(other, data, extractor).questions]
         assert written != own.make()
+        # lent by mistake, they are refused by what wrote them, not taught silently
+        wrong = page_table_questions(data, extractor=extractor, written=lambda o=other: (
+            synthesis_for(o, data, extractor)))  # fmt: skip
+        with pytest.raises(ValueError, match="lent questions were written by"):
+            wrong.make()
 
 
 def test_a_fit_hands_its_own_synthesis_to_the_page_table(monkeypatch):
