@@ -61,9 +61,8 @@ def writes_teaching_questions(n: int, seed: int, named_share: float | str, line_
     """Whether a synthesis of ``n`` questions with ``seed``, ``named_share`` and ``line_items``
     (:func:`~fincrowd_ltr.synthesis.synthesize`'s) writes the questions that teach the page table
     (:func:`page_table_questions`' defaults): a fit with these settings can lend its own."""
-    return (n, seed, named_share, line_items) == (
-        TEACHING_QUESTIONS, TEACHING_SEED, 1.0, DEFAULT_LINE_ITEMS,
-    )  # fmt: skip
+    asked = synthesis_recipe(n, seed, named_share=named_share, line_items=line_items)
+    return asked == synthesis_recipe(TEACHING_QUESTIONS, TEACHING_SEED)
 
 
 def taught(dataset: Dataset) -> bool:
