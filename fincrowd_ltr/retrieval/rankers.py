@@ -275,7 +275,7 @@ def make_rankers(
 
 
 def _dense_of(name: str) -> str:
-    """The dense ranker a fused or hybrid ranker combines."""
+    """The dense ranker a hybrid ranker combines with BM25."""
     return "static" if name.endswith("-static") else "dense"
 
 

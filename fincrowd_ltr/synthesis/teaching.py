@@ -46,11 +46,11 @@ def page_table_questions(
         if written is None:
             found = synthesize(dataset, n, seed, extractor=extractor)
         else:
-            found = written()
-            if found.recipe != synthesis_recipe(n, seed):
+            found, teaching = written(), synthesis_recipe(n, seed)
+            if found.recipe != teaching:
                 raise ValueError(
                     f"page_table_questions: the lent questions were written by {found.recipe}, "
-                    f"the page table is taught by {synthesis_recipe(n, seed)}"
+                    f"the page table is taught by {teaching}"
                 )
         return [(q.text, q.source) for q in found.questions]
 
