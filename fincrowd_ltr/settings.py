@@ -37,7 +37,7 @@ MODES = BANK_MODES
 GATE_CALIBRATIONS = ("pooled", "fold")
 GATE_ROWS = ("auto", "labelled", "synthetic", "both")
 GATE_LABELS = ("improved", "decisive")
-OBJECTIVES = ("pairwise", "listnet")
+OBJECTIVES = ("pairwise", "listnet", "lambdarank")
 SCOPES = ("folds", "transductive")
 AUTO = "auto"  # a named share read from the questions
 
@@ -200,7 +200,8 @@ class TrainingSettings:
     objective: str = field(
         default="pairwise",
         metadata=_opt(
-            "residual objective: supporting-vs-distracting pairs (the paper's) or ListNet",
+            "residual objective: supporting-vs-distracting pairs (the paper's), ListNet, or the "
+            "pairs weighted by their nDCG@10 change (LambdaRank)",
             choices=OBJECTIVES,
         ),
     )

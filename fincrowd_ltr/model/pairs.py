@@ -13,7 +13,11 @@ Options beside the paper's objective (the default):
   ``max_distractors`` per bank and still unit weight per bank;
 - ``listnet_loss``: a listwise objective (ListNet, Cao et al., 2007): cross-entropy between the
   softmax of the bank's scores and the uniform distribution over its supporting candidates, one
-  unit per bank.
+  unit per bank;
+- ``lambdarank_loss``: the same pairs, each weighted by how much swapping its two candidates in
+  the current corrected order would change the bank's nDCG@10 (LambdaRank, Burges, 2010), the
+  weights of a bank still summing to one: pairs whose candidates both sit below rank 10 teach
+  nothing, pairs that decide the top 10 teach most.
 """
 
 from __future__ import annotations
@@ -104,6 +108,46 @@ def pairwise_loss(
     has_pairs = torch.zeros(final.shape[0], dtype=torch.bool)
     has_pairs[bank] = True
     return _weighted_mean(per_bank[has_pairs], bank_weight, has_pairs)
+
+
+def lambda_weights(
+    final: torch.Tensor, mask: torch.Tensor, pairs: Pairs, k: int = 10
+) -> torch.Tensor:
+    """Each pair's ``|delta nDCG@k|`` of swapping its support and distractor in the order of
+    ``final`` (binary gains; the ideal DCG cancels in a bank's normalisation), times its
+    :func:`pair_weights` weight, then normalised so that every bank with a nonzero total sums
+    to one (a bank whose pairs all sit below rank ``k`` gets zeros)."""
+    bank, support, distract, weights = pairs
+    with torch.no_grad():
+        scores = torch.where(mask, final.detach(), torch.full_like(final, float("-inf")))
+        order = torch.argsort(scores, dim=-1, descending=True, stable=True)
+        rank = torch.empty_like(order)
+        rank.scatter_(-1, order, torch.arange(order.shape[-1]).expand_as(order))
+        position = rank.to(torch.float64)
+        discount = torch.where(position < k, 1.0 / torch.log2(position + 2.0), 0.0)
+        delta = (discount[bank, support] - discount[bank, distract]).abs() * weights
+        total = torch.zeros(final.shape[0], dtype=delta.dtype).index_add(0, bank, delta)
+        return torch.where(total[bank] > 0, delta / total[bank].clamp(min=1e-300), 0.0)
+
+
+def lambdarank_loss(
+    final: torch.Tensor,
+    labels: torch.Tensor,
+    base_scores: torch.Tensor,
+    mask: torch.Tensor,
+    max_distractors: int = MAX_DISTRACTORS,
+    bank_weight: torch.Tensor | None = None,
+    pairs: Pairs | None = None,
+    k: int = 10,
+) -> torch.Tensor:
+    """:func:`pairwise_loss` over the same pairs with :func:`lambda_weights`: the mean over
+    banks whose pairs can change nDCG@``k`` of each bank's lambda-weighted logistic loss."""
+    if pairs is None:
+        pairs = pair_index(labels, base_scores, mask, max_distractors)
+    weights = lambda_weights(final, mask, pairs, k)
+    kept = weights > 0
+    weighted = (pairs[0][kept], pairs[1][kept], pairs[2][kept], weights[kept])
+    return pairwise_loss(final, labels, base_scores, mask, bank_weight=bank_weight, pairs=weighted)
 
 
 def _weighted_mean(

@@ -8,9 +8,9 @@ import torch
 from fincrowd_ltr.features import FEATURE_NAMES
 from fincrowd_ltr.features.bank_features import CONFLICT_COLUMNS, family_of
 from fincrowd_ltr.model import MAX_DISTRACTORS, ResidualScorer, pairwise_loss
-from fincrowd_ltr.model.pairs import listnet_loss
+from fincrowd_ltr.model.pairs import lambdarank_loss, listnet_loss
+from fincrowd_ltr.settings import OBJECTIVES
 
-OBJECTIVES = ("pairwise", "listnet")
 # the sign a monotone residual's weight keeps, by feature-name suffix or name (0: free)
 _SIGN = {"match": 1.0, "conflict": -1.0, "filing_fit": 1.0}
 
@@ -50,7 +50,8 @@ class ResidualModule(L.LightningModule):
         max_distractors: Distractors per bank in the objective.
         drop_features: Feature names or families (``lexical``, ``coverage``, ``concentration``,
             ``compatibility``, or a field name such as ``period``) to switch off (ablations).
-        objective: ``pairwise`` (the paper's) or ``listnet`` (listwise over the bank).
+        objective: ``pairwise`` (the paper's), ``listnet`` (listwise over the bank) or
+            ``lambdarank`` (the pairs weighted by their nDCG@10 change).
         hard_negatives: Pair supports first with distractors that conflict with the question on
             exactly one typed field (pairwise objective only).
         monotone: Sign-constrained typed compatibility: after every step, weights of ``*_match``
@@ -102,6 +103,16 @@ class ResidualModule(L.LightningModule):
         final = self(batch)
         if self.hparams.objective == "listnet":
             loss = listnet_loss(final, batch["labels"], batch["mask"], batch.get("weight"))
+        elif self.hparams.objective == "lambdarank":
+            loss = lambdarank_loss(
+                final,
+                batch["labels"],
+                batch["base"],
+                batch["mask"],
+                self.hparams.max_distractors,
+                batch.get("weight"),
+                batch.get("pairs") if self.hparams.max_distractors == MAX_DISTRACTORS else None,
+            )
         else:
             hard, pairs = None, None
             if self.hparams.hard_negatives:

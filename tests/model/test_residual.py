@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from fincrowd_ltr.model import ResidualScorer, normalise_base, pair_weights, pairwise_loss
-from fincrowd_ltr.model.pairs import listnet_loss
+from fincrowd_ltr.model.pairs import lambda_weights, lambdarank_loss, listnet_loss, pair_index
 
 
 def softplus(x):
@@ -121,6 +121,49 @@ def test_listnet_loss_by_hand_and_banks_without_support_skipped():
     padded = torch.tensor([[2.0, 0.0, 99.0]], dtype=torch.float64)
     two = listnet_loss(padded, labels[:1], torch.tensor([[True, True, False]]))
     assert math.isclose(two.item(), -math.log(math.exp(2) / (math.exp(2) + 1)), rel_tol=1e-12)
+
+
+def test_lambdarank_weighs_pairs_by_their_ndcg_change_and_skips_pairs_below_k():
+    """A bank of 14: the support at rank 3 (0-based 2); distractors at ranks 1, 2 and 4-14.
+    With k = 3, a pair teaches in proportion to |1/log2(r_s + 2) - 1/log2(r_d + 2)| (0 below
+    rank k), and the bank's weights sum to one."""
+    final = torch.tensor([list(range(14, 0, -1))], dtype=torch.float64)
+    labels = torch.zeros(1, 14, dtype=torch.long)
+    labels[0, 2] = 1
+    mask = torch.ones(1, 14, dtype=torch.bool)
+    pairs = pair_index(labels, final, mask)
+    weights = lambda_weights(final, mask, pairs, k=3)
+    disc = [1.0, 1 / math.log2(3), 0.5]
+    raw = {0: disc[0] - disc[2], 1: disc[1] - disc[2]} | {j: disc[2] for j in range(3, 14)}
+    expected = [raw[int(j)] / sum(raw.values()) for j in pairs[2]]
+    assert torch.allclose(weights, torch.tensor(expected, dtype=torch.float64), atol=1e-12)
+    assert math.isclose(weights.sum().item(), 1.0, rel_tol=1e-12)
+    # a support already on top of its distractors still pairs with those it would swap with
+    deep = torch.zeros(1, 14, dtype=torch.long)
+    deep[0, 12] = 1  # support at rank 13, distractors in the top 3 carry all the weight
+    pairs = pair_index(deep, final, mask)
+    weights = lambda_weights(final, mask, pairs, k=3)
+    top = [int(j) < 3 for j in pairs[2]]
+    assert weights[torch.tensor(top)].sum().item() == pytest.approx(1.0)
+    assert (weights[~torch.tensor(top)] == 0).all()
+    # by hand: only the pairs that cross rank k count, each with its logistic loss
+    loss = lambdarank_loss(final, deep, final, mask, k=3)
+    w = [disc[0], disc[1], disc[2]]
+    by_hand = sum(wi * softplus(-(final[0, 12] - final[0, j]).item()) for j, wi in enumerate(w))
+    assert math.isclose(loss.item(), by_hand / sum(w), rel_tol=1e-12)
+
+
+def test_lambdarank_skips_banks_whose_pairs_cannot_change_the_top_k():
+    final = torch.tensor([[5.0, 4.0, 3.0, 2.0], [4.0, 3.0, 2.0, 1.0]], dtype=torch.float64)
+    labels = torch.tensor([[0, 0, 0, 1], [1, 0, 0, 0]])
+    mask = torch.ones(2, 4, dtype=torch.bool)
+    # k = 1: bank 0's support (rank 4) pairs only with the top candidate; bank 1's (on top)
+    # with each distractor alike (each swap costs it the whole top 1)
+    one = lambdarank_loss(final, labels, final, mask, k=1)
+    on_top = (softplus(-1.0) + softplus(-2.0) + softplus(-3.0)) / 3
+    assert math.isclose(one.item(), (softplus(3.0) + on_top) / 2, rel_tol=1e-12)
+    labels = torch.tensor([[0, 0, 0, 0], [0, 0, 0, 0]])
+    assert lambdarank_loss(final, labels, final, mask).item() == 0.0
 
 
 def test_padding_is_ignored_by_the_loss():

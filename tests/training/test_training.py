@@ -363,6 +363,26 @@ def test_training_steps_recompute_pairs_for_hard_negatives_and_other_distractor_
         assert torch.equal(own, remembered) == (not options)
 
 
+def test_a_lambdarank_residual_trains_on_the_remembered_pairs_reweighted_per_step():
+    from fincrowd_ltr.model.pairs import lambdarank_loss, pairwise_loss
+    from fincrowd_ltr.training.data import collate
+
+    batch = collate(_banks([100, 100, 60]))
+    module = ResidualModule(objective="lambdarank")
+    module.scorer.fit_standardisation(batch["features"].reshape(-1, batch["features"].shape[-1]))
+    with torch.no_grad():
+        module.scorer.weight.normal_(generator=torch.Generator().manual_seed(1))
+    module._epoch["train"] = []
+    final = module(batch)
+    step = module.training_step(batch, 0)
+    remembered = lambdarank_loss(final, None, None, batch["mask"], pairs=batch["pairs"])
+    assert torch.equal(step, remembered)
+    assert torch.equal(step, lambdarank_loss(final, batch["labels"], batch["base"], batch["mask"]))
+    assert not torch.equal(step, pairwise_loss(final, None, None, None, pairs=batch["pairs"]))
+    step.backward()
+    assert module.scorer.weight.grad.abs().sum() > 0
+
+
 def test_a_synthetic_weight_reuses_the_banks_pairs_and_carries_its_weight(monkeypatch):
     # each mixing weight reweighs the same synthetic banks: their pairs (labels and base scores
     # alone) are computed once, not once per fit, and the batch still carries the new weight
