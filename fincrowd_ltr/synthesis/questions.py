@@ -11,6 +11,12 @@ constraint-violating pages the correction exists to push down are recorded with 
 the same line item in another period, another line item of the same filing, the same line item
 of another company.
 
+A page of an interim filing (a 10-Q or a release whose ``period`` names a quarter, ``2023Q2``)
+prints quarter or year-to-date figures under year headers: its questions ask for the filing's
+quarter ("in Q2 FY2023"), only about the column of the filing's own year (a comparative column
+may be a year-end balance), never a year-over-year change; an interim filing whose quarter is
+unknown gives no question.
+
 Only ``Passage`` objects are read (text and metadata); a ``Dataset``'s questions and relevance
 judgements are never touched (``tests/synthesis/test_synthesis.py`` proves it).
 """
@@ -29,9 +35,10 @@ from fincrowd_ltr.defaults import DEFAULT_LINE_ITEMS, LINE_ITEMS
 from fincrowd_ltr.features.page_cues import ROW_REACH, has_metric_row
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.fields import vocabulary as V
+from fincrowd_ltr.retrieval.filings import ANNUAL, filing_kind
 from fincrowd_ltr.synthesis.tables import LABEL_METRIC, PageTable, figure_key, read_table
 
-VERSION = 1  # bump when the questions written from the same corpus, seed and n change
+VERSION = 2  # bump when the questions written from the same corpus, seed and n change
 
 TEMPLATES = ("line_item", "financebench", "how_much", "change", "ratio", "text_figure")
 NEGATIVE_TYPES = ("other_period", "other_line_item", "other_company")
@@ -64,6 +71,8 @@ _AMOUNT = re.compile(
 _PROSE_YEAR = re.compile(r"\b(?:fiscal(?: year)?\s+|fy\s?)?((?:19[89]\d|20[0-3]\d))\b", re.I)
 MAX_SENTENCE_CHARS = 300
 MIN_FIGURE_DIGITS = 4  # a shorter figure ("12", "3.5") is too common to identify a page
+_QUARTER_PERIOD = re.compile(r"^(\d{4})Q([1-4])$")
+_ORDINAL = {"1": "first", "2": "second", "3": "third", "4": "fourth"}
 
 Generator = Callable[[list[Passage]], Iterable[dict]]
 
@@ -295,12 +304,27 @@ def _tables(
     table's header row)."""
     memo: dict[str, str | None] = {}
     headers = _row_headers(pool)
-    return {
-        p.pid: t
-        for p in pool
-        if (t := read_table(p.pid, headers.get(p.pid, "") + p.text, extractor, memo, any_label))
-        is not None
-    }
+    tables = {}
+    for p in pool:
+        table = read_table(p.pid, headers.get(p.pid, "") + p.text, extractor, memo, any_label)
+        if table is not None and _page_period(p, table.periods[0]) is not None:
+            keys = tuple(_page_period(p, year, current=False) for year in table.periods)
+            tables[p.pid] = dataclasses.replace(table, periods=keys)
+    return tables
+
+
+def _page_period(page: Passage, year: str, current: bool = True) -> str | None:
+    """The period a figure printed under ``year`` on ``page`` is for: the year itself on an
+    annual filing's page (or one of unknown type), the quarter ``YYYYQn`` on an interim
+    filing's page whose period names it (``current``: only for the filing's own year), None on
+    an interim filing of unknown quarter."""
+    quarter = _QUARTER_PERIOD.match(page.period or "")
+    if quarter is not None:
+        own, n = quarter.groups()
+        return f"{year}Q{n}" if year == own or not current else None
+    if page.doc_type and filing_kind(page.doc_type) != ANNUAL:
+        return None
+    return year
 
 
 def _questions(
@@ -422,8 +446,22 @@ def _names_company(share: float, seed: int, item: _Item, extractor: FieldExtract
     return bool(extractor.extract_query(item.unnamed).entity)
 
 
-def _period_words(year: str, rng: random.Random) -> str:
-    return rng.choice((f"FY{year}", f"fiscal {year}", f"fiscal year {year}", year))
+def _period_words(period: str, rng: random.Random) -> str:
+    """A period as a question writes it: ``2019`` -> ``FY2019``, ``fiscal 2019``...;
+    ``2023Q2`` -> ``Q2 FY2023``, ``the second quarter of fiscal 2023``..."""
+    quarter = _QUARTER_PERIOD.match(period)
+    if quarter is None:
+        return rng.choice((f"FY{period}", f"fiscal {period}", f"fiscal year {period}", period))
+    year, n = quarter.groups()
+    return rng.choice(
+        (f"Q{n} FY{year}", f"the {_ORDINAL[n]} quarter of fiscal {year}", f"Q{n} {year}")
+    )
+
+
+def _fy(period: str) -> str:
+    """The FinanceBench-like form's period: ``FY2019``, ``FY2023 Q2``."""
+    quarter = _QUARTER_PERIOD.match(period)
+    return f"FY{period}" if quarter is None else f"FY{quarter.group(1)} Q{quarter.group(2)}"
 
 
 def _display(label: str) -> str:
@@ -542,7 +580,7 @@ def _table_items(
                     _Item(template, company, pid, row.metric, period, text, relevant,
                           row.values[0], unnamed)
                 )  # fmt: skip
-            if "change" in templates and len(table.periods) > 1:
+            if "change" in templates and len(table.periods) > 1 and "Q" not in period:
                 before = table.periods[1]
                 also = index.stated[(company, row.metric, before, figure_key(row.values[1]))]
                 rest = (
@@ -594,7 +632,8 @@ def _phrase(rng, templates, company, label, metric, period, unit) -> tuple[str, 
         )
     scale = f" (in USD {unit})" if unit else ""
     statement = _STATEMENT.get(metric, "financial statements")
-    text = f"What is the FY{period} {item}{scale}{{}}? Please base your answer on the {statement}."
+    asked = f"What is the {_fy(period)} {item}{scale}{{}}?"
+    text = f"{asked} Please base your answer on the {statement}."
     return (
         template,
         text.format(f" for {company}" if company else ""),
@@ -640,12 +679,15 @@ def _text_items(
             surface = _surface(metric, lowered)
             if surface is None:
                 continue
-            year = years.pop()
-            rest = f"{surface} in {_period_words(year, rng)}?"
+            period = _page_period(page, years.pop())
+            if period is None:
+                continue
+            rest = f"{surface} in {_period_words(period, rng)}?"
             figure = re.sub(r"^\$\s?|\s?(?:million|billion|%|percent)$", "", amount.group(0))
             items.append(
-                _Item("text_figure", company, page.pid, metric, year, f"What was {_of(page)}{rest}",
-                      frozenset({page.pid}), figure, _without(page.company, f"What was the {rest}"))
+                _Item("text_figure", company, page.pid, metric, period,
+                      f"What was {_of(page)}{rest}", frozenset({page.pid}), figure,
+                      _without(page.company, f"What was the {rest}"))
             )  # fmt: skip
             break  # one question per page
     return items

@@ -171,6 +171,38 @@ def test_restating_pages_are_relevant_and_negatives_are_typed():
     assert not set(q.relevant) & {p for v in q.negatives.values() for p in v}
 
 
+def test_interim_filings_ask_for_their_quarter_never_a_fiscal_year():
+    """A 10-Q prints quarter or year-to-date figures under year headers: its questions name the
+    filing's quarter, ask only about the filing's own year, never a year-over-year change; a
+    10-Q whose quarter is unknown gives none. The annual pages are asked as before."""
+    data = filings_corpus(companies=2, questions=False)
+    extra = {
+        "Firm0_2021Q2_10Q:2": ("Firm0_2021Q2_10Q", "2021Q2", statement_page("Firm0", 50, 2021)),
+        "Firm0_2022_10Q:2": ("Firm0_2022_10Q", "2022", statement_page("Firm0", 60, 2022)),
+        # an interim page whose first column is not the filing's year (fiscal-year naming)
+        "Firm1_2023Q1_10Q:2": ("Firm1_2023Q1_10Q", "2023Q1", statement_page("Firm1", 70, 2022)),
+    }
+    for pid, (doc, period, text) in extra.items():
+        data.passages[pid] = fc.Passage(pid, text, company=pid[:5], document=doc, period=period,
+                                        doc_type="10q", position=2)  # fmt: skip
+    syn = synthesize(data, n=400, seed=0)
+    by_source = Counter(q.source for q in syn.questions)
+    assert not by_source["Firm0_2022_10Q:2"] and not by_source["Firm1_2023Q1_10Q:2"]
+    interim = [q for q in syn.questions if q.source == "Firm0_2021Q2_10Q:2"]
+    assert interim and all(q.period == "2021Q2" for q in interim)
+    assert all(q.template != "change" for q in interim)
+    extractor = FieldExtractor.from_passages(data.passages.values())
+    for q in interim:
+        assert extractor.extract_query(q.text).period == {"2021Q2"}, q.text
+        assert "Q2" in q.text or "second quarter" in q.text, q.text
+    # the FY2021 10-K's statement is no relevant page of a Q2 question, but a typed negative
+    q = next(q for q in interim if q.metric == "revenue" and q.template != "ratio")
+    assert set(q.relevant) == {"Firm0_2021Q2_10Q:2"}
+    assert "Firm0_2021_10K:2" in q.negatives["other_period"]
+    annual = [q for q in syn.questions if q.source.endswith("_10K:2")]
+    assert annual and all(q.period in {str(y) for y in YEARS} for q in annual)
+
+
 def test_synthesis_is_deterministic_balanced_and_scoped_to_companies():
     data = filings_corpus(questions=False)
     a = synthesize(data, n=60, seed=3)
