@@ -13,9 +13,9 @@ of another company.
 
 A page of an interim filing (a 10-Q or a release whose ``period`` names a quarter, ``2023Q2``)
 prints quarter or year-to-date figures under year headers: its questions ask for the filing's
-quarter ("in Q2 FY2023"), only about the column of the filing's own year (a comparative column
+quarter ("in Q2 FY2023"), only about the filing's own column, the first (a comparative column
 may be a year-end balance), never a year-over-year change; an interim filing whose quarter is
-unknown gives no question.
+unknown, or whose columns do not start at its own year, gives no question.
 
 Only ``Passage`` objects are read (text and metadata); a ``Dataset``'s questions and relevance
 judgements are never touched (``tests/synthesis/test_synthesis.py`` proves it).
@@ -307,21 +307,38 @@ def _tables(
     tables = {}
     for p in pool:
         table = read_table(p.pid, headers.get(p.pid, "") + p.text, extractor, memo, any_label)
-        if table is not None and _page_period(p, table.periods[0]) is not None:
-            keys = tuple(_page_period(p, year, current=False) for year in table.periods)
+        keys = None if table is None else _column_periods(p, table.periods)
+        if keys is not None:
             tables[p.pid] = dataclasses.replace(table, periods=keys)
     return tables
 
 
-def _page_period(page: Passage, year: str, current: bool = True) -> str | None:
-    """The period a figure printed under ``year`` on ``page`` is for: the year itself on an
-    annual filing's page (or one of unknown type), the quarter ``YYYYQn`` on an interim
-    filing's page whose period names it (``current``: only for the filing's own year), None on
+def _column_periods(page: Passage, years: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The period each column of ``page``'s table is for: its year on an annual filing's page
+    (or one of unknown type); on an interim filing's page whose period names its quarter
+    (``2024Q2``), that quarter of each column's year, the first column being the filing's own
+    (its year, or the year before under a fiscal year named after its end: July 2023 in fiscal
+    2024's second quarter) and the columns running back in time; None when they do not, and on
     an interim filing of unknown quarter."""
     quarter = _QUARTER_PERIOD.match(page.period or "")
+    if quarter is None:
+        if page.doc_type and filing_kind(page.doc_type) != ANNUAL:
+            return None
+        return years
+    own, n = quarter.groups()
+    shift = int(own) - int(years[0])
+    if shift not in (0, 1) or any(a <= b for a, b in zip(years, years[1:], strict=False)):
+        return None
+    return tuple(f"{int(y) + shift}Q{n}" for y in years)
+
+
+def _page_period(page: Passage, year: str) -> str | None:
+    """The period a prose figure of ``year`` on ``page`` is for: the year on an annual filing's
+    page (or one of unknown type), the filing's quarter (``YYYYQn``) on an interim filing's page
+    when ``year`` is the filing's own, else None."""
+    quarter = _QUARTER_PERIOD.match(page.period or "")
     if quarter is not None:
-        own, n = quarter.groups()
-        return f"{year}Q{n}" if year == own or not current else None
+        return page.period if year == quarter.group(1) else None
     if page.doc_type and filing_kind(page.doc_type) != ANNUAL:
         return None
     return year

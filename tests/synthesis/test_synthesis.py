@@ -179,15 +179,19 @@ def test_interim_filings_ask_for_their_quarter_never_a_fiscal_year():
     extra = {
         "Firm0_2021Q2_10Q:2": ("Firm0_2021Q2_10Q", "2021Q2", statement_page("Firm0", 50, 2021)),
         "Firm0_2022_10Q:2": ("Firm0_2022_10Q", "2022", statement_page("Firm0", 60, 2022)),
-        # an interim page whose first column is not the filing's year (fiscal-year naming)
+        # a fiscal year named after its end: fiscal 2023's first quarter printed under 2022
         "Firm1_2023Q1_10Q:2": ("Firm1_2023Q1_10Q", "2023Q1", statement_page("Firm1", 70, 2022)),
+        # columns that do not start at the filing's own year
+        "Firm1_2024Q1_10Q:2": ("Firm1_2024Q1_10Q", "2024Q1", statement_page("Firm1", 80, 2021)),
     }
     for pid, (doc, period, text) in extra.items():
         data.passages[pid] = fc.Passage(pid, text, company=pid[:5], document=doc, period=period,
                                         doc_type="10q", position=2)  # fmt: skip
     syn = synthesize(data, n=400, seed=0)
     by_source = Counter(q.source for q in syn.questions)
-    assert not by_source["Firm0_2022_10Q:2"] and not by_source["Firm1_2023Q1_10Q:2"]
+    assert not by_source["Firm0_2022_10Q:2"] and not by_source["Firm1_2024Q1_10Q:2"]
+    fiscal = [q for q in syn.questions if q.source == "Firm1_2023Q1_10Q:2"]
+    assert fiscal and all(q.period == "2023Q1" for q in fiscal)
     interim = [q for q in syn.questions if q.source == "Firm0_2021Q2_10Q:2"]
     assert interim and all(q.period == "2021Q2" for q in interim)
     assert all(q.template != "change" for q in interim)
