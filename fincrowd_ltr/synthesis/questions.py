@@ -11,12 +11,6 @@ constraint-violating pages the correction exists to push down are recorded with 
 the same line item in another period, another line item of the same filing, the same line item
 of another company.
 
-A page of an interim filing (a 10-Q or a release whose ``period`` names a quarter, ``2023Q2``)
-prints quarter or year-to-date figures under year headers: its questions ask for the filing's
-quarter ("in Q2 FY2023"), only about the filing's own column, the first (a comparative column
-may be a year-end balance), never a year-over-year change; an interim filing whose quarter is
-unknown, or whose columns do not start at its own year, gives no question.
-
 Only ``Passage`` objects are read (text and metadata); a ``Dataset``'s questions and relevance
 judgements are never touched (``tests/synthesis/test_synthesis.py`` proves it).
 """
@@ -26,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 
@@ -35,15 +29,9 @@ from fincrowd_ltr.defaults import DEFAULT_LINE_ITEMS, LINE_ITEMS
 from fincrowd_ltr.features.page_cues import ROW_REACH, has_metric_row
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.fields import vocabulary as V
-from fincrowd_ltr.synthesis.tables import (
-    HEADER_WITHIN,
-    LABEL_METRIC,
-    PageTable,
-    figure_key,
-    read_table,
-)
+from fincrowd_ltr.synthesis.tables import LABEL_METRIC, PageTable, figure_key, read_table
 
-VERSION = 2  # bump when the questions written from the same corpus, seed and n change
+VERSION = 1  # bump when the questions written from the same corpus, seed and n change
 
 TEMPLATES = ("line_item", "financebench", "how_much", "change", "ratio", "text_figure")
 NEGATIVE_TYPES = ("other_period", "other_line_item", "other_company")
@@ -76,20 +64,6 @@ _AMOUNT = re.compile(
 _PROSE_YEAR = re.compile(r"\b(?:fiscal(?: year)?\s+|fy\s?)?((?:19[89]\d|20[0-3]\d))\b", re.I)
 MAX_SENTENCE_CHARS = 300
 MIN_FIGURE_DIGITS = 4  # a shorter figure ("12", "3.5") is too common to identify a page
-_QUARTER_PERIOD = re.compile(r"(\d{4})Q([1-4])")  # fullmatch: a passage period naming a quarter
-# what an interim filing's table header says its columns span: a whole year, or part of one
-_FULL_YEAR = re.compile(
-    r"(?i)\b(?:twelve|12|fifty-(?:two|three)|5[23])[- ]?(?:months?|weeks?)\b|"
-    r"\b(?:fiscal )?years? ended\b|\bfull[- ]year\b"
-)
-_PART_YEAR = re.compile(
-    r"(?i)\b(?:three|six|nine|[369])[- ]?months?\b|"
-    r"\b(?:thirteen|twenty-six|thirty-nine|13|26|39)[- ]?weeks?\b|"
-    r"\bquarters? ended\b|\byear[- ]to[- ]date\b"
-)
-_INTERIM_TYPES = ("10q", "8k", "6k")  # doc types (lower case, no dashes) of interim filings
-_INTERIM_WORDS = ("earning", "release", "quarter", "interim")
-_ORDINAL = {"1": "first", "2": "second", "3": "third", "4": "fourth"}
 
 Generator = Callable[[list[Passage]], Iterable[dict]]
 
@@ -260,11 +234,11 @@ def synthesize(
     pool = [p for p in passages.values() if keep is None or (p.company or p.document or "") in keep]
     if extractor is None:
         extractor = FieldExtractor.from_passages(passages.values())
-    tables, read = _tables(pool, extractor, any_label=line_items == "any")
+    tables = _tables(pool, extractor, any_label=line_items == "any")
     index = _RowIndex(passages, tables, pool)
     items = _table_items(passages, tables, index, set(templates), seed)
     if "text_figure" in templates:
-        items += _text_items(pool, read, extractor, seed)
+        items += _text_items(pool, tables, extractor, seed)
     picked = [index.expand(item) for item in _draw(items, n, seed)]
     questions = _questions(picked, index, named_share, seed, extractor)
     if generator is not None:
@@ -316,73 +290,17 @@ def _check_options(named_share: float, line_items: str) -> None:
 
 def _tables(
     pool: list[Passage], extractor: FieldExtractor, any_label: bool
-) -> tuple[dict[str, PageTable], set[str]]:
+) -> dict[str, PageTable]:
     """The statement rows of every page that prints any (row passages read under their
-    table's header row), each column keyed by the period it is for (:func:`_column_periods`),
-    and every page read as a table (kept or not: its text is no prose)."""
+    table's header row)."""
     memo: dict[str, str | None] = {}
     headers = _row_headers(pool)
-    read = {}
-    for p in pool:
-        text = headers.get(p.pid, "") + p.text
-        table = read_table(p.pid, text, extractor, memo, any_label)
-        if table is not None:
-            read[p.pid] = (p, table, text)
-    firsts: dict[str, Counter] = defaultdict(Counter)  # an interim filing's first columns
-    for p, table, _ in read.values():
-        if _QUARTER_PERIOD.fullmatch(p.period or ""):
-            firsts[p.document or p.pid][table.periods[0]] += 1
-    tables = {}
-    for pid, (p, table, text) in read.items():
-        first = firsts.get(p.document or p.pid)
-        own = first.most_common(1)[0][0] if first else None
-        keys = _column_periods(p, table.periods, own, text)
-        if keys is not None:
-            tables[pid] = dataclasses.replace(table, periods=keys)
-    return tables, set(read)
-
-
-def _interim(doc_type: str | None) -> bool:
-    """Whether a filing type is an interim one (10-Q, 8-K, an earnings or press release)."""
-    kind = (doc_type or "").lower().replace("-", "").replace(" ", "")
-    return kind.startswith(_INTERIM_TYPES) or any(w in kind for w in _INTERIM_WORDS)
-
-
-def _column_periods(
-    page: Passage, years: tuple[str, ...], first: str | None, text: str
-) -> tuple[str, ...] | None:
-    """The period each column of ``page``'s table is for: its year on an annual filing's page
-    (or one of unknown type). On an interim filing's page whose period names its quarter
-    (``2024Q2``), when its first column is the one most of the filing's tables start with
-    (``first``: the filing's own period, printed under its year or, for a fiscal year named
-    after its end, the year before) and the columns run back in time: that quarter of each
-    column's year, or the fiscal year when the header says the columns span whole years (a
-    fourth-quarter release's twelve months); None otherwise (a header that says both, or
-    neither a quarter nor a year), and on an interim filing of unknown quarter."""
-    quarter = _QUARTER_PERIOD.fullmatch(page.period or "")
-    if quarter is None:
-        return None if _interim(page.doc_type) else years
-    own, n = quarter.groups()
-    shift = int(own) - int(years[0])
-    if years[0] != first or shift not in (0, 1):
-        return None
-    if any(a <= b for a, b in zip(years, years[1:], strict=False)):
-        return None
-    head = "\n".join(text.splitlines()[:HEADER_WITHIN])
-    whole, part = bool(_FULL_YEAR.search(head)), bool(_PART_YEAR.search(head))
-    if whole == part:
-        return None
-    return tuple(f"{int(y) + shift}" + ("" if whole else f"Q{n}") for y in years)
-
-
-def _page_period(page: Passage, year: str, said: frozenset[str]) -> str | None:
-    """The period a prose figure of ``year`` on ``page`` is for (``said``: the periods the
-    extractor reads in its sentence): the year on an annual filing's page (or one of unknown
-    type); on an interim filing's page, its quarter when the sentence names that very quarter;
-    else None."""
-    if _QUARTER_PERIOD.fullmatch(page.period or ""):
-        return page.period if said == {page.period} else None
-    return None if _interim(page.doc_type) else year
+    return {
+        p.pid: t
+        for p in pool
+        if (t := read_table(p.pid, headers.get(p.pid, "") + p.text, extractor, memo, any_label))
+        is not None
+    }
 
 
 def _questions(
@@ -504,22 +422,8 @@ def _names_company(share: float, seed: int, item: _Item, extractor: FieldExtract
     return bool(extractor.extract_query(item.unnamed).entity)
 
 
-def _period_words(period: str, rng: random.Random) -> str:
-    """A period as a question writes it: ``2019`` -> ``FY2019``, ``fiscal 2019``...;
-    ``2023Q2`` -> ``Q2 FY2023``, ``the second quarter of fiscal 2023``..."""
-    quarter = _QUARTER_PERIOD.fullmatch(period)
-    if quarter is None:
-        return rng.choice((f"FY{period}", f"fiscal {period}", f"fiscal year {period}", period))
-    year, n = quarter.groups()
-    return rng.choice(
-        (f"Q{n} FY{year}", f"the {_ORDINAL[n]} quarter of fiscal {year}", f"Q{n} {year}")
-    )
-
-
-def _fy(period: str) -> str:
-    """The FinanceBench-like form's period: ``FY2019``, ``FY2023 Q2``."""
-    quarter = _QUARTER_PERIOD.fullmatch(period)
-    return f"FY{period}" if quarter is None else f"FY{quarter.group(1)} Q{quarter.group(2)}"
+def _period_words(year: str, rng: random.Random) -> str:
+    return rng.choice((f"FY{year}", f"fiscal {year}", f"fiscal year {year}", year))
 
 
 def _display(label: str) -> str:
@@ -591,11 +495,7 @@ class _RowIndex:
         answer = item.figure if _identifying(item.figure) else None
         found = {
             "other_period": [
-                p
-                for p in self.rows_of[(company, metric)]
-                if period not in self.tables[p].periods
-                and p not in item.relevant
-                and not (answer and answer in self.passages[p].text)
+                p for p in self.rows_of[(company, metric)] if period not in self.tables[p].periods
             ],
             "other_line_item": [
                 p
@@ -642,8 +542,7 @@ def _table_items(
                     _Item(template, company, pid, row.metric, period, text, relevant,
                           row.values[0], unnamed)
                 )  # fmt: skip
-            quarterly = _QUARTER_PERIOD.fullmatch(period) is not None
-            if "change" in templates and len(table.periods) > 1 and not quarterly:
+            if "change" in templates and len(table.periods) > 1:
                 before = table.periods[1]
                 also = index.stated[(company, row.metric, before, figure_key(row.values[1]))]
                 rest = (
@@ -695,8 +594,7 @@ def _phrase(rng, templates, company, label, metric, period, unit) -> tuple[str, 
         )
     scale = f" (in USD {unit})" if unit else ""
     statement = _STATEMENT.get(metric, "financial statements")
-    asked = f"What is the {_fy(period)} {item}{scale}{{}}?"
-    text = f"{asked} Please base your answer on the {statement}."
+    text = f"What is the FY{period} {item}{scale}{{}}? Please base your answer on the {statement}."
     return (
         template,
         text.format(f" for {company}" if company else ""),
@@ -718,10 +616,9 @@ def _unit(text: str) -> str:
 
 
 def _text_items(
-    pool: list[Passage], tables: set[str], extractor: FieldExtractor, seed: int
+    pool: list[Passage], tables: dict[str, PageTable], extractor: FieldExtractor, seed: int
 ) -> list[_Item]:
-    """Questions from prose sentences that state one metric's figure for one year (``tables``:
-    the pages read as tables, which are no prose)."""
+    """Questions from prose sentences that state one metric's figure for one year."""
     rng = random.Random(seed + 1)
     items = []
     for page in sorted(pool, key=lambda p: p.pid):
@@ -736,23 +633,19 @@ def _text_items(
                 continue
             lowered = sentence.lower()
             amount = _AMOUNT.search(sentence)
-            fields = extractor.extract_query(sentence)
-            metrics = fields.metric
+            metrics = extractor.extract_query(sentence).metric
             if len(metrics) != 1:
                 continue
             metric = next(iter(metrics))
             surface = _surface(metric, lowered)
             if surface is None:
                 continue
-            period = _page_period(page, years.pop(), frozenset(fields.period))
-            if period is None:
-                continue
-            rest = f"{surface} in {_period_words(period, rng)}?"
+            year = years.pop()
+            rest = f"{surface} in {_period_words(year, rng)}?"
             figure = re.sub(r"^\$\s?|\s?(?:million|billion|%|percent)$", "", amount.group(0))
             items.append(
-                _Item("text_figure", company, page.pid, metric, period,
-                      f"What was {_of(page)}{rest}", frozenset({page.pid}), figure,
-                      _without(page.company, f"What was the {rest}"))
+                _Item("text_figure", company, page.pid, metric, year, f"What was {_of(page)}{rest}",
+                      frozenset({page.pid}), figure, _without(page.company, f"What was the {rest}"))
             )  # fmt: skip
             break  # one question per page
     return items

@@ -171,60 +171,6 @@ def test_restating_pages_are_relevant_and_negatives_are_typed():
     assert not set(q.relevant) & {p for v in q.negatives.values() for p in v}
 
 
-def _interim_page(name: str, c: int, year: int, span: str = "Six Months Ended") -> str:
-    return statement_page(name, c, year).replace("Year Ended", span)
-
-
-def test_interim_filings_ask_for_their_quarter_never_a_fiscal_year():
-    """A 10-Q prints quarter or year-to-date figures under year headers: its questions name the
-    filing's quarter, ask only about the filing's own (first) column, never a year-over-year
-    change; a 10-Q whose quarter is unknown, or whose columns start elsewhere, gives none; a
-    release's twelve-month columns are fiscal years. Annual pages are asked as before."""
-    data = filings_corpus(companies=2, questions=False)
-    extra = {
-        "Firm0_2021Q2_10Q:2": ("2021Q2", "10q", _interim_page("Firm0", 50, 2021)),
-        "Firm0_2022_10Q:2": ("2022", "10q", _interim_page("Firm0", 60, 2022)),
-        # a fiscal year named after its end: fiscal 2023's first quarter printed under 2022
-        "Firm1_2023Q1_10Q:2": ("2023Q1", "10q", _interim_page("Firm1", 70, 2022, "Three Months")),
-        "Firm1_2023Q1_10Q:3": ("2023Q1", "10q", _interim_page("Firm1", 71, 2022, "Three Months")),
-        # a note whose columns start at another year than the filing's other tables
-        "Firm1_2023Q1_10Q:4": ("2023Q1", "10q", _interim_page("Firm1", 72, 2020, "Three Months")),
-        # a fourth-quarter release's twelve months: the fiscal year
-        "Firm0_2021Q4_EARNINGS:2": (
-            "2021Q4", "earnings", _interim_page("Firm0", 0, 2021, "Twelve Months Ended")
-        ),
-    }  # fmt: skip
-    for pid, (period, doc_type, text) in extra.items():
-        data.passages[pid] = fc.Passage(pid, text, company=pid[:5], document=pid.split(":")[0],
-                                        period=period, doc_type=doc_type, position=2)  # fmt: skip
-    syn = synthesize(data, n=500, seed=0)
-    by_source = Counter(q.source for q in syn.questions)
-    assert not by_source["Firm0_2022_10Q:2"] and not by_source["Firm1_2023Q1_10Q:4"]
-    fiscal = [q for q in syn.questions if q.source.startswith("Firm1_2023Q1_10Q")]
-    assert fiscal and all(q.period == "2023Q1" for q in fiscal)
-    interim = [q for q in syn.questions if q.source == "Firm0_2021Q2_10Q:2"]
-    assert interim and all(q.period == "2021Q2" for q in interim)
-    assert all(q.template != "change" for q in interim + fiscal)
-    extractor = FieldExtractor.from_passages(data.passages.values())
-    for q in interim:
-        assert extractor.extract_query(q.text).period == {"2021Q2"}, q.text
-        assert "Q2" in q.text or "second quarter" in q.text, q.text
-    # the FY2021 10-K's statement is no relevant page of a Q2 question, but a typed negative
-    q = next(q for q in interim if q.metric == "revenue" and q.template != "ratio")
-    assert set(q.relevant) == {"Firm0_2021Q2_10Q:2"}
-    assert "Firm0_2021_10K:2" in q.negatives["other_period"]
-    # the release's twelve months restate the 10-K's fiscal 2021: the same period, relevant both
-    release = [q for q in syn.questions if q.source == "Firm0_2021Q4_EARNINGS:2"]
-    assert release and all(q.period == "2021" for q in release)
-    single = [q for q in release if q.template not in ("ratio", "change")]
-    assert single and all("Firm0_2021_10K:2" in q.relevant for q in single)
-    assert any(q.template == "change" for q in release)  # whole years: a change is asked
-    annual = [q for q in syn.questions if q.source.endswith("_10K:2")]
-    assert annual and all(q.period in {str(y) for y in YEARS} for q in annual)
-    for q in syn.questions:  # a relevant page is never a negative
-        assert not set(q.relevant) & {p for v in q.negatives.values() for p in v}, q.text
-
-
 def test_synthesis_is_deterministic_balanced_and_scoped_to_companies():
     data = filings_corpus(questions=False)
     a = synthesize(data, n=60, seed=3)
