@@ -48,14 +48,19 @@ def pair_weights(
     if hard is not None:
         spread = (key.max() - key.min()).abs() + 1.0
         key = key + hard.to(torch.float64) * spread
-    masked = torch.where(distract, key, torch.full_like(key, float("-inf")))
-    order = torch.argsort(masked, dim=-1, descending=True, stable=True)
-    rank = torch.empty_like(order)
-    rank.scatter_(-1, order, torch.arange(order.shape[-1]).expand_as(order))
-    kept = distract & (rank < max_distractors)
+    kept = distract & (_ranks(torch.where(distract, key, float("-inf"))) < max_distractors)
     pairs = labels.unsqueeze(-1) & kept.unsqueeze(-2)
     counts = pairs.sum(dim=(-1, -2), keepdim=True).clamp(min=1)
     return pairs.to(torch.float64) / counts
+
+
+def _ranks(scores: torch.Tensor) -> torch.Tensor:
+    """Each entry's 0-based rank within its bank (last dimension), highest score first, ties
+    in bank order."""
+    order = torch.argsort(scores, dim=-1, descending=True, stable=True)
+    rank = torch.empty_like(order)
+    rank.scatter_(-1, order, torch.arange(order.shape[-1]).expand_as(order))
+    return rank
 
 
 def pair_index(
@@ -119,11 +124,7 @@ def lambda_weights(
     to one (a bank whose pairs all sit below rank ``k`` gets zeros)."""
     bank, support, distract, weights = pairs
     with torch.no_grad():
-        scores = torch.where(mask, final.detach(), torch.full_like(final, float("-inf")))
-        order = torch.argsort(scores, dim=-1, descending=True, stable=True)
-        rank = torch.empty_like(order)
-        rank.scatter_(-1, order, torch.arange(order.shape[-1]).expand_as(order))
-        position = rank.to(torch.float64)
+        position = _ranks(torch.where(mask, final.detach(), float("-inf"))).to(torch.float64)
         discount = torch.where(position < k, 1.0 / torch.log2(position + 2.0), 0.0)
         delta = (discount[bank, support] - discount[bank, distract]).abs() * weights
         total = torch.zeros(final.shape[0], dtype=delta.dtype).index_add(0, bank, delta)

@@ -101,6 +101,8 @@ class ResidualModule(L.LightningModule):
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         final = self(batch)
+        # collate's pairs, remembered per bank across epochs, are those of the default cap
+        pairs = batch.get("pairs") if self.hparams.max_distractors == MAX_DISTRACTORS else None
         if self.hparams.objective == "listnet":
             loss = listnet_loss(final, batch["labels"], batch["mask"], batch.get("weight"))
         elif self.hparams.objective == "lambdarank":
@@ -111,14 +113,13 @@ class ResidualModule(L.LightningModule):
                 batch["mask"],
                 self.hparams.max_distractors,
                 batch.get("weight"),
-                batch.get("pairs") if self.hparams.max_distractors == MAX_DISTRACTORS else None,
+                pairs,
             )
         else:
-            hard, pairs = None, None
-            if self.hparams.hard_negatives:
+            hard = None
+            if self.hparams.hard_negatives:  # pairs of their own, hard distractors first
                 hard = batch["features"][..., list(CONFLICT_COLUMNS)].sum(-1) == 1
-            elif self.hparams.max_distractors == MAX_DISTRACTORS:
-                pairs = batch.get("pairs")  # collate's, remembered per bank across epochs
+                pairs = None
             loss = pairwise_loss(
                 final,
                 batch["labels"],
