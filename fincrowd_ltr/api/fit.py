@@ -33,6 +33,7 @@ from fincrowd_ltr.data.splits import FoldPlan
 from fincrowd_ltr.defaults import BANK_MODES
 from fincrowd_ltr.diagnostics.crowding import crowded_labels, repair_counts
 from fincrowd_ltr.engine import Forked, worker_cap
+from fincrowd_ltr.evaluation.label_free import held_out_synthetic_check
 from fincrowd_ltr.evaluation.reports import CrossValidationReport
 from fincrowd_ltr.evaluation.results import (
     SystemResult,
@@ -678,6 +679,9 @@ class _CrossValidation:
                 "n_companies": len({self.syn.groups[e.qid] for e in self.syn.examples}),
                 "per_template": self.syn.synthesis.report(sample=0)["per_template"],
             }
+            check = held_out_synthetic_check(gate_folds, self.syn.groups)
+            if check is not None:  # label-free: held-out companies' synthetic questions
+                info["synthetic_held_out"] = check
         return info
 
     def synthetic_record(self) -> dict:

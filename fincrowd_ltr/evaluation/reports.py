@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from fincrowd_ltr.data.schema import DataError
+from fincrowd_ltr.evaluation.label_free import describe_check
 from fincrowd_ltr.evaluation.results import Report, write_report
 from fincrowd_ltr.evaluation.results import format_number as _number
 
@@ -228,6 +229,8 @@ class CrossValidationReport(WorkflowReport):
             )
             gated = {k: v for k, v in res.items() if k.startswith("gated")}
             parts.append(_paired_rows(title, gated))
+        if self.get("synthetic_held_out"):
+            parts.append("\n" + describe_check(self["synthetic_held_out"]))
         return "\n".join(parts)
 
 

@@ -415,6 +415,9 @@ def test_the_gate_learns_from_cross_fitted_synthetic_rows(tmp_path, monkeypatch,
         assert len(rows["logits"]) == len(rows["gains"]) == len(rows["qids"])
         held_out += len(rows["qids"])
     assert held_out
+    # the report pools them into its label-free check (clusters: the questions' companies)
+    check = report.info["synthetic_held_out"]
+    assert check["n_questions"] == held_out and 1 < check["n_groups"] <= check["n_orderable"]
 
 
 def test_synthetic_gate_rows_need_synthetic_questions_no_fit_trained_on(tmp_path, monkeypatch):

@@ -1,0 +1,74 @@
+"""The label-free check a fit reports: its always-on correction on synthetic questions of
+companies that no fit of the round trained on.
+
+Each cross-validation round holds out a fold of companies; their synthetic questions (written
+from their own pages, no label read) are scored by the round's residual. How much that residual
+moves nDCG@10 on them is the one quality figure a user with no labelled question gets, and the
+judge this project decides its own changes on (docs/results.md). It reads synthetic questions,
+so it favours a correction trained on more of them: a floor for "does it transfer to companies it
+has not seen", not a substitute for real questions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fincrowd_ltr.metrics import bootstrap_ci
+
+ROW_KEYS = ("qids", "gains", "orderable")
+
+
+def held_out_synthetic_check(gate_folds: list[dict], groups: dict[str, str]) -> dict | None:
+    """Pool the gate folds' held-out synthetic rows (``rows.synthetic_test``: qids, always-on
+    nDCG@10 gains, orderable) over their orderable questions.
+
+    Args:
+        gate_folds: A fit report's ``gate_folds``.
+        groups: Each synthetic question's company (the cluster of the bootstrap interval).
+
+    Returns:
+        ``{"n_questions", "n_orderable", "n_groups", "ndcg@10_gain", "ci95", "improved",
+        "harmed"}`` (shares of the orderable questions), or None when no fold held out a
+        synthetic question.
+    """
+    qids, gains, n_questions = [], [], 0
+    for fold in gate_folds:
+        rows = fold.get("rows", {}).get("synthetic_test")
+        if not rows:
+            continue
+        n_questions += len(rows["qids"])
+        for qid, gain, orderable in zip(*(rows[k] for k in ROW_KEYS), strict=True):
+            if orderable:
+                qids.append(qid)
+                gains.append(gain)
+    if not n_questions:
+        return None
+    values = np.asarray(gains, dtype=np.float64)
+    clusters = [groups.get(q, q) for q in qids]
+    nan = float("nan")
+    lo, hi = bootstrap_ci(values, groups=clusters) if len(values) else (nan, nan)
+    return {
+        "n_questions": n_questions,
+        "n_orderable": len(values),
+        "n_groups": len(set(clusters)),
+        "ndcg@10_gain": float(values.mean()) if len(values) else nan,
+        "ci95": [lo, hi],
+        "improved": float(np.mean(values > 1e-12)) if len(values) else nan,
+        "harmed": float(np.mean(values < -1e-12)) if len(values) else nan,
+    }
+
+
+def describe_check(check: dict) -> str:
+    """One line for the command line."""
+    if not check["n_orderable"]:
+        return (
+            f"label-free check: none of the {check['n_questions']:,} held-out synthetic "
+            "questions has a relevant page in its bank"
+        )
+    lo, hi = check["ci95"]
+    return (
+        f"label-free check: the always-on correction on {check['n_orderable']:,} orderable "
+        f"synthetic questions of {check['n_groups']} held-out companies (no fit of their round "
+        f"trained on them): nDCG@10 gain {check['ndcg@10_gain']:+.3f} [{lo:+.3f}, {hi:+.3f}], "
+        f"improved {check['improved']:.1%}, harmed {check['harmed']:.1%}"
+    )
