@@ -1,12 +1,13 @@
 """The label-free check a fit reports: its always-on correction on synthetic questions of
 companies that no fit of the round trained on.
 
-Each cross-validation round holds out a fold of companies; their synthetic questions (written
-from their own pages, no label read) are scored by the round's residual. How much that residual
-moves nDCG@10 on them is the one quality figure a user with no labelled question gets, and the
-judge this project decides its own changes on (docs/results.md). It reads synthetic questions,
-so it favours a correction trained on more of them: a floor for "does it transfer to companies it
-has not seen", not a substitute for real questions.
+Each gated cross-validation round (synthetic scope ``folds``) holds out a fold of the labelled
+set's companies; their synthetic questions (written from their own pages, no label read) are
+scored by the round's residual. How much it moves nDCG@10 on them tells a user with few labelled
+questions whether the correction transfers to companies it has not seen, on hundreds of
+questions instead of a handful; the project decided its own changes on the paired difference of
+this figure between two fits (docs/results.md). It reads synthetic questions, so it favours a
+correction trained on more of them: a check beside the labelled rows, not a substitute.
 """
 
 from __future__ import annotations
@@ -56,19 +57,3 @@ def held_out_synthetic_check(gate_folds: list[dict], groups: dict[str, str]) -> 
         "improved": float(np.mean(values > 1e-12)) if len(values) else nan,
         "harmed": float(np.mean(values < -1e-12)) if len(values) else nan,
     }
-
-
-def describe_check(check: dict) -> str:
-    """One line for the command line."""
-    if not check["n_orderable"]:
-        return (
-            f"label-free check: none of the {check['n_questions']:,} held-out synthetic "
-            "questions has a relevant page in its bank"
-        )
-    lo, hi = check["ci95"]
-    return (
-        f"label-free check: the always-on correction on {check['n_orderable']:,} orderable "
-        f"synthetic questions of {check['n_groups']} held-out companies (no fit of their round "
-        f"trained on them): nDCG@10 gain {check['ndcg@10_gain']:+.3f} [{lo:+.3f}, {hi:+.3f}], "
-        f"improved {check['improved']:.1%}, harmed {check['harmed']:.1%}"
-    )

@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 
 from fincrowd_ltr.data.schema import DataError
-from fincrowd_ltr.evaluation.label_free import describe_check
 from fincrowd_ltr.evaluation.results import Report, write_report
 from fincrowd_ltr.evaluation.results import format_number as _number
 
@@ -230,7 +229,7 @@ class CrossValidationReport(WorkflowReport):
             gated = {k: v for k, v in res.items() if k.startswith("gated")}
             parts.append(_paired_rows(title, gated))
         if self.get("synthetic_held_out"):
-            parts.append("\n" + describe_check(self["synthetic_held_out"]))
+            parts.append("\n" + _label_free_line(self["synthetic_held_out"]))
         return "\n".join(parts)
 
 
@@ -349,6 +348,22 @@ def _share(stat: dict | None) -> str:
         return "-"
     lo, hi = stat["ci95"]
     return f"{stat['mean']:.3f} {_interval(lo, hi, '.3f', ', ')} (n={stat['n']})"
+
+
+def _label_free_line(check: dict) -> str:
+    """The fit's label-free check (:mod:`~fincrowd_ltr.evaluation.label_free`) in one line."""
+    if not check["n_orderable"]:
+        return (
+            f"label-free check: none of the {check['n_questions']:,} held-out synthetic "
+            "questions has a relevant page in its bank"
+        )
+    return (
+        f"label-free check: the always-on correction on {check['n_orderable']:,} orderable "
+        f"synthetic questions of {check['n_groups']} held-out companies (no fit of their round "
+        f"trained on them): nDCG@10 gain {_number(check['ndcg@10_gain'], '+.3f')} "
+        f"{_interval(*check['ci95'], '+.3f', ', ')}, improved {_number(check['improved'], '.1%')}, "
+        f"harmed {_number(check['harmed'], '.1%')}"
+    )
 
 
 def _interval(lo, hi, spec: str = ".3f", sep: str = ",") -> str:

@@ -403,7 +403,7 @@ def test_the_gate_learns_from_cross_fitted_synthetic_rows(tmp_path, monkeypatch,
     assert pooled and all(pooled) and all(len(set(p)) == len(p) for p in pooled)
     # each round reports its gate's logits on the held-out fold's synthetic questions: label-free
     # rows of companies no fit of the round trained on
-    held_out = 0
+    held_out, orderable_gains, companies = 0, [], set()
     for fold in report.info["gate_folds"]:
         rows = fold["rows"].get("synthetic_test")
         if rows is None:
@@ -414,10 +414,16 @@ def test_the_gate_learns_from_cross_fitted_synthetic_rows(tmp_path, monkeypatch,
         assert not set(rows["qids"]) & {e.qid for e in ex.train(train)}
         assert len(rows["logits"]) == len(rows["gains"]) == len(rows["qids"])
         held_out += len(rows["qids"])
+        for q, gain, orderable in zip(rows["qids"], rows["gains"], rows["orderable"], strict=True):
+            if orderable:
+                orderable_gains.append(gain)
+                companies.add(cv.syn.groups[q])
     assert held_out
-    # the report pools them into its label-free check (clusters: the questions' companies)
+    # the report pools them into its label-free check, clustered by the questions' companies
     check = report.info["synthetic_held_out"]
-    assert check["n_questions"] == held_out and 1 < check["n_groups"] <= check["n_orderable"]
+    assert check["n_questions"] == held_out and check["n_orderable"] == len(orderable_gains)
+    assert check["ndcg@10_gain"] == pytest.approx(sum(orderable_gains) / len(orderable_gains))
+    assert check["n_groups"] == len(companies) < check["n_orderable"]
 
 
 def test_synthetic_gate_rows_need_synthetic_questions_no_fit_trained_on(tmp_path, monkeypatch):
