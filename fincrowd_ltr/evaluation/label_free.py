@@ -16,8 +16,6 @@ import numpy as np
 
 from fincrowd_ltr.metrics import bootstrap_ci
 
-ROW_KEYS = ("qids", "gains", "orderable")
-
 
 def held_out_synthetic_check(gate_folds: list[dict], groups: dict[str, str]) -> dict | None:
     """Pool the gate folds' held-out synthetic rows (``rows.synthetic_test``: qids, always-on
@@ -38,7 +36,9 @@ def held_out_synthetic_check(gate_folds: list[dict], groups: dict[str, str]) -> 
         if not rows:
             continue
         n_questions += len(rows["qids"])
-        for qid, gain, orderable in zip(*(rows[k] for k in ROW_KEYS), strict=True):
+        for qid, gain, orderable in zip(
+            rows["qids"], rows["gains"], rows["orderable"], strict=True
+        ):
             if orderable:
                 qids.append(qid)
                 gains.append(gain)
@@ -46,14 +46,16 @@ def held_out_synthetic_check(gate_folds: list[dict], groups: dict[str, str]) -> 
         return None
     values = np.asarray(gains, dtype=np.float64)
     clusters = [groups.get(q, q) for q in qids]
-    nan = float("nan")
-    lo, hi = bootstrap_ci(values, groups=clusters) if len(values) else (nan, nan)
+
+    def mean(x: np.ndarray) -> float:  # NaN where no question is orderable
+        return float(x.mean()) if len(x) else float("nan")
+
     return {
         "n_questions": n_questions,
         "n_orderable": len(values),
         "n_groups": len(set(clusters)),
-        "ndcg@10_gain": float(values.mean()) if len(values) else nan,
-        "ci95": [lo, hi],
-        "improved": float(np.mean(values > 1e-12)) if len(values) else nan,
-        "harmed": float(np.mean(values < -1e-12)) if len(values) else nan,
+        "ndcg@10_gain": mean(values),
+        "ci95": list(bootstrap_ci(values, groups=clusters)),  # (NaN, NaN) without values
+        "improved": mean(values > 1e-12),
+        "harmed": mean(values < -1e-12),
     }
