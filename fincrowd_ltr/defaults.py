@@ -27,6 +27,9 @@ SELECTION_GRID: tuple[dict, ...] = tuple(
     for alpha in (1.0, 0.5, 2.0, 4.0)
     for decay in (0.0, 1e-3, 1e-2)
 )
+# a residual setting ``{AVERAGED: [setting, ...]}`` deploys the average of its parts' residuals
+# (``--synthetic-mixing average``: every mixing weight's, each at its own epoch count)
+AVERAGED = "averaged"
 # the cheap ranker that scores synthetic banks when the training ranker embeds with MiniLM
 # (thousands of synthetic banks; the residual reads each bank's standardised base scores)
 STAND_IN = {"dense": "static", "hybrid": "hybrid-static", "fused": "fused-static-whole"}

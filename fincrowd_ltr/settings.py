@@ -39,6 +39,7 @@ GATE_ROWS = ("auto", "labelled", "synthetic", "both")
 GATE_LABELS = ("improved", "decisive")
 OBJECTIVES = ("pairwise", "listnet", "lambdarank")
 SCOPES = ("folds", "transductive")
+MIXINGS = ("choose", "average")
 AUTO = "auto"  # a named share read from the questions
 
 
@@ -79,6 +80,9 @@ class SyntheticSettings:
         select_weights: Mixing weights to choose from per fold, like any other setting (on
             the folds that validate it; 0: the labelled banks alone); empty: ``weight``
             throughout.
+        mixing: What a fit does with ``select_weights``: ``choose`` one per fold, or
+            ``average`` the residuals of all of them (each at its own validated epoch count),
+            so no weight is chosen on a handful of validation questions.
         ranker: The base ranker that scores the synthetic banks (None: the training ranker,
             or its static stand-in, ``STAND_IN``, when that embeds with MiniLM: thousands of
             synthetic banks are affordable because the residual reads each bank's
@@ -99,6 +103,7 @@ class SyntheticSettings:
     labelled: bool = True
     weight: float = 1.0
     select_weights: tuple[float, ...] = ()
+    mixing: str = "choose"
     ranker: str | None = None
     named_share: float | str = 1.0
     line_items: str = DEFAULT_LINE_ITEMS
@@ -112,6 +117,8 @@ class SyntheticSettings:
             raise _data_error(
                 f"synthetic named_share must be in [0, 1] or 'auto'; got {self.named_share!r}"
             )
+        if self.mixing not in MIXINGS:
+            raise _data_error(f"synthetic mixing must be one of {MIXINGS}; got {self.mixing!r}")
         if self.scope not in SCOPES:
             raise _data_error(f"synthetic scope must be one of {SCOPES}; got {self.scope!r}")
         if self.n < 0 or self.weight <= 0 or any(w < 0 for w in self.select_weights):
@@ -546,6 +553,11 @@ def add_synthetic_arguments(parser: argparse.ArgumentParser) -> None:
         "crossed with the selection grid when synthetic banks were built (comma list)",
     )  # fmt: skip
     parser.add_argument(
+        "--synthetic-mixing", dest="synthetic_mixing", choices=MIXINGS, default=d.mixing,
+        help="choose one of --synthetic-weights per fold (default), or average the residuals "
+        "of all of them",
+    )  # fmt: skip
+    parser.add_argument(
         "--synthetic-ranker", dest="synthetic_ranker", default=d.ranker, metavar="R",
         help="base ranker that scores the synthetic banks (default: --ranker, or its static "
         "stand-in when it embeds with MiniLM: fused-static-whole for fused)",
@@ -598,6 +610,7 @@ def from_arguments(args: argparse.Namespace) -> FitSettings:
             labelled=not args.synthetic_only,
             weight=args.synthetic_weight,
             select_weights=_weights(args.synthetic_weights),
+            mixing=args.synthetic_mixing,
             ranker=args.synthetic_ranker,
             named_share=args.synthetic_named_share,
             line_items=args.synthetic_line_items,

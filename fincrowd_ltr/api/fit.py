@@ -30,7 +30,7 @@ from fincrowd_ltr.api.synthetic import (
 )
 from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.data.splits import FoldPlan
-from fincrowd_ltr.defaults import BANK_MODES
+from fincrowd_ltr.defaults import AVERAGED, BANK_MODES
 from fincrowd_ltr.diagnostics.crowding import crowded_labels, repair_counts
 from fincrowd_ltr.engine import Forked, worker_cap
 from fincrowd_ltr.evaluation.label_free import held_out_synthetic_check
@@ -547,8 +547,6 @@ class _CrossValidation:
 
     def _fit_batches(self) -> list[tuple]:
         """Train every fit the run needs; returns each round's (module, setting, val scores)."""
-        from fincrowd_ltr.training.fitting import choose_setting
-
         seed, rounds, ex = self.s.training.seed, self.plan.rounds(), self.ex
         gate = self.s.calibration.gate
         if gate:  # the final model's calibration fold, round and validation fold
@@ -557,10 +555,7 @@ class _CrossValidation:
         if gate:  # the final model's setting is chosen on its own training folds
             choices.append(ex.selection_splits(final.train, val))
         self.fits.prefetch([(t, v, g, seed) for c in choices for t, v in c for g in self.grid])
-        chosen = []
-        for splits in choices:
-            index, scores, epochs = choose_setting(splits, self.grid, seed, self.fits)
-            chosen.append((ex.fixed(self.grid[index], epochs), scores))
+        chosen = [self._choose(splits) for splits in choices]
         if gate:
             self.setting = chosen.pop()[0]
         round_jobs = [(*ex.split(r.train, r.validation), setting, seed)
@@ -572,11 +567,31 @@ class _CrossValidation:
             jobs.append((*ex.split(final.train, val), self.setting, seed))
             jobs += self._gate_jobs(final, val, self.setting)
         else:
-            self.setting = self.grid[_best_setting([row[1] for row in chosen])[0]]
+            best = _best_setting([row[1] for row in chosen])[0]
+            self.setting = averaged([self.grid[i] for i in self._mixed(best)])
             jobs.append((*ex.split(tuple(range(len(self.plan))), 0), self.setting, seed))
         self.fits.prefetch([m for job in round_jobs + jobs for m in self.fits.members(*job)])
         return [(self.fits.deployed(*job)[0], setting, scores)
                 for job, (setting, scores) in zip(round_jobs, chosen, strict=True)]  # fmt: skip
+
+    def _choose(self, splits) -> tuple[dict, list[float]]:
+        """The setting a residual validated on ``splits`` is trained with (the grid's best, or
+        with ``mixing`` ``average`` every mixing weight of the best one's other settings, each
+        at its own epoch count), and every grid setting's validation score."""
+        from fincrowd_ltr.training.fitting import validate_grid
+
+        scores, epochs = validate_grid(splits, self.grid, self.s.training.seed, self.fits)
+        best = max(range(len(self.grid)), key=lambda i: (scores[i], -i))
+        setting = averaged([self.ex.fixed(self.grid[i], epochs[i]) for i in self._mixed(best)])
+        return setting, scores
+
+    def _mixed(self, index: int) -> list[int]:
+        """The grid settings a residual at grid setting ``index`` averages: itself, or with
+        ``mixing`` ``average`` every setting that differs from it by its mixing weight alone."""
+        if self.synthetic.mixing != "average" or self.syn is None:
+            return [index]
+        rest = _without_weight(self.grid[index])
+        return [i for i, g in enumerate(self.grid) if _without_weight(g) == rest]
 
     def cross_validate(self) -> CrossValReport:
         """The held-out rows of every round, pooled."""
@@ -954,6 +969,16 @@ def _final_round(data, plan):
     return calib, r, r.train[0]
 
 
+def averaged(settings: list[dict]) -> dict:
+    """One setting whose residual is the average of each of ``settings``' residuals (every
+    mixing weight's, each at its own epoch count); a single setting stays itself."""
+    return dict(settings[0]) if len(settings) == 1 else {AVERAGED: [dict(s) for s in settings]}
+
+
+def _without_weight(setting: dict) -> dict:
+    return {k: v for k, v in setting.items() if k != "synthetic_weight"}
+
+
 def _best_setting(val_scores: list[list[float]]) -> tuple[int, list[float]]:
     """The grid setting with the best validation nDCG@10 averaged over the rounds (the first
     wins ties), and those averages."""
@@ -1001,8 +1026,9 @@ def feature_ablation(
     ``kwargs`` ask for them, so a mixed fit's ablation is of its labelled banks)."""
     data = load_dataset(dataset, kwargs.pop("data_root", None), kwargs.get("split", "all"))
     # a gated fit's setting may carry its refit's epoch count (these fits validate instead) and
-    # a mixing weight (for synthetic banks these fits have unless asked)
-    chosen = {k: v for k, v in (setting or {}).items() if k not in ("epochs", "synthetic_weight")}
+    # a mixing weight (for synthetic banks these fits have unless asked), or average several
+    part = (setting or {}).get(AVERAGED, [setting or {}])[0]
+    chosen = {k: v for k, v in part.items() if k not in ("epochs", "synthetic_weight")}
     out = {}
     for family, dropped in {"none": [], **ABLATIONS}.items():
         grid = ({**chosen, "drop_features": dropped},)

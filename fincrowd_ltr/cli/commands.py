@@ -288,7 +288,8 @@ def fit_residual(args: argparse.Namespace) -> None:
     fit = settings.from_arguments(args)
     grid = fit.training.grid
     weights = fit.synthetic.select_weights if fit.synthetic.active else ()
-    mixing = f", mixing weight chosen among {list(weights)}" if weights else ""
+    how = "residuals averaged over" if fit.synthetic.mixing == "average" else "chosen among"
+    mixing = f", mixing weight {how} {list(weights)}" if weights else ""
     print(
         f"selecting the residual setting per fold among {len(grid)} (alpha x weight decay; "
         f"--no-select: the package defaults alone){mixing}"

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from lightning.pytorch.callbacks import Callback, EarlyStopping
 
-from fincrowd_ltr.defaults import SELECTION_GRID
+from fincrowd_ltr.defaults import AVERAGED, SELECTION_GRID
 from fincrowd_ltr.engine import fork_safe, stop_pool, worker_count, worker_init
 from fincrowd_ltr.features.examples import BankExample
 from fincrowd_ltr.model.residual import average_residuals
@@ -81,6 +81,8 @@ def fit_residual(
     the best validation score is the module's ``best_epochs``, every epoch's validation score its
     ``val_curve``."""
     setting = dict(setting or {})
+    if AVERAGED in setting:
+        raise ValueError("an averaged setting is trained part by part (ResidualFits.deployed)")
     if "synthetic_weight" in setting:
         train = with_synthetic_weight(train, setting.pop("synthetic_weight"))
     epochs = setting.pop("epochs", None)
@@ -106,8 +108,12 @@ def fit_residual(
 
 def _module_setting(setting: dict) -> dict:
     """The part of a setting that the residual module takes (the rest selects its data or its
-    epoch count)."""
-    return {k: v for k, v in setting.items() if k not in ("synthetic_weight", "epochs")}
+    epoch count); of an averaged setting, its parts' (which must agree)."""
+    parts = setting.get(AVERAGED, [setting])
+    found = [{k: v for k, v in p.items() if k not in ("synthetic_weight", "epochs")} for p in parts]
+    if any(f != found[0] for f in found[1:]):
+        raise ValueError(f"an averaged setting's parts differ beyond weight and epochs: {parts}")
+    return found[0]
 
 
 def with_synthetic_weight(train: list[BankExample], weight: float) -> list[BankExample]:
@@ -153,7 +159,10 @@ class ResidualFits:
         """The fits a deployed residual averages: with a committee of K, member k is trained
         without the k-th of K seeded chunks of the training banks' groups (labelled and
         synthetic banks of a company are one group; a training set of fewer than K groups gets
-        one member per group, of one group a single fit); else the fit itself."""
+        one member per group, of one group a single fit); else the fit itself. An
+        averaged setting's (``{AVERAGED: [setting, ...]}``) are its parts' members, all of them."""
+        if AVERAGED in setting:  # every part's fits, merged by ``deployed``
+            return [m for part in setting[AVERAGED] for m in self.members(train, val, part, seed)]
         names = sorted({self.groups.get(e.qid, e.qid) for e in train})
         k = min(self.committee, len(names))
         if k <= 1:
@@ -170,14 +179,16 @@ class ResidualFits:
         self, train: list[BankExample], val: list[BankExample], setting: dict, seed: int = 0
     ) -> tuple[ResidualModule, float]:
         """The residual a workflow deploys or scores rows with: the committee's members (fitted
-        or found) merged into one linear residual (:func:`average_residuals`), with their mean
-        validation score; a single fit without a committee."""
+        or found; of an averaged setting, every part's, each part weighing the same
+        whatever its committee) merged into one linear residual (:func:`average_residuals`),
+        with their mean validation score; a single fit without a committee."""
         jobs = self.members(train, val, setting, seed)
         if len(jobs) == 1:
             return self.get(*jobs[0])
         fitted = [self.get(*job) for job in jobs]
         module = ResidualModule(**_module_setting(setting))
-        # standardised with the statistics a single fit on ``train`` would have
+        # standardised with the statistics a single fit on ``train`` would have (the merge is
+        # exact whichever: they only choose how its weights are written)
         weighted = with_synthetic_weight(train, setting.get("synthetic_weight", 1.0))
         rows = np.concatenate([e.features for e in weighted if e.has_support])
         merged = average_residuals([m.scorer for m, _ in fitted], torch.from_numpy(rows))
@@ -290,6 +301,19 @@ def choose_setting(
     early stopping ends each one ``PATIENCE`` epochs after its best) and the best epoch of the
     mean curve is its score (the first setting and epoch win ties). Returns the setting's index,
     every setting's score and the epoch count of a refit on all of the splits' banks."""
+    scores, epochs = validate_grid(splits, grid, seed, fits)
+    index = max(range(len(grid)), key=lambda i: (scores[i], -i))
+    return index, scores, epochs[index]
+
+
+def validate_grid(
+    splits: list[tuple[list[BankExample], list[BankExample]]],
+    grid: tuple[dict, ...] = ({},),
+    seed: int = 0,
+    fits: ResidualFits | None = None,
+) -> tuple[list[float], list[int]]:
+    """Every grid setting's validation score and epoch count, as :func:`choose_setting`
+    compares them."""
     fits = fits or ResidualFits()
     scores, epochs = [], []
     for setting in grid:
@@ -300,5 +324,4 @@ def choose_setting(
         best = int(np.argmax(mean))  # the first of equal scores
         scores.append(float(mean[best]))
         epochs.append(best + 1)
-    index = max(range(len(grid)), key=lambda i: (scores[i], -i))
-    return index, scores, epochs[index]
+    return scores, epochs

@@ -71,7 +71,7 @@ def test_command_line_values_reach_the_settings():
         ["fit-residual", "--folds", "4", "--monotone", "--no-gate", "--extra-training",
          "tatqa,finqa", "--synthetic", "200", "--synthetic-weights", "0,1",
          "--bank-size", "60", "--test-fold", "1", "--synthetic-named-share", "0.5",
-         "--static-questions", "static"]
+         "--static-questions", "static", "--synthetic-mixing", "average"]
     )  # fmt: skip
     s = from_arguments(args)
     assert s.banks.static_questions == "static"
@@ -81,7 +81,9 @@ def test_command_line_values_reach_the_settings():
     assert s.training.folds == 4 and s.training.monotone and s.training.test_fold == 1
     assert s.training.extra_training == ("tatqa", "finqa")
     assert s.calibration.gate is False and s.banks.bank_size == 60
-    assert s.synthetic == SyntheticSettings(n=200, select_weights=(0.0, 1.0), named_share=0.5)
+    assert s.synthetic == SyntheticSettings(
+        n=200, select_weights=(0.0, 1.0), named_share=0.5, mixing="average"
+    )
     assert s.synthetic.grid(({},)) == ({"synthetic_weight": 0.0}, {"synthetic_weight": 1.0})
 
 
@@ -103,6 +105,8 @@ def test_settings_are_frozen_and_checked():
         SyntheticSettings(n=10, labelled=False, select_weights=(0.0, 1.0))
     with pytest.raises(ValueError, match="named_share"):
         SyntheticSettings(named_share=-0.1)
+    with pytest.raises(ValueError, match="mixing must be one of"):
+        SyntheticSettings(mixing="mean")
 
 
 def test_the_old_reranker_name_still_works_with_a_warning():

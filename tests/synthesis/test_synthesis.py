@@ -336,6 +336,35 @@ def test_the_calibration_fold_never_validates_a_residual(tmp_path, labelled):
             assert not qids(inner_val) & set(plan.qids([inner_test]))
 
 
+def test_average_mixing_deploys_every_weights_residual_at_its_own_epoch_count(tmp_path):
+    """With mixing ``average`` no weight is chosen: each round's residual, and the final one,
+    averages the residuals of every mixing weight, each refit for the epoch count its own
+    inner cross-validation found."""
+    from fincrowd_ltr.api.fit import _CrossValidation, _final_round
+    from fincrowd_ltr.defaults import AVERAGED
+    from fincrowd_ltr.settings import FitSettings
+    from fincrowd_ltr.training.fitting import validate_grid
+
+    data = filings_corpus(companies=10)
+    mixed = SyntheticSettings(n=40, select_weights=(0.0, 0.3), mixing="average")
+    settings = FitSettings().replace(
+        folds=5, grid=None, first_stage="bm25", cache_dir=tmp_path / "c", min_calibration=1,
+        synthetic=mixed,
+    )  # fmt: skip
+    cv = _CrossValidation(data, "bm25", settings, None, {}, False)
+    report = cv.cross_validate()
+    chosen = report.info["selection"]["chosen_per_fold"]
+    _, final, val = _final_round(data, cv.plan)
+    rounds = [(r.train, r.validation) for r in cv.plan.rounds()] + [(final.train, val)]
+    for (train, validation), setting in zip(rounds, [*chosen, cv.setting], strict=True):
+        parts = setting[AVERAGED]
+        assert [p["synthetic_weight"] for p in parts] == [0.0, 0.3]
+        splits = cv.ex.selection_splits(train, validation)
+        _, epochs = validate_grid(splits, cv.grid, settings.training.seed, cv.fits)
+        assert [p["epochs"] for p in parts] == epochs
+    assert cv.final_model().summary.setting == cv.setting
+
+
 @pytest.mark.parametrize("gate_rows", ["both", "synthetic"])
 def test_the_gate_learns_from_cross_fitted_synthetic_rows(tmp_path, monkeypatch, gate_rows):
     """With ``gate_rows`` asking for them, the gate's predictor learns from the synthetic banks of

@@ -440,6 +440,38 @@ def test_a_committee_leaves_each_share_of_groups_out_of_one_member_and_averages_
     ))  # the statistics of a single fit on the same banks  # fmt: skip
 
 
+def test_an_averaged_setting_deploys_the_mean_of_its_parts_residuals(tmp_path):
+    """An averaged setting (every mixing weight's residual, each at its own epoch count) is
+    trained part by part: its members are its parts' (a committee's within each part), the
+    deployed residual scores their mean, and parts that differ beyond weight and epochs, or an
+    averaged setting given to a single fit, are refused."""
+    from fincrowd_ltr.defaults import AVERAGED
+    from fincrowd_ltr.training.fitting import ResidualFits, fit_residual
+
+    banks = _toy_banks(tmp_path)
+    for bank in banks[:2]:
+        bank.synthetic = True
+    parts = [{"synthetic_weight": 0.0, "epochs": 2}, {"synthetic_weight": 0.3, "epochs": 5}]
+    setting = {AVERAGED: parts}
+    fits = ResidualFits()
+    assert fits.members(banks, [], setting, 0) == [(banks, [], p, 0) for p in parts]
+    module, _ = fits.deployed(banks, [], setting, 0)
+    assert fits.trained == 2
+    alone = [fits.get(banks, [], p, 0)[0] for p in parts]
+    assert [m.best_epochs for m in alone] == [2, 5]
+    x = torch.from_numpy(np.concatenate([e.features for e in banks]))
+    mean_r = torch.stack([m.scorer.residual(x) for m in alone]).mean(0)
+    assert torch.allclose(module.scorer.residual(x), mean_r, rtol=1e-10, atol=1e-10)
+    assert not torch.allclose(alone[0].scorer.residual(x), mean_r)  # the parts differ
+    groups = {e.qid: f"g{i % 4}" for i, e in enumerate(banks)}
+    committee = ResidualFits(committee=2, groups=groups).members(banks, [], setting, 0)
+    assert [job[2] for job in committee] == [parts[0]] * 2 + [parts[1]] * 2
+    with pytest.raises(ValueError, match="differ beyond weight and epochs"):
+        fits.deployed(banks, [], {AVERAGED: [parts[0], {**parts[1], "alpha": 4.0}]}, 0)
+    with pytest.raises(ValueError, match="trained part by part"):
+        fit_residual(banks, [], setting)
+
+
 def test_training_banks_without_a_relevant_candidate_are_a_named_error():
     """Retrieved training banks may hold no relevant candidate: the data module names the
     option to change instead of failing on an empty array."""
