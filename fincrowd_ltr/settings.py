@@ -119,6 +119,11 @@ class SyntheticSettings:
             )
         if self.mixing not in MIXINGS:
             raise _data_error(f"synthetic mixing must be one of {MIXINGS}; got {self.mixing!r}")
+        if self.mixing == "average" and self.n and len(set(self.select_weights)) < 2:
+            raise _data_error(
+                "synthetic mixing 'average' averages the residuals of the select_weights "
+                f"(--synthetic-weights): give two or more; got {list(self.select_weights)}"
+            )
         if self.scope not in SCOPES:
             raise _data_error(f"synthetic scope must be one of {SCOPES}; got {self.scope!r}")
         if self.n < 0 or self.weight <= 0 or any(w < 0 for w in self.select_weights):

@@ -107,6 +107,8 @@ def test_settings_are_frozen_and_checked():
         SyntheticSettings(named_share=-0.1)
     with pytest.raises(ValueError, match="mixing must be one of"):
         SyntheticSettings(mixing="mean")
+    with pytest.raises(ValueError, match="give two or more; got \\[0.3\\]"):
+        SyntheticSettings(n=10, select_weights=(0.3,), mixing="average")
 
 
 def test_the_old_reranker_name_still_works_with_a_warning():
