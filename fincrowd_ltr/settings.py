@@ -81,8 +81,9 @@ class SyntheticSettings:
             the folds that validate it; 0: the labelled banks alone); empty: ``weight``
             throughout.
         mixing: What a fit does with ``select_weights``: ``choose`` one per fold, or
-            ``average`` the residuals of all of them (each at its own validated epoch count),
-            so no weight is chosen on a handful of validation questions.
+            ``average`` the residuals of all of them (each at its own validated epoch count:
+            refit for it in a gated fit with labelled banks, else early-stopped), so no
+            weight is chosen on a few dozen validation questions.
         ranker: The base ranker that scores the synthetic banks (None: the training ranker,
             or its static stand-in, ``STAND_IN``, when that embeds with MiniLM: thousands of
             synthetic banks are affordable because the residual reads each bank's
@@ -135,7 +136,8 @@ class SyntheticSettings:
         """``grid`` crossed with the mixing weights to select from."""
         if not self.active or not self.select_weights:
             return grid
-        return tuple({**s, "synthetic_weight": w} for s in grid for w in self.select_weights)
+        weights = dict.fromkeys(self.select_weights)  # a repeated weight once
+        return tuple({**s, "synthetic_weight": w} for s in grid for w in weights)
 
     @property
     def active(self) -> bool:

@@ -336,33 +336,51 @@ def test_the_calibration_fold_never_validates_a_residual(tmp_path, labelled):
             assert not qids(inner_val) & set(plan.qids([inner_test]))
 
 
-def test_average_mixing_deploys_every_weights_residual_at_its_own_epoch_count(tmp_path):
+@pytest.mark.parametrize("gate", [True, False], ids=["gated", "no-gate"])
+def test_average_mixing_deploys_every_weights_residual_at_its_own_epoch_count(tmp_path, gate):
     """With mixing ``average`` no weight is chosen: each round's residual, and the final one,
-    averages the residuals of every mixing weight, each refit for the epoch count its own
-    inner cross-validation found."""
+    averages the residuals of every mixing weight (a repeated weight once), each refit for the
+    epoch count its own inner cross-validation found (gated), or early-stopped on the
+    validation fold (no gate)."""
+    import torch
+
     from fincrowd_ltr.api.fit import _CrossValidation, _final_round
     from fincrowd_ltr.defaults import AVERAGED
     from fincrowd_ltr.settings import FitSettings
     from fincrowd_ltr.training.fitting import validate_grid
 
     data = filings_corpus(companies=10)
-    mixed = SyntheticSettings(n=40, select_weights=(0.0, 0.3), mixing="average")
+    mixed = SyntheticSettings(n=40, select_weights=(0.0, 0.3, 0.3), mixing="average")
     settings = FitSettings().replace(
         folds=5, grid=None, first_stage="bm25", cache_dir=tmp_path / "c", min_calibration=1,
-        synthetic=mixed,
+        synthetic=mixed, gate=gate,
     )  # fmt: skip
     cv = _CrossValidation(data, "bm25", settings, None, {}, False)
     report = cv.cross_validate()
     chosen = report.info["selection"]["chosen_per_fold"]
-    _, final, val = _final_round(data, cv.plan)
-    rounds = [(r.train, r.validation) for r in cv.plan.rounds()] + [(final.train, val)]
-    for (train, validation), setting in zip(rounds, [*chosen, cv.setting], strict=True):
-        parts = setting[AVERAGED]
-        assert [p["synthetic_weight"] for p in parts] == [0.0, 0.3]
-        splits = cv.ex.selection_splits(train, validation)
-        _, epochs = validate_grid(splits, cv.grid, settings.training.seed, cv.fits)
-        assert [p["epochs"] for p in parts] == epochs
-    assert cv.final_model().summary.setting == cv.setting
+    seed = settings.training.seed
+    if gate:
+        _, final, val = _final_round(data, cv.plan)
+        rounds = [(r.train, r.validation) for r in cv.plan.rounds()] + [(final.train, val)]
+        for (train, validation), setting in zip(rounds, [*chosen, cv.setting], strict=True):
+            parts = setting[AVERAGED]
+            assert [p["synthetic_weight"] for p in parts] == [0.0, 0.3]
+            splits = cv.ex.selection_splits(train, validation)
+            _, epochs = validate_grid(splits, cv.grid, seed, cv.fits)
+            assert [p["epochs"] for p in parts] == epochs
+        final_train, final_val = cv.ex.split(final.train, val)
+    else:
+        assert cv.setting == {AVERAGED: [{"synthetic_weight": 0.0}, {"synthetic_weight": 0.3}]}
+        assert all(setting == cv.setting for setting in chosen)
+        final_train, final_val = cv.ex.split(tuple(range(len(cv.plan))), 0)
+    model = cv.final_model()
+    assert model.summary.setting == cv.setting
+    # the kept residual scores the mean of its parts' residuals, which differ
+    parts = [cv.fits.get(final_train, final_val, p, seed)[0].scorer for p in cv.setting[AVERAGED]]
+    x = torch.from_numpy(np.concatenate([e.features for e in final_train[:20]]))
+    each = torch.stack([p.residual(x) for p in parts])
+    assert not torch.allclose(each[0], each[1])
+    assert torch.allclose(model.residual.residual(x), each.mean(0), rtol=1e-9, atol=1e-9)
 
 
 @pytest.mark.parametrize("gate_rows", ["both", "synthetic"])
