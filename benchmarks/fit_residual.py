@@ -12,7 +12,9 @@ warm), and whether both sides wrote the same cross-validation report (numbers to
 
 ``--fit-args`` appends the same options to both sides' command (e.g. the shipped configuration's
 mixing: ``--fit-args="--first-stage auto --synthetic 2000 --synthetic-weights 0,0.03,0.3
---no-select"``); ``--warm`` skips the filling runs when the cache already holds every bank;
+--no-select"``), ``--after-args`` options to this checkout's command only (a configuration
+against the same package without it: ``--baseline-ref HEAD --after-args="--synthetic-mixing
+average"``); ``--warm`` skips the filling runs when the cache already holds every bank;
 ``--cold`` times each run from an empty cache of its own (the model, page vectors, banks and
 features all built, as on a user's first run), the two sides taking turns.
 """
@@ -42,7 +44,8 @@ def target(dataset: str, args) -> float:
     command warm, none for another command warm."""
     if args.cold:
         return COLD_TARGET
-    return float("nan") if args.fit_args else TARGETS.get(dataset, float("nan"))
+    options = args.fit_args or args.after_args
+    return float("nan") if options else TARGETS.get(dataset, float("nan"))
 
 
 def run(source: Path, dataset: str, ranker: str, args, cache: Path, out: Path) -> float:
@@ -61,6 +64,8 @@ def run(source: Path, dataset: str, ranker: str, args, cache: Path, out: Path) -
     if args.data_root:
         cmd.append(f"--data-root={args.data_root}")
     cmd += args.fit_args.split()
+    if source == ROOT:
+        cmd += args.after_args.split()
     env = {**os.environ, "PYTHONPATH": str(source)}
     start = time.perf_counter()
     done = subprocess.run(cmd, cwd=source, env=env, capture_output=True, text=True)
@@ -161,6 +166,9 @@ def main() -> None:
     parser.add_argument("--baseline-ref", default=BASELINE_REF)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--fit-args", default="", help="options appended to both commands")
+    parser.add_argument(
+        "--after-args", default="", help="options appended to this checkout's command only"
+    )
     parser.add_argument("--warm", action="store_true", help="the cache is full: no filling runs")
     parser.add_argument(
         "--cold", action="store_true", help="every run from an empty cache (--cache-dir unused)"
@@ -196,6 +204,8 @@ def main() -> None:
     print(f"before = {args.baseline_ref}, after = this checkout (uncommitted changes included)")
     if args.fit_args:
         print(f"both with: {args.fit_args}")
+    if args.after_args:
+        print(f"after only: {args.after_args} (so 'same report' compares two configurations)")
 
 
 if __name__ == "__main__":
