@@ -30,6 +30,8 @@ SELECTION_GRID: tuple[dict, ...] = tuple(
 # a residual setting ``{AVERAGED: [setting, ...]}`` deploys the average of its parts' residuals
 # (``--synthetic-mixing average``: every mixing weight's, each at its own epoch count)
 AVERAGED = "averaged"
+# the setting keys that pick a fit's synthetic banks (their weight, their draw), not its model
+MIXING_KEYS = ("synthetic_weight", "synthetic_draw")
 # the cheap ranker that scores synthetic banks when the training ranker embeds with MiniLM
 # (thousands of synthetic banks; the residual reads each bank's standardised base scores)
 STAND_IN = {"dense": "static", "hybrid": "hybrid-static", "fused": "fused-static-whole"}

@@ -84,6 +84,9 @@ class SyntheticSettings:
             ``average`` the residuals of all of them (each at its own validated epoch count:
             refit for it in a gated fit with labelled banks, else early-stopped), so no
             weight is chosen on a few dozen validation questions.
+        draws: Synthesise ``n`` questions this many times over (``n * draws`` in all, dealt
+            into draws by position) and average one residual per draw (and weight): less
+            dependence on which questions were drawn; needs mixing ``average``.
         ranker: The base ranker that scores the synthetic banks (None: the training ranker,
             or its static stand-in, ``STAND_IN``, when that embeds with MiniLM: thousands of
             synthetic banks are affordable because the residual reads each bank's
@@ -105,6 +108,7 @@ class SyntheticSettings:
     weight: float = 1.0
     select_weights: tuple[float, ...] = ()
     mixing: str = "choose"
+    draws: int = 1
     ranker: str | None = None
     named_share: float | str = 1.0
     line_items: str = DEFAULT_LINE_ITEMS
@@ -120,10 +124,16 @@ class SyntheticSettings:
             )
         if self.mixing not in MIXINGS:
             raise _data_error(f"synthetic mixing must be one of {MIXINGS}; got {self.mixing!r}")
-        if self.mixing == "average" and self.n and len(set(self.select_weights)) < 2:
+        if self.draws < 1 or (self.draws > 1 and self.mixing != "average"):
+            raise _data_error(
+                f"synthetic draws must be >= 1, and more than 1 averages their residuals (mixing "
+                f"'average'); got draws {self.draws} with mixing {self.mixing!r}"
+            )
+        if self.mixing == "average" and self.n and len(self.grid(({},))) < 2:
             raise _data_error(
                 "synthetic mixing 'average' averages the residuals of the select_weights "
-                f"(--synthetic-weights): give two or more; got {list(self.select_weights)}"
+                f"(--synthetic-weights) or draws: give two or more; got "
+                f"{list(self.select_weights)}"
             )
         if self.scope not in SCOPES:
             raise _data_error(f"synthetic scope must be one of {SCOPES}; got {self.scope!r}")
@@ -133,11 +143,23 @@ class SyntheticSettings:
             raise _data_error("select weight 0 leaves nothing to train on without labelled banks")
 
     def grid(self, grid: tuple[dict, ...]) -> tuple[dict, ...]:
-        """``grid`` crossed with the mixing weights to select from."""
-        if not self.active or not self.select_weights:
+        """``grid`` crossed with the mixing weights to select from (a repeated weight once)
+        and the draws."""
+        mixes = [{"synthetic_weight": w} for w in dict.fromkeys(self.select_weights)] or [{}]
+        if self.draws > 1:  # a weight-0 part reads no synthetic bank: one fit for every draw
+            mixes = [
+                dict(m) if m.get("synthetic_weight") == 0 else {**m, "synthetic_draw": k}
+                for m in mixes
+                for k in range(self.draws)
+            ]
+        if not self.active or mixes == [{}]:
             return grid
-        weights = dict.fromkeys(self.select_weights)  # a repeated weight once
-        return tuple({**s, "synthetic_weight": w} for s in grid for w in weights)
+        return tuple({**s, **m} for s in grid for m in mixes)
+
+    @property
+    def total(self) -> int:
+        """How many questions are synthesised: ``n`` per draw."""
+        return self.n * self.draws
 
     @property
     def active(self) -> bool:
@@ -565,6 +587,11 @@ def add_synthetic_arguments(parser: argparse.ArgumentParser) -> None:
         "of all of them",
     )  # fmt: skip
     parser.add_argument(
+        "--synthetic-draws", dest="synthetic_draws", type=int, default=d.draws, metavar="K",
+        help="synthesise N questions K times over and average one residual per draw (needs "
+        "--synthetic-mixing average)",
+    )  # fmt: skip
+    parser.add_argument(
         "--synthetic-ranker", dest="synthetic_ranker", default=d.ranker, metavar="R",
         help="base ranker that scores the synthetic banks (default: --ranker, or its static "
         "stand-in when it embeds with MiniLM: fused-static-whole for fused)",
@@ -618,6 +645,7 @@ def from_arguments(args: argparse.Namespace) -> FitSettings:
             weight=args.synthetic_weight,
             select_weights=_weights(args.synthetic_weights),
             mixing=args.synthetic_mixing,
+            draws=args.synthetic_draws,
             ranker=args.synthetic_ranker,
             named_share=args.synthetic_named_share,
             line_items=args.synthetic_line_items,

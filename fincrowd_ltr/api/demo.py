@@ -40,7 +40,8 @@ class DemoConfig:
 CORRECTION_FIELDS = (
     "dataset", "split", "ranker", "first_stage", "train_mode", "val_mode", "folds", "seed",
     "gate", "regression_cap", "domain", "out", "select", "synthetic", "synthetic_weights",
-    "synthetic_mixing", "synthetic_line_items", "committee", "calibrate", "evaluate",
+    "synthetic_mixing", "synthetic_draws", "synthetic_line_items", "committee", "calibrate",
+    "evaluate",
 )  # fmt: skip
 
 
@@ -235,6 +236,7 @@ def _correction_steps(c: dict, out: Path, common: dict, first_stage: str, echo) 
             seed=int(c.get("seed", 0)),
             select_weights=tuple(float(w) for w in c.get("synthetic_weights", ())),
             mixing=str(c.get("synthetic_mixing", "choose")),
+            draws=int(c.get("synthetic_draws", 1)),
             line_items=str(c.get("synthetic_line_items", DEFAULT_LINE_ITEMS)),
         )
         model, report = api.fit_correction(

@@ -30,7 +30,7 @@ from fincrowd_ltr.api.synthetic import (
 )
 from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.data.splits import FoldPlan
-from fincrowd_ltr.defaults import AVERAGED, BANK_MODES
+from fincrowd_ltr.defaults import AVERAGED, BANK_MODES, MIXING_KEYS
 from fincrowd_ltr.diagnostics.crowding import crowded_labels, repair_counts
 from fincrowd_ltr.engine import Forked, worker_cap
 from fincrowd_ltr.evaluation.label_free import held_out_synthetic_check
@@ -495,7 +495,7 @@ class _CrossValidation:
         is built."""
         syn = self.synthetic
         lends = pending is not None and writes_teaching_questions(
-            syn.n, syn.seed, syn.named_share, syn.line_items
+            syn.total, syn.seed, syn.named_share, syn.line_items
         )
         written = pending.result if lends else None
         return page_table_questions(self.data, extractor=self.extractor, written=written)
@@ -587,11 +587,12 @@ class _CrossValidation:
 
     def _mixed(self, index: int) -> list[int]:
         """The grid settings a residual at grid setting ``index`` averages: itself, or with
-        ``mixing`` ``average`` every setting that differs from it by its mixing weight alone."""
+        ``mixing`` ``average`` every setting that differs from it by its mixing weight or draw
+        alone."""
         if self.synthetic.mixing != "average" or self.syn is None:
             return [index]
-        rest = _without_weight(self.grid[index])
-        return [i for i, g in enumerate(self.grid) if _without_weight(g) == rest]
+        rest = _without_mixing(self.grid[index])
+        return [i for i, g in enumerate(self.grid) if _without_mixing(g) == rest]
 
     def cross_validate(self) -> CrossValReport:
         """The held-out rows of every round, pooled."""
@@ -971,12 +972,12 @@ def _final_round(data, plan):
 
 def averaged(settings: list[dict]) -> dict:
     """One setting whose residual is the average of each of ``settings``' residuals (every
-    mixing weight's, each at its own epoch count); a single setting stays itself."""
+    mixing weight's and draw's, each at its own epoch count); a single setting stays itself."""
     return dict(settings[0]) if len(settings) == 1 else {AVERAGED: [dict(s) for s in settings]}
 
 
-def _without_weight(setting: dict) -> dict:
-    return {k: v for k, v in setting.items() if k != "synthetic_weight"}
+def _without_mixing(setting: dict) -> dict:
+    return {k: v for k, v in setting.items() if k not in MIXING_KEYS}
 
 
 def _best_setting(val_scores: list[list[float]]) -> tuple[int, list[float]]:
@@ -1028,7 +1029,7 @@ def feature_ablation(
     # a gated fit's setting may carry its refit's epoch count (these fits validate instead) and
     # a mixing weight (for synthetic banks these fits have unless asked), or average several
     part = (setting or {}).get(AVERAGED, [setting or {}])[0]
-    chosen = {k: v for k, v in part.items() if k not in ("epochs", "synthetic_weight")}
+    chosen = {k: v for k, v in part.items() if k not in ("epochs", *MIXING_KEYS)}
     out = {}
     for family, dropped in {"none": [], **ABLATIONS}.items():
         grid = ({**chosen, "drop_features": dropped},)

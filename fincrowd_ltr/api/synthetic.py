@@ -168,7 +168,7 @@ def synthesis_for(
     often as ``questions`` name a company when the share is ``"auto"``)."""
     share = resolve_named_share(settings.named_share, questions, extractor)
     return _synthesize(
-        data, settings.n, settings.seed, name=data.name + SYNTHETIC_SUFFIX, extractor=extractor,
+        data, settings.total, settings.seed, name=data.name + SYNTHETIC_SUFFIX, extractor=extractor,
         named_share=share, line_items=settings.line_items,
     )  # fmt: skip
 
@@ -206,7 +206,7 @@ def synthetic_examples(
     static_questions: str = "minilm",
     teaching: QuestionPairs | None = None,
 ) -> SyntheticExamples:
-    """Banks of ``settings.n`` questions synthesised from ``data``'s passages, built by the same
+    """Banks of ``settings.total`` questions synthesised from ``data``'s passages, built by the same
     first stage (``stage``, resolved), scored by ``settings.ranker`` (default ``ranker`` or its
     static stand-in) and featurised by the labelled corpus's ``featurizer``; only banks with a
     relevant candidate are kept. The residual reads a synthetic bank's standardised base scores
@@ -233,6 +233,8 @@ def synthetic_examples(
     examples = [
         e for e in make_examples(syn, bankset, scorer, featurizer, cache=cache) if e.has_support
     ]
-    for e in examples:
+    position = {q.qid: i for i, q in enumerate(found.questions)}
+    for e in examples:  # draw k: the k-th n questions written (each spread over the companies)
         e.weight, e.synthetic = settings.weight, True
+        e.draw = min(position[e.qid] // max(settings.n, 1), settings.draws - 1)
     return SyntheticExamples(examples, {q.qid: q.company for q in found.questions}, found)

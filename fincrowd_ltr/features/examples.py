@@ -35,6 +35,7 @@ class BankExample:
     labels: np.ndarray  # (n,) int64, 1 = supporting
     weight: float = 1.0  # the bank's weight in the objective (synthetic banks may weigh less)
     synthetic: bool = False  # a synthesised question's bank (never validation or test)
+    draw: int = 0  # which of a synthesis's draws the question belongs to (synthetic banks)
     # values derived from this bank alone that a training loop keeps across epochs (its
     # objective's pairs, its normalised base scores), from ``base`` and ``labels``, which must
     # not change once a fit has read them; never saved; a copy (``dataclasses.replace``)

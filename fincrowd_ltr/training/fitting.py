@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from lightning.pytorch.callbacks import Callback, EarlyStopping
 
-from fincrowd_ltr.defaults import AVERAGED, SELECTION_GRID
+from fincrowd_ltr.defaults import AVERAGED, MIXING_KEYS, SELECTION_GRID
 from fincrowd_ltr.engine import fork_safe, stop_pool, worker_count, worker_init
 from fincrowd_ltr.features.examples import BankExample
 from fincrowd_ltr.model.residual import average_residuals
@@ -83,6 +83,9 @@ def fit_residual(
     setting = dict(setting or {})
     if AVERAGED in setting:
         raise ValueError("an averaged setting is trained part by part (ResidualFits.deployed)")
+    if "synthetic_draw" in setting:
+        draw = setting.pop("synthetic_draw")
+        train = [e for e in train if not e.synthetic or e.draw == draw]
     if "synthetic_weight" in setting:
         train = with_synthetic_weight(train, setting.pop("synthetic_weight"))
     epochs = setting.pop("epochs", None)
@@ -110,7 +113,7 @@ def _module_setting(setting: dict) -> dict:
     """The part of a setting that the residual module takes (the rest selects its data or its
     epoch count); of an averaged setting, its parts' (which must agree)."""
     parts = setting.get(AVERAGED, [setting])
-    found = [{k: v for k, v in p.items() if k not in ("synthetic_weight", "epochs")} for p in parts]
+    found = [{k: v for k, v in p.items() if k not in (*MIXING_KEYS, "epochs")} for p in parts]
     if any(f != found[0] for f in found[1:]):
         raise ValueError(f"an averaged setting's parts differ beyond weight and epochs: {parts}")
     return found[0]

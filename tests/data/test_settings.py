@@ -71,7 +71,8 @@ def test_command_line_values_reach_the_settings():
         ["fit-residual", "--folds", "4", "--monotone", "--no-gate", "--extra-training",
          "tatqa,finqa", "--synthetic", "200", "--synthetic-weights", "0,1",
          "--bank-size", "60", "--test-fold", "1", "--synthetic-named-share", "0.5",
-         "--static-questions", "static", "--synthetic-mixing", "average"]
+         "--static-questions", "static", "--synthetic-mixing", "average", "--synthetic-draws",
+         "2"]
     )  # fmt: skip
     s = from_arguments(args)
     assert s.banks.static_questions == "static"
@@ -82,9 +83,11 @@ def test_command_line_values_reach_the_settings():
     assert s.training.extra_training == ("tatqa", "finqa")
     assert s.calibration.gate is False and s.banks.bank_size == 60
     assert s.synthetic == SyntheticSettings(
-        n=200, select_weights=(0.0, 1.0), named_share=0.5, mixing="average"
+        n=200, select_weights=(0.0, 1.0), named_share=0.5, mixing="average", draws=2
     )
-    assert s.synthetic.grid(({},)) == ({"synthetic_weight": 0.0}, {"synthetic_weight": 1.0})
+    assert s.synthetic.grid(({},))[2:] == tuple(
+        {"synthetic_weight": 1.0, "synthetic_draw": k} for k in (0, 1)
+    )
 
 
 def test_synthetic_banks_are_scored_by_a_static_stand_in_for_minilm_rankers():
@@ -109,6 +112,24 @@ def test_settings_are_frozen_and_checked():
         SyntheticSettings(mixing="mean")
     with pytest.raises(ValueError, match="give two or more; got \\[0.3\\]"):
         SyntheticSettings(n=10, select_weights=(0.3,), mixing="average")
+    with pytest.raises(ValueError, match="more than 1 averages their residuals"):
+        SyntheticSettings(n=10, draws=3)
+    with pytest.raises(ValueError, match="draws must be >= 1"):
+        SyntheticSettings(n=10, draws=0)
+
+
+def test_draws_cross_the_mixing_weights_and_a_weight_0_part_stands_for_every_draw():
+    drawn = SyntheticSettings(n=10, select_weights=(0.0, 0.3), mixing="average", draws=2)
+    assert drawn.total == 20
+    assert drawn.grid(({"alpha": 1.0},)) == (
+        {"alpha": 1.0, "synthetic_weight": 0.0},
+        {"alpha": 1.0, "synthetic_weight": 0.0},
+        {"alpha": 1.0, "synthetic_weight": 0.3, "synthetic_draw": 0},
+        {"alpha": 1.0, "synthetic_weight": 0.3, "synthetic_draw": 1},
+    )
+    # synthetic questions only: the draws alone are averaged
+    alone = SyntheticSettings(n=10, labelled=False, mixing="average", draws=2)
+    assert alone.grid(({},)) == ({"synthetic_draw": 0}, {"synthetic_draw": 1})
 
 
 def test_the_old_reranker_name_still_works_with_a_warning():

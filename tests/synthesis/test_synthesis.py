@@ -383,6 +383,46 @@ def test_average_mixing_deploys_every_weights_residual_at_its_own_epoch_count(tm
     assert torch.allclose(model.residual.residual(x), each.mean(0), rtol=1e-9, atol=1e-9)
 
 
+def test_draws_average_one_residual_per_draw_each_on_its_own_questions(tmp_path):
+    """With ``draws`` K, n x K questions are written and dealt into K draws by position (the
+    first draw is what n alone writes), and the kept residual averages one residual per draw
+    and weight, each trained on the labelled banks and its own draw's synthetic banks (a
+    weight-0 part, which reads none, is one fit standing for every draw)."""
+    import torch
+
+    from fincrowd_ltr.api.fit import _CrossValidation
+    from fincrowd_ltr.api.synthetic import synthesis_for
+    from fincrowd_ltr.defaults import AVERAGED
+    from fincrowd_ltr.settings import FitSettings
+
+    data = filings_corpus(companies=10)
+    drawn = SyntheticSettings(n=20, select_weights=(0.0, 0.3), mixing="average", draws=2)
+    settings = FitSettings().replace(
+        folds=5, grid=None, first_stage="bm25", cache_dir=tmp_path / "c", synthetic=drawn,
+        gate=False,
+    )  # fmt: skip
+    cv = _CrossValidation(data, "bm25", settings, None, {}, False)
+    written = [q.qid for q in cv.syn.synthesis.questions]
+    assert len(written) == 40
+    single = synthesis_for(SyntheticSettings(n=20), data, cv.extractor)
+    assert written[:20] == [q.qid for q in single.questions]
+    assert {e.draw for e in cv.syn.examples} == {0, 1}
+    assert all(e.draw == written.index(e.qid) // 20 for e in cv.syn.examples)
+    cv.cross_validate()
+    parts = cv.setting[AVERAGED]
+    assert parts == [{"synthetic_weight": 0.0}] * 2 + [
+        {"synthetic_weight": 0.3, "synthetic_draw": k} for k in (0, 1)
+    ]
+    train, val = cv.ex.split(tuple(range(len(cv.plan))), 0)
+    fitted = [cv.fits.get(train, val, p, 0)[0].scorer for p in parts]
+    x = torch.from_numpy(np.concatenate([e.features for e in train[:20]]))
+    each = torch.stack([f.residual(x) for f in fitted])
+    assert not torch.allclose(each[2], each[3])  # the draws' residuals differ
+    model = cv.final_model()
+    assert torch.allclose(model.residual.residual(x), each.mean(0), rtol=1e-9, atol=1e-9)
+    assert model.summary.extra["synthetic"]["draws"] == 2
+
+
 @pytest.mark.parametrize("gate_rows", ["both", "synthetic"])
 def test_the_gate_learns_from_cross_fitted_synthetic_rows(tmp_path, monkeypatch, gate_rows):
     """With ``gate_rows`` asking for them, the gate's predictor learns from the synthetic banks of

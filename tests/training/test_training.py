@@ -470,6 +470,11 @@ def test_an_averaged_setting_deploys_the_mean_of_its_parts_residuals(tmp_path):
         fits.deployed(banks, [], {AVERAGED: [parts[0], {**parts[1], "alpha": 4.0}]}, 0)
     with pytest.raises(ValueError, match="trained part by part"):
         fit_residual(banks, [], setting)
+    # a draw's part trains on the labelled banks and that draw's synthetic banks alone
+    banks[1].draw = 1
+    counts = [fit_residual(banks, [], {"synthetic_draw": k, "epochs": 1})[2] for k in (0, 1)]
+    assert counts == [len(banks) - 1] * 2
+    assert fit_residual(banks, [], {"epochs": 1})[2] == len(banks)
 
 
 def test_training_banks_without_a_relevant_candidate_are_a_named_error():
