@@ -145,7 +145,7 @@ def test_demo_config_is_checked(tmp_path, monkeypatch):
     documented = settings.from_arguments(build_parser().parse_args(
         ["fit", "--dataset", "financebench", "--ranker", "fused", "--first-stage", "auto",
          "--synthetic", "2000", "--synthetic-ranker", "fused-static-whole", "--synthetic-weights",
-         "0,0.03,0.3", "--synthetic-mixing", "average", "--no-select"]
+         "0,0.03,0.3", "--synthetic-mixing", "average", "--synthetic-draws", "3", "--no-select"]
     ))  # fmt: skip
     assert (seen["dataset"], seen["ranker"], seen["grid"]) == ("financebench", "fused", None)
     assert seen["committee"] == documented.training.committee == 1
