@@ -510,9 +510,17 @@ class _CrossValidation:
             b.bank_size, self.s.data.cache_dir, self.progress, found=pending.result(),
             stages=stages, static_questions=b.static_questions, teaching=self.teaching,
         )  # fmt: skip
+        written = len(syn.synthesis.questions)
+        empty = sorted(set(range(self.synthetic.draws)) - {e.draw for e in syn.examples})
+        if syn.examples and empty:  # a draw without banks: its parts train on labels alone
+            self.notes.append(
+                f"synthetic draws {[k + 1 for k in empty]} of {self.synthetic.draws} hold no bank "
+                f"with a relevant page ({written} questions written of {self.synthetic.total} "
+                "asked): their residuals train on the labelled banks alone; ask fewer questions "
+                "(--synthetic) or draws"
+            )
         if syn.examples:
             return syn
-        written = len(syn.synthesis.questions)
         found = "no synthetic training bank: " + (
             f"{written} questions synthesised from the corpus's pages, none with a relevant "
             "page in its bank"

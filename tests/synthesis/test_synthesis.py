@@ -421,6 +421,11 @@ def test_draws_average_one_residual_per_draw_each_on_its_own_questions(tmp_path)
     model = cv.final_model()
     assert torch.allclose(model.residual.residual(x), each.mean(0), rtol=1e-9, atol=1e-9)
     assert model.summary.extra["synthetic"]["draws"] == 2
+    assert not any("synthetic draws" in note for note in cv.notes)
+    # more draws than the corpus has questions for: the empty draws are named
+    many = SyntheticSettings(n=20, select_weights=(0.0, 0.3), mixing="average", draws=50)
+    short = _CrossValidation(data, "bm25", settings.replace(synthetic=many), None, {}, False)
+    assert any("hold no bank with a relevant page" in note for note in short.notes)
 
 
 @pytest.mark.parametrize("gate_rows", ["both", "synthetic"])
