@@ -129,7 +129,8 @@ class SyntheticSettings:
                 f"synthetic draws must be >= 1, and more than 1 averages their residuals (mixing "
                 f"'average'); got draws {self.draws} with mixing {self.mixing!r}"
             )
-        if self.mixing == "average" and self.n and len(self.grid(({},))) < 2:
+        distinct = {tuple(sorted(g.items())) for g in self.grid(({},))}
+        if self.mixing == "average" and self.n and len(distinct) < 2:
             raise _data_error(
                 "synthetic mixing 'average' averages the residuals of the select_weights "
                 f"(--synthetic-weights) or draws: give two or more; got "

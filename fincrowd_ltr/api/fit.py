@@ -510,14 +510,14 @@ class _CrossValidation:
             b.bank_size, self.s.data.cache_dir, self.progress, found=pending.result(),
             stages=stages, static_questions=b.static_questions, teaching=self.teaching,
         )  # fmt: skip
-        written = len(syn.synthesis.questions)
-        empty = sorted(set(range(self.synthetic.draws)) - {e.draw for e in syn.examples})
-        if syn.examples and empty:  # a draw without banks: its parts train on labels alone
+        written, n, draws = len(syn.synthesis.questions), self.synthetic.n, self.synthetic.draws
+        if syn.examples and draws > 1 and written < n * draws:  # short draws weigh as full ones
+            short = [k + 1 for k in range(draws) if written < n * (k + 1)]
             self.notes.append(
-                f"synthetic draws {[k + 1 for k in empty]} of {self.synthetic.draws} hold no bank "
-                f"with a relevant page ({written} questions written of {self.synthetic.total} "
-                "asked): their residuals train on the labelled banks alone; ask fewer questions "
-                "(--synthetic) or draws"
+                f"synthetic draws {short} of {draws} hold fewer than {n} questions ({written} "
+                f"written of {n * draws} asked) yet weigh as much as the others; a draw without "
+                "questions trains on the labelled banks alone: ask fewer questions (--synthetic) "
+                "or draws"
             )
         if syn.examples:
             return syn

@@ -119,6 +119,10 @@ def test_settings_are_frozen_and_checked():
 
 
 def test_draws_cross_the_mixing_weights_and_a_weight_0_part_stands_for_every_draw():
+    one = SyntheticSettings(n=10, select_weights=(0.0, 1.0, 1.0))  # one draw: as before
+    assert one.grid(({},)) == ({"synthetic_weight": 0.0}, {"synthetic_weight": 1.0})
+    with pytest.raises(ValueError, match="give two or more"):  # three copies of one fit
+        SyntheticSettings(n=10, select_weights=(0.0,), mixing="average", draws=3)
     drawn = SyntheticSettings(n=10, select_weights=(0.0, 0.3), mixing="average", draws=2)
     assert drawn.total == 20
     assert drawn.grid(({"alpha": 1.0},)) == (

@@ -471,9 +471,9 @@ def test_an_averaged_setting_deploys_the_mean_of_its_parts_residuals(tmp_path):
     with pytest.raises(ValueError, match="trained part by part"):
         fit_residual(banks, [], setting)
     # a draw's part trains on the labelled banks and that draw's synthetic banks alone
-    banks[1].draw = 1
+    banks[0].draw = banks[1].draw = 1
     counts = [fit_residual(banks, [], {"synthetic_draw": k, "epochs": 1})[2] for k in (0, 1)]
-    assert counts == [len(banks) - 1] * 2
+    assert counts == [len(banks) - 2, len(banks)]
     assert fit_residual(banks, [], {"epochs": 1})[2] == len(banks)
 
 
