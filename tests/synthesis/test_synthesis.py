@@ -600,7 +600,7 @@ def test_a_fit_trains_each_fit_once_and_its_final_model_never_sees_its_calibrati
     from fincrowd_ltr.api.fit import _CrossValidation
     from fincrowd_ltr.settings import FitSettings
     from fincrowd_ltr.training import fitting
-    from fincrowd_ltr.training.fitting import choose_setting
+    from fincrowd_ltr.training.fitting import validate_grid
 
     data = filings_corpus(companies=10)
     settings = FitSettings().replace(
@@ -612,13 +612,14 @@ def test_a_fit_trains_each_fit_once_and_its_final_model_never_sees_its_calibrati
     prefetched, validations = fit_log.prefetched, fit_log.validations
     selections = []
 
-    def recording_choice(splits, grid, seed=0, fits=None):
-        found = choose_setting(splits, grid, seed, fits)
+    def recording_validation(splits, grid, seed=0, fits=None):
+        scores, epochs = validate_grid(splits, grid, seed, fits)
+        best = max(range(len(grid)), key=lambda i: (scores[i], -i))
         chosen_on = set().union(*({e.qid for e in val} for _, val in splits))
-        selections.append((chosen_on, grid[found[0]]))
-        return found
+        selections.append((chosen_on, grid[best]))
+        return scores, epochs
 
-    monkeypatch.setattr(fitting, "choose_setting", recording_choice)
+    monkeypatch.setattr(fitting, "validate_grid", recording_validation)
     cv.cross_validate()
     validations.clear()
     final = cv.final_model()
