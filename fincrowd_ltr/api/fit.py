@@ -589,7 +589,7 @@ class _CrossValidation:
         from fincrowd_ltr.training.fitting import validate_grid
 
         scores, epochs = validate_grid(splits, self.grid, self.s.training.seed, self.fits)
-        best = max(range(len(self.grid)), key=lambda i: (scores[i], -i))
+        best = _first_best(scores)
         setting = averaged([self.ex.fixed(self.grid[i], epochs[i]) for i in self._mixed(best)])
         return setting, scores
 
@@ -992,7 +992,12 @@ def _best_setting(val_scores: list[list[float]]) -> tuple[int, list[float]]:
     """The grid setting with the best validation nDCG@10 averaged over the rounds (the first
     wins ties), and those averages."""
     mean_val = [float(np.mean(col)) for col in zip(*val_scores, strict=True)]
-    return max(range(len(mean_val)), key=lambda i: (mean_val[i], -i)), mean_val
+    return _first_best(mean_val), mean_val
+
+
+def _first_best(scores: list[float]) -> int:
+    """The index of the highest score, the first of equal ones."""
+    return max(range(len(scores)), key=lambda i: (scores[i], -i))
 
 
 def _fit_final(data, ex, fits, model, plan, setting, seed, gate, c, domain, pooled=False):
@@ -1034,10 +1039,12 @@ def feature_ablation(
     pass to :func:`fit_correction` (the residual alone, no gate; synthetic questions only if
     ``kwargs`` ask for them, so a mixed fit's ablation is of its labelled banks)."""
     data = load_dataset(dataset, kwargs.pop("data_root", None), kwargs.get("split", "all"))
+    from fincrowd_ltr.training.fitting import module_setting
+
     # a gated fit's setting may carry its refit's epoch count (these fits validate instead) and
-    # a mixing weight (for synthetic banks these fits have unless asked), or average several
-    part = (setting or {}).get(AVERAGED, [setting or {}])[0]
-    chosen = {k: v for k, v in part.items() if k not in ("epochs", *MIXING_KEYS)}
+    # a mixing weight (for synthetic banks these fits have unless asked), or average several:
+    # the model's part of it is kept
+    chosen = module_setting(setting or {})
     out = {}
     for family, dropped in {"none": [], **ABLATIONS}.items():
         grid = ({**chosen, "drop_features": dropped},)

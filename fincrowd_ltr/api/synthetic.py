@@ -236,5 +236,5 @@ def synthetic_examples(
     position = {q.qid: i for i, q in enumerate(found.questions)}
     for e in examples:  # draw k: the k-th n questions written (each spread over the companies)
         e.weight, e.synthetic = settings.weight, True
-        e.draw = min(position[e.qid] // max(settings.n, 1), settings.draws - 1)
+        e.draw = position[e.qid] // settings.n
     return SyntheticExamples(examples, {q.qid: q.company for q in found.questions}, found)

@@ -109,7 +109,7 @@ def fit_residual(
     return model, best.best_score, len(dm.examples["train"])
 
 
-def _module_setting(setting: dict) -> dict:
+def module_setting(setting: dict) -> dict:
     """The part of a setting that the residual module takes (the rest selects its data or its
     epoch count); of an averaged setting, its parts' (which must agree)."""
     parts = setting.get(AVERAGED, [setting])
@@ -189,7 +189,7 @@ class ResidualFits:
         if len(jobs) == 1:
             return self.get(*jobs[0])
         fitted = [self.get(*job) for job in jobs]
-        module = ResidualModule(**_module_setting(setting))
+        module = ResidualModule(**module_setting(setting))
         # standardised with the statistics a single fit on ``train`` would have (the merge is
         # exact whichever: they only choose how its weights are written)
         weighted = with_synthetic_weight(train, setting.get("synthetic_weight", 1.0))
@@ -260,7 +260,7 @@ class ResidualFits:
         )
         try:
             for key, setting, state, score, trace in pool.map(_worker_fit, payload):
-                module = ResidualModule(**_module_setting(setting))
+                module = ResidualModule(**module_setting(setting))
                 module.load_state_dict(state)
                 module.best_epochs, module.val_curve = trace
                 self._fits[key] = (module, score)
