@@ -491,8 +491,8 @@ class _CrossValidation:
 
     def _teaching(self, pending: Forked | None):
         """The questions that teach the static page table: this fit's own synthetic questions
-        when its settings write the same ones (not written twice), else written when the table
-        is built."""
+        when its settings write them first (one draw or several: not written twice), else
+        written when the table is built."""
         syn = self.synthetic
         lends = pending is not None and writes_teaching_questions(
             syn.total, syn.seed, syn.named_share, syn.line_items

@@ -47,12 +47,12 @@ def page_table_questions(
             found = synthesize(dataset, n, seed, extractor=extractor)
         else:
             found, teaching = written(), synthesis_recipe(n, seed)
-            if found.recipe != teaching:
+            if _first_questions(found.recipe, n) != teaching:
                 raise ValueError(
                     f"page_table_questions: the lent questions were written by {found.recipe}, "
                     f"the page table is taught by {teaching}"
                 )
-        return [(q.text, q.source) for q in found.questions]
+        return [(q.text, q.source) for q in found.questions[:n]]
 
     return QuestionPairs(f"synthetic-{key}", make)
 
@@ -60,9 +60,22 @@ def page_table_questions(
 def writes_teaching_questions(n: int, seed: int, named_share: float | str, line_items: str) -> bool:
     """Whether a synthesis of ``n`` questions with ``seed``, ``named_share`` and ``line_items``
     (:func:`~fincrowd_ltr.synthesis.synthesize`'s) writes the questions that teach the page table
-    (:func:`page_table_questions`' defaults): a fit with these settings can lend its own."""
+    (:func:`page_table_questions`' defaults) as its first ones: a fit with these settings can
+    lend its own (a fit of several draws, too)."""
     asked = synthesis_recipe(n, seed, named_share=named_share, line_items=line_items)
-    return asked == synthesis_recipe(TEACHING_QUESTIONS, TEACHING_SEED)
+    return _first_questions(asked, TEACHING_QUESTIONS) == synthesis_recipe(
+        TEACHING_QUESTIONS, TEACHING_SEED
+    )
+
+
+def _first_questions(recipe: dict, n: int) -> dict | None:
+    """The recipe of a synthesis's first ``n`` questions: the same recipe with ``n`` when it
+    asked for ``n`` or more without a user's generator (the round-robin draw and the phrasing
+    take items in order, so the first ``n`` of a larger synthesis are what ``n`` alone writes);
+    else None."""
+    if recipe["generator"] or recipe["n"] < n:
+        return None
+    return {**recipe, "n": n}
 
 
 def taught(dataset: Dataset) -> bool:

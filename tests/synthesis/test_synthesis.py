@@ -901,6 +901,18 @@ def test_a_fit_lends_its_questions_to_the_page_table_only_when_they_are_the_same
     lent = page_table_questions(data, extractor=extractor, written=lambda: synthesis_for(
         fit, data, extractor))  # fmt: skip
     assert lent.key == own.key and lent.make() == own.make() and own.make()
+    # a fit of three draws writes 3 x n questions, whose first n are the teaching ones
+    drawn = replace(fit, draws=3, mixing="average")
+    assert writes_teaching_questions(drawn.total, drawn.seed, drawn.named_share, drawn.line_items)
+    lent = page_table_questions(data, extractor=extractor, written=lambda: synthesis_for(
+        drawn, data, extractor))  # fmt: skip
+    assert lent.make() == own.make()
+    # where the corpus holds more than n questions the first n of a larger synthesis are lent
+    few = page_table_questions(data, n=10, extractor=extractor)
+    more = synthesize(data, 30, 0, extractor=extractor)
+    assert len(more.questions) == 30
+    lent = page_table_questions(data, n=10, extractor=extractor, written=lambda: more)
+    assert lent.key == few.key and lent.make() == few.make() and len(few.make()) == 10
     others = [replace(fit, seed=1), replace(fit, n=40), replace(fit, named_share=0.5)]
     for other in [*others, replace(fit, line_items="known")]:  # (the same rows on this corpus)
         assert not writes_teaching_questions(
@@ -936,8 +948,12 @@ def test_a_fit_hands_its_own_synthesis_to_the_page_table(monkeypatch):
     fit = SyntheticSettings(n=TEACHING_QUESTIONS)
     lent = synthesis_for(fit, data, extractor)
     pending = SimpleNamespace(result=lambda: lent)  # what the fit's forked synthesis returns
-    for settings, writes in ((fit, 0), (replace(fit, seed=1), 1), (replace(fit, n=40), 1)):
+    drawn = replace(fit, draws=3, mixing="average")  # lends the first n of its 3 x n
+    cases = ((fit, 0), (drawn, 0), (replace(fit, seed=1), 1), (replace(fit, n=40), 1))
+    for settings, writes in cases:
         written.clear()
+        own = synthesis_for(settings, data, extractor)  # what this fit's fork would return
+        pending = SimpleNamespace(result=lambda o=own: o)
         cv = SimpleNamespace(synthetic=settings, data=data, extractor=extractor)
         pairs = _CrossValidation._teaching(cv, pending)
         assert pairs.make() == [(q.text, q.source) for q in lent.questions]
