@@ -62,7 +62,7 @@ def synthesize(
     if difficulty and found.questions:
         cache = None if cache_dir is None else Path(cache_dir)
         found.measure_difficulty(BM25Index.build(found.passages, cache_dir=cache, progress=False))
-    for note in found.notes:  # fewer questions than asked, and why
+    for note in found.notes:  # fewer questions than asked and why; interim filings' wording
         warnings.warn(f"synthesize: {note}", stacklevel=2)
     return found
 

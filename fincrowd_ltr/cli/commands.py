@@ -250,6 +250,8 @@ def synthesize(args: argparse.Namespace) -> None:
         f"({report['n_candidates']} possible) written to {out}"
     )
     print("per template: " + ", ".join(f"{k} {v}" for k, v in report["per_template"].items()))
+    kinds = report["per_filing_kind"]
+    print("per filing kind of the source page: " + ", ".join(f"{k} {v}" for k, v in kinds.items()))
     if report["difficulty"]:
         d = report["difficulty"]
         print(

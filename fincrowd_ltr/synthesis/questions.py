@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 
@@ -29,6 +29,7 @@ from fincrowd_ltr.defaults import DEFAULT_LINE_ITEMS, LINE_ITEMS
 from fincrowd_ltr.features.page_cues import ROW_REACH, has_metric_row
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.fields import vocabulary as V
+from fincrowd_ltr.retrieval.filings import ANNUAL, filing_kind
 from fincrowd_ltr.synthesis.tables import LABEL_METRIC, PageTable, figure_key, read_table
 
 VERSION = 1  # bump when the questions written from the same corpus, seed and n change
@@ -99,7 +100,7 @@ class Synthesis:
     candidates: int = 0  # questions the templates could write before sampling
     difficulty: dict | None = None
     named_share: float = 1.0  # the share of drawn questions asked to name their company
-    notes: list[str] = field(default_factory=list)  # why fewer questions than asked, if so
+    notes: list[str] = field(default_factory=list)  # fewer questions than asked, interim wording
     recipe: dict = field(default_factory=dict)  # what wrote them: ``synthesis_recipe``'s fields
 
     def dataset(self, groups: Iterable[str] | None = None) -> Dataset:
@@ -138,6 +139,7 @@ class Synthesis:
             "notes": list(self.notes),
             "per_template": dict(sorted(per_template.items())),
             "per_company": dict(sorted(per_company.items())),
+            "per_filing_kind": dict(sorted(_filing_kinds(self.questions, self.passages).items())),
             "questions_with_negatives": dict(sorted(negatives.items())),
             "mean_relevant": (
                 sum(len(q.relevant) for q in self.questions) / len(self.questions)
@@ -241,9 +243,10 @@ def synthesize(
         items += _text_items(pool, tables, extractor, seed)
     picked = [index.expand(item) for item in _draw(items, n, seed)]
     questions = _questions(picked, index, named_share, seed, extractor)
+    interim = _interim_wording(questions, passages)
     if generator is not None:
         questions += _generated(generator, pool, passages, len(questions))
-    notes = _shortfall(questions, n, len(items), pool)
+    notes = _shortfall(questions, n, len(items), pool) + interim
     recipe = synthesis_recipe(
         n, seed, companies=keep, templates=templates, generator=generator,
         named_share=named_share, line_items=line_items,
@@ -349,6 +352,29 @@ def _shortfall(
             "or a title): questions are written per company, so none could be"
         )
     return notes
+
+
+def _filing_kinds(questions: list[SyntheticQuestion], passages: dict[str, Passage]) -> Counter:
+    """Questions per filing kind of their source page (``annual``, ``quarterly``, ``release``;
+    ``unknown`` where the page has no ``doc_type``)."""
+    types = (getattr(passages.get(q.source), "doc_type", None) for q in questions)
+    return Counter(filing_kind(t) if t else "unknown" for t in types)
+
+
+def _interim_wording(questions: list[SyntheticQuestion], passages: dict[str, Passage]) -> list[str]:
+    """A note when the templates' questions come from interim filings' pages: they name the
+    column's year, not its quarter (a known limitation, NOTES.md)."""
+    kinds = _filing_kinds(questions, passages)
+    interim = sum(k for kind, k in kinds.items() if kind not in (ANNUAL, "unknown"))
+    if not interim:
+        return []
+    return [
+        f"{interim} of {len(questions)} questions come from interim filings' pages (10-Q, 8-K, "
+        "earnings releases, by the pages' doc_type) and name only the column's year ('in fiscal "
+        "2023'), even where it is a quarter or a year to date: they teach that such a page "
+        "answers a question about the year (a wording by quarter was measured worse, NOTES.md); "
+        "where your corpus is mostly interim filings, read the sample before training on them"
+    ]
 
 
 def named_share_of(questions: Iterable[str], extractor: FieldExtractor) -> float:

@@ -189,6 +189,30 @@ def test_synthesis_is_deterministic_balanced_and_scoped_to_companies():
         synthesize(data, templates=("poem",))
 
 
+def test_questions_from_interim_filings_are_counted_and_their_wording_named():
+    """The report counts questions per filing kind of their source page, and a synthesis that
+    draws from 10-Q pages says that their questions name only the column's year."""
+    from dataclasses import replace
+
+    data = filings_corpus(questions=False)
+    annual = synthesize(data, n=60, seed=3)
+    assert annual.report()["per_filing_kind"] == {"annual": 60}
+    assert not any("interim filings" in note for note in annual.notes)
+    quarterly = {"Firm0", "Firm1", "Firm2"}  # their filings relabelled as 10-Qs
+    passages = {
+        pid: replace(p, doc_type="10q") if p.company in quarterly else p
+        for pid, p in data.passages.items()
+    }
+    mixed = synthesize(fc.Dataset("filings", {}, passages, {}), n=60, seed=3)
+    interim = sum(q.company in quarterly for q in mixed.questions)
+    assert 0 < interim < 60
+    assert mixed.report()["per_filing_kind"] == {"annual": 60 - interim, "quarterly": interim}
+    assert [n for n in mixed.notes if f"{interim} of 60 questions come from interim" in n]
+    unknown = {pid: replace(p, doc_type=None) for pid, p in data.passages.items()}
+    blind = synthesize(fc.Dataset("filings", {}, unknown, {}), n=60, seed=3)
+    assert blind.report()["per_filing_kind"] == {"unknown": 60} and not blind.notes
+
+
 def test_a_share_of_questions_leaves_their_company_unnamed():
     import hashlib
 
@@ -765,6 +789,7 @@ def test_zero_label_journey_synthesize_fit_calibrate_evaluate(tmp_path, capsys):
     cache = f"--cache-dir={tmp_path / 'c'}"
     mine = ["--dataset=beir", f"--data-root={tmp_path / 'mine'}", cache]
     assert main(["synthesize", *mine, "--n=160", f"--out={tmp_path / 'syn'}"]) == 0
+    assert "per filing kind of the source page: annual 160" in capsys.readouterr().out
     ckpt = tmp_path / "ckpt"
     fit = ["fit", "--dataset=beir", f"--data-root={tmp_path / 'syn'}", cache, "--ranker=bm25",
            "--first-stage=bm25", "--no-select", "--monotone", "--min-calibration=1",
