@@ -698,10 +698,12 @@ class _CrossValidation:
             "notes": self.notes,
         }
         if self.syn is not None:
+            written = self.syn.synthesis.report(sample=0)
             info["synthetic"] = {
                 **self.synthetic_record(),
                 "n_companies": len({self.syn.groups[e.qid] for e in self.syn.examples}),
-                "per_template": self.syn.synthesis.report(sample=0)["per_template"],
+                "per_template": written["per_template"],
+                "per_filing_kind": written["per_filing_kind"],
             }
             check = held_out_synthetic_check(gate_folds, self.syn.groups)
             if check is not None:  # label-free: held-out companies' synthetic questions

@@ -29,7 +29,6 @@ from fincrowd_ltr.defaults import DEFAULT_LINE_ITEMS, LINE_ITEMS
 from fincrowd_ltr.features.page_cues import ROW_REACH, has_metric_row
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.fields import vocabulary as V
-from fincrowd_ltr.retrieval.filings import ANNUAL, filing_kind
 from fincrowd_ltr.synthesis.tables import LABEL_METRIC, PageTable, figure_key, read_table
 
 VERSION = 1  # bump when the questions written from the same corpus, seed and n change
@@ -354,26 +353,41 @@ def _shortfall(
     return notes
 
 
+_KINDS = (  # a page's doc_type, lowercased without spaces, dashes, underscores or slashes
+    ("annual", ("10k", "20f", "40f", "annual")),
+    ("quarterly", ("10q",)),
+    ("release", ("8k", "6k", "earnings", "release", "pressrelease")),
+)
+INTERIM = ("quarterly", "release")
+
+
+def filing_kind_of(doc_type: str | None) -> str:
+    """``annual`` (10-K, 10-K/A, 20-F, annual report), ``quarterly`` (10-Q), ``release`` (8-K,
+    6-K, earnings or press release), ``other`` (any other type) or ``unknown`` (none given)."""
+    if not doc_type:
+        return "unknown"
+    name = re.sub(r"[\s\-_/]", "", doc_type.lower())
+    return next((kind for kind, starts in _KINDS if name.startswith(starts)), "other")
+
+
 def _filing_kinds(questions: list[SyntheticQuestion], passages: dict[str, Passage]) -> Counter:
-    """Questions per filing kind of their source page (``annual``, ``quarterly``, ``release``;
-    ``unknown`` where the page has no ``doc_type``)."""
-    types = (getattr(passages.get(q.source), "doc_type", None) for q in questions)
-    return Counter(filing_kind(t) if t else "unknown" for t in types)
+    """Questions per filing kind of their source page (:func:`filing_kind_of`)."""
+    return Counter(filing_kind_of(passages[q.source].doc_type) for q in questions)
 
 
 def _interim_wording(questions: list[SyntheticQuestion], passages: dict[str, Passage]) -> list[str]:
     """A note when the templates' questions come from interim filings' pages: they name the
     column's year, not its quarter (a known limitation, NOTES.md)."""
-    kinds = _filing_kinds(questions, passages)
-    interim = sum(k for kind, k in kinds.items() if kind not in (ANNUAL, "unknown"))
+    interim = sum(k for kind, k in _filing_kinds(questions, passages).items() if kind in INTERIM)
     if not interim:
         return []
     return [
-        f"{interim} of {len(questions)} questions come from interim filings' pages (10-Q, 8-K, "
-        "earnings releases, by the pages' doc_type) and name only the column's year ('in fiscal "
-        "2023'), even where it is a quarter or a year to date: they teach that such a page "
-        "answers a question about the year (a wording by quarter was measured worse, NOTES.md); "
-        "where your corpus is mostly interim filings, read the sample before training on them"
+        f"{interim} of the templates' {len(questions)} questions come from interim filings' "
+        "pages (10-Q, 8-K, earnings releases, by the pages' doc_type) and name only the "
+        "column's year ('in fiscal 2023'), even where it is a quarter or a year to date: they "
+        "teach that such a page answers a question about the year (a wording by quarter was "
+        "measured worse, NOTES.md); where your corpus is mostly interim filings, read the "
+        "sample before training on them"
     ]
 
 
@@ -744,6 +758,8 @@ def _generated(
         if missing:
             raise DataError(f"synthesize: {where}: field 'relevant' names unknown ids {missing}")
         source = record.get("source", relevant[0])
+        if not isinstance(source, str) or source not in passages:
+            raise DataError(f"synthesize: {where}: field 'source' names no passage: {source!r}")
         company = record.get("company") or _company(passages[source])
         out.append(
             SyntheticQuestion(

@@ -33,9 +33,9 @@ def page_table_questions(
     version, the extractor's, ``n`` and ``seed``). ``extractor``: the one built from these
     passages, when the caller has it. ``None`` for a corpus read from disk page by page
     (a :class:`~fincrowd_ltr.data.store.PageStore`, larger than memory: synthesis reads every
-    page), whose static rankers read the windows-only table. ``written``: returns these very
-    questions when they are being written anyway (a fit's own synthesis, when
-    :func:`writes_teaching_questions` says its settings are these), so they are not written
+    page), whose static rankers read the windows-only table. ``written``: returns a synthesis
+    whose first ``n`` questions are these, when it is being written anyway (a fit's own, of one
+    draw or several, when :func:`writes_teaching_questions` says so), so they are not written
     twice."""
     if not taught(dataset):
         return None
@@ -73,7 +73,7 @@ def _first_questions(recipe: dict, n: int) -> dict | None:
     asked for ``n`` or more without a user's generator (the round-robin draw and the phrasing
     take items in order, so the first ``n`` of a larger synthesis are what ``n`` alone writes);
     else None."""
-    if recipe["generator"] or recipe["n"] < n:
+    if not recipe or recipe["generator"] or recipe["n"] < n:
         return None
     return {**recipe, "n": n}
 

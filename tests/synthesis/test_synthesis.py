@@ -19,6 +19,7 @@ from fincrowd_ltr.data.splits import FoldPlan
 from fincrowd_ltr.features.examples import BankExample
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.synthesis import read_table, synthesize
+from fincrowd_ltr.synthesis.questions import filing_kind_of
 from fincrowd_ltr.synthesis.tables import figure_key
 from tests.conftest import dump_beir, user_corpus
 
@@ -207,10 +208,16 @@ def test_questions_from_interim_filings_are_counted_and_their_wording_named():
     interim = sum(q.company in quarterly for q in mixed.questions)
     assert 0 < interim < 60
     assert mixed.report()["per_filing_kind"] == {"annual": 60 - interim, "quarterly": interim}
-    assert [n for n in mixed.notes if f"{interim} of 60 questions come from interim" in n]
+    said = f"{interim} of the templates' 60 questions come from interim filings' pages"
+    assert [note for note in mixed.notes if said in note]
     unknown = {pid: replace(p, doc_type=None) for pid, p in data.passages.items()}
     blind = synthesize(fc.Dataset("filings", {}, unknown, {}), n=60, seed=3)
     assert blind.report()["per_filing_kind"] == {"unknown": 60} and not blind.notes
+    kinds = {"10-K/A": "annual", "10-Q": "quarterly", "8-K": "release", "Earnings": "release"}
+    kinds |= {"10k_annualreport": "annual", "Proxy statement": "other", " 20-F ": "annual"}
+    assert {t: filing_kind_of(t) for t in kinds} == kinds
+    amended = {pid: replace(p, doc_type="10-K/A") for pid, p in data.passages.items()}
+    assert not synthesize(fc.Dataset("filings", {}, amended, {}), n=60, seed=3).notes
 
 
 def test_a_share_of_questions_leaves_their_company_unnamed():
@@ -284,6 +291,12 @@ def test_a_user_generator_adds_checked_questions():
 
     with pytest.raises(fc.DataError, match="unknown ids"):
         synthesize(data, n=5, generator=broken)
+
+    def elsewhere(passages):
+        yield {"text": "Q?", "relevant": ["Firm0_2019_10K:2"], "source": "no-such-page"}
+
+    with pytest.raises(fc.DataError, match="generator record 0: field 'source' names no passage"):
+        synthesize(data, n=5, generator=elsewhere)
 
 
 def test_beir_folder_round_trips(tmp_path):
@@ -857,7 +870,8 @@ def test_synthetic_banks_take_a_stand_in_ranker_when_the_base_is_your_run(tmp_pa
             **{**options, "first_stage": "run"},
         )  # fmt: skip
     stand_in = SyntheticSettings(n=40, labelled=False, ranker="bm25")
-    model, _ = fc.fit_correction(data, "run", synthetic=stand_in, **options)
+    model, report = fc.fit_correction(data, "run", synthetic=stand_in, **options)
+    assert report.info["synthetic"]["per_filing_kind"] == {"annual": 40}  # the fit's 40 questions
     assert model.base_ranker == "run"
     assert model.summary.extra["synthetic"]["ranker"] == "bm25"
     assert model.summary.extra["synthetic"]["n_banks"] > 0
@@ -932,6 +946,12 @@ def test_a_fit_lends_its_questions_to_the_page_table_only_when_they_are_the_same
     lent = page_table_questions(data, extractor=extractor, written=lambda: synthesis_for(
         drawn, data, extractor))  # fmt: skip
     assert lent.make() == own.make()
+    # the first k questions of a larger synthesis are what k alone writes, whole (negatives,
+    # wording with an unnamed share), across the round-robin's rounds
+    larger = synthesize(data, 30, 0, extractor=extractor, named_share=0.5).questions
+    for k in (3, 5, 13, 29):
+        alone = synthesize(data, k, 0, extractor=extractor, named_share=0.5).questions
+        assert [q.to_dict() for q in alone] == [q.to_dict() for q in larger[:k]]
     # where the corpus holds more than n questions the first n of a larger synthesis are lent
     few = page_table_questions(data, n=10, extractor=extractor)
     more = synthesize(data, 30, 0, extractor=extractor)
