@@ -353,12 +353,14 @@ def _shortfall(
     return notes
 
 
-_KINDS = (  # a page's doc_type, lowercased without spaces, dashes, underscores or slashes
+# A page's doc_type, lowercased without spaces, dashes, underscores or slashes, by prefix (not
+# retrieval.filings.filing_kind, which scores any type it does not know as a release).
+_KINDS = (
     ("annual", ("10k", "20f", "40f", "annual")),
     ("quarterly", ("10q",)),
     ("release", ("8k", "6k", "earnings", "release", "pressrelease")),
 )
-INTERIM = ("quarterly", "release")
+_INTERIM = ("quarterly", "release")
 
 
 def filing_kind_of(doc_type: str | None) -> str:
@@ -378,7 +380,7 @@ def _filing_kinds(questions: list[SyntheticQuestion], passages: dict[str, Passag
 def _interim_wording(questions: list[SyntheticQuestion], passages: dict[str, Passage]) -> list[str]:
     """A note when the templates' questions come from interim filings' pages: they name the
     column's year, not its quarter (a known limitation, NOTES.md)."""
-    interim = sum(k for kind, k in _filing_kinds(questions, passages).items() if kind in INTERIM)
+    interim = sum(k for kind, k in _filing_kinds(questions, passages).items() if kind in _INTERIM)
     if not interim:
         return []
     return [

@@ -634,7 +634,7 @@ def test_a_fit_trains_each_fit_once_and_its_final_model_never_sees_its_calibrati
     cross-fitted residuals, setting chosen among two, never validate on its calibration fold;
     its calibration labels moved, the final residual is the same (with labelled training banks
     as with synthetic questions only)."""
-    from fincrowd_ltr.api.fit import _CrossValidation
+    from fincrowd_ltr.api.fit import _CrossValidation, _first_best
     from fincrowd_ltr.settings import FitSettings
     from fincrowd_ltr.training import fitting
     from fincrowd_ltr.training.fitting import validate_grid
@@ -651,7 +651,7 @@ def test_a_fit_trains_each_fit_once_and_its_final_model_never_sees_its_calibrati
 
     def recording_validation(splits, grid, seed=0, fits=None):
         scores, epochs = validate_grid(splits, grid, seed, fits)
-        best = max(range(len(grid)), key=lambda i: (scores[i], -i))
+        best = _first_best(scores)
         chosen_on = set().union(*({e.qid for e in val} for _, val in splits))
         selections.append((chosen_on, grid[best]))
         return scores, epochs
