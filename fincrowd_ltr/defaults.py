@@ -39,9 +39,6 @@ STAND_IN = {"dense": "static", "hybrid": "hybrid-static", "fused": "fused-static
 # ``fincrowd_ltr/retrieval/first_stage.py``); other corpora get the fallback
 AUTO_FIRST_STAGE = {"financebench": "bm25+query+entity+filing+static=0.25", "tatqa": "bm25"}
 AUTO_FALLBACK = "bm25"
-# a synthetic question set over a corpus is named "<corpus>-synthetic" and shares its corpus's
-# `auto` first stage (the stage is a property of the corpus, not of who asks)
-SYNTHETIC_SUFFIX = "-synthetic"
 # the command line's default for Hugging Face tokenizers' thread pool: off (residual fits run in
 # forked workers), on only while a corpus is tokenised in bulk (retrieval.static.bulk_tokenizing)
 TOKENIZERS_BULK_ONLY = ("FINCROWD_TOKENIZERS_PARALLELISM", "bulk")

@@ -255,6 +255,7 @@ def cascade(
     first_stage, folds, seed = s.banks.first_stage, s.training.folds, s.training.seed
     split, cache_dir = s.data.split, s.data.cache_dir
     data = load_dataset(dataset, s.data.data_root, split)
+    data.require_covered("measure")
     stage2, scores = rankers_of(stage2), scores or {}
     runs = {name: _run_of(name, run, data) for name, run in scores.items()}  # checked first
     plan = FoldPlan.by_group(data, folds, seed)

@@ -37,6 +37,7 @@ def train_cross_encoder(
     s = dataclasses.replace(settings or CrossEncoderSettings(), **shortcuts)
     depth, negatives_from, seed, split = s.depth, s.negatives_from, s.seed, where.split
     data = load_dataset(dataset, where.data_root, split)
+    data.require_covered("train on")
     bankset = build_banks(data, [negatives_from], first_stage=s.first_stage, size=depth, data=where)
     config = CrossEncoderConfig(max_length=s.max_length)
     kwargs = s.steps()

@@ -65,11 +65,7 @@ def evaluate(
     spec = bank_spec(spec, **shortcuts)
     corpus = load_dataset(dataset, settings.data_root, settings.split)
     names = rankers_of(rankers)
-    if not any(corpus.covered(q) for q in corpus.queries):
-        raise DataError(
-            f"{corpus.name}: no question has a relevant passage in the corpus, so there is "
-            "nothing to measure; " + ("; ".join(corpus.notes) or "check the qrels")
-        )
+    corpus.require_covered("measure")
     run = read_run(run, corpus)
     if run is not None and "run" not in names:
         names.append("run")  # a run given is always reported (base:run)
@@ -223,6 +219,7 @@ def calibrate_domain(
     if fold is not None and not 0 <= fold < folds:
         raise DataError(f"calibration fold {fold} is outside 0..{folds - 1} ({folds} folds)")
     data = load_dataset(dataset, data_root, split)
+    data.require_covered("calibrate on")
     if qids is None:
         qids = (
             list(FoldPlan.by_group(data, folds, seed).folds[fold])

@@ -27,6 +27,7 @@ def first_stage_ablation(
 ) -> AblationReport:
     """The ablation report (per variant: R@100, R@10, nDCG@10 with intervals; the choice)."""
     data = load_dataset(dataset, data_root, split)
+    data.require_covered("measure")
     if isinstance(variants, str):
         variants = list(FIRST_STAGES) if variants == "all" else variants.split(",")
     for name in variants:

@@ -15,6 +15,7 @@ so ``evaluate`` can report on it.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from fincrowd_ltr.api.synthetic import (
     synthetic_examples,
     synthetic_scorer,
 )
-from fincrowd_ltr.data.schema import DataError, Dataset
+from fincrowd_ltr.data.schema import SYNTHETIC_SUFFIX, DataError, Dataset
 from fincrowd_ltr.data.splits import FoldPlan
 from fincrowd_ltr.defaults import AVERAGED, BANK_MODES, MIXING_KEYS
 from fincrowd_ltr.diagnostics.crowding import crowded_labels, repair_counts
@@ -148,10 +149,14 @@ def _require_covered_folds(data, plan: FoldPlan, folds: int) -> None:
         return
     held = folds - len(plan)  # a held-out test fold is not in ``plan``
     groups = {data.queries[q].group for f in plan.folds for q in f if data.covered(q)}
+    fewer = (
+        f"use --folds {len(groups) + held} or fewer, or add questions"
+        if len(groups) >= 3  # what cross-validation needs at least (the gate: 4)
+        else "add questions, or groups: a question's `group` (BEIR) is what folds keep together"
+    )
     why = (
         f"{len(plan)} training folds need at least {len(plan)} groups (companies) with covered "
-        f"questions, and these have {len(groups)}: use --folds {len(groups) + held} or fewer, "
-        "or add questions"
+        f"questions, and these have {len(groups)}: {fewer}"
         if len(groups) < len(plan)
         else "its groups' questions have no relevant passage in the qrels: try another --seed "
         "or fewer --folds"
@@ -384,6 +389,7 @@ def fit_correction(
     """
     s = (settings or FitSettings()).replace(**shortcuts)
     data = load_dataset(dataset, s.data.data_root, s.data.split)
+    data.require_covered("train on")
     with worker_cap(s.training.workers):  # --workers 1: no worker process at all
         cv = _CrossValidation(data, ranker, s, read_run(run, data), banks or {}, progress)
         report = cv.cross_validate()
@@ -458,6 +464,8 @@ class _CrossValidation:
                 pending.cancel()
             raise
         self.gate_rows = _gate_rows(s, self.syn is not None)
+        if s.calibration.gate and data.name.endswith(SYNTHETIC_SUFFIX):
+            warnings.warn(_synthetic_domain(s.calibration.domain or data.name), stacklevel=2)
         self.grid = self.synthetic.grid(grid) if self.syn else grid
         fold_groups = [{data.queries[q].group for q in fold} for fold in plan.folds]
         held_groups = {data.queries[q].group for q in self.held or ()}
@@ -770,6 +778,18 @@ class _CrossValidation:
             extra=extra,
         )
         return final
+
+
+def _synthetic_domain(domain: str) -> str:
+    """What a gate calibrated on synthetic questions is good for (a fit on a folder that
+    ``fincrowd synthesize`` wrote)."""
+    return (
+        f"the gate's domain {domain!r} is calibrated on synthetic questions, not on yours: it "
+        "opens where the templates' questions gain, which says little about your questions "
+        "(it may harm them); calibrate a domain of your own on labelled questions of your "
+        "corpus (`fincrowd calibrate --domain NAME`, fc.calibrate_domain) and gate with it, or "
+        "pass no domain (the always-on correction)"
+    )
 
 
 def _examples_by_mode(

@@ -53,6 +53,7 @@ def pack(
     spec = bank_spec(spec, **shortcuts)
     split = where.split
     corpus = load_dataset(dataset, where.data_root, split)
+    corpus.require_covered("measure")
     systems = _rankings(corpus, orders, ranker, spec, where, run)
     counter = TokenCounter(path=Path(tokenizer) if tokenizer else None)
     packer = Packer(counter, budget)

@@ -17,8 +17,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fincrowd_ltr.api.corpus import DEFAULT_CACHE, load_dataset
-from fincrowd_ltr.data.schema import DataError, Dataset
-from fincrowd_ltr.defaults import DEFAULT_LINE_ITEMS, SYNTHETIC_SUFFIX
+from fincrowd_ltr.data.schema import SYNTHETIC_SUFFIX, DataError, Dataset
+from fincrowd_ltr.defaults import DEFAULT_LINE_ITEMS
 from fincrowd_ltr.engine import Forked
 from fincrowd_ltr.features import BankFeaturizer
 from fincrowd_ltr.features.examples import BankExample, make_examples
@@ -32,6 +32,8 @@ from fincrowd_ltr.retrieval.static_tuning import QuestionPairs
 from fincrowd_ltr.settings import AUTO, SyntheticSettings
 from fincrowd_ltr.synthesis import Synthesis, named_share_of, page_table_questions
 from fincrowd_ltr.synthesis import synthesize as _synthesize
+
+_NAMED_SHARE_GAP = 0.25
 
 
 def synthesize(
@@ -54,7 +56,10 @@ def synthesize(
     table rows are asked about (``"known"`` metrics or ``"any"`` specific label)."""
     data = load_dataset(dataset, data_root, "all") if isinstance(dataset, str) else dataset
     extractor = FieldExtractor.from_passages(data.passages.values())
-    share = resolve_named_share(named_share, (q.text for q in data.queries.values()), extractor)
+    texts = [q.text for q in data.queries.values()]
+    share = resolve_named_share(named_share, texts, extractor)
+    if share == named_share and texts:  # not 'auto' (the default 1 included): is it far off?
+        _check_named_share(float(share), texts, extractor)
     found = _synthesize(
         data, n, seed, companies=companies, generator=generator, name=data.name + SYNTHETIC_SUFFIX,
         extractor=extractor, named_share=share, line_items=line_items,
@@ -65,6 +70,20 @@ def synthesize(
     for note in found.notes:  # fewer questions than asked and why; interim filings' wording
         warnings.warn(f"synthesize: {note}", stacklevel=2)
     return found
+
+
+def _check_named_share(share: float, questions: list[str], extractor: FieldExtractor) -> None:
+    """Warn when ``share`` is far (``_NAMED_SHARE_GAP`` or more) from the share of ``questions``
+    that name a company: a residual trained on the synthetic ones would lean on names the real
+    ones rarely (or mostly) give."""
+    yours = named_share_of(questions, extractor)
+    if abs(yours - share) >= _NAMED_SHARE_GAP:
+        warnings.warn(
+            f"synthesize: {yours:.0%} of the dataset's {len(questions)} questions name a company, "
+            f"and named_share {share:g} makes {share:.0%} of the synthetic ones name theirs; pass "
+            "named_share='auto' (--named-share auto) to match your questions",
+            stacklevel=3,
+        )
 
 
 def resolve_named_share(

@@ -243,11 +243,15 @@ def synthesize(args: argparse.Namespace) -> None:
         named_share=args.named_share,
         line_items=args.line_items,
     )
+    if not found.questions:  # nothing to train on: no folder a later step would fail to read
+        why = "; ".join(found.notes) or "no page states a figure for a period"
+        raise DataError(f"synthesize wrote no question: {why}")
     out = write_beir(found, args.out, overwrite=args.overwrite)
     report = found.report()
     print(
-        f"{report['n_questions']} questions of {report['n_companies']} companies "
-        f"({report['n_candidates']} possible) written to {out}"
+        f"{report['n_questions']} questions of {report['n_companies']} companies (or documents, "
+        f"where a page names no company; {report['n_candidates']} possible), named share "
+        f"{report['named_share']:.2f}, written to {out}"
     )
     print("per template: " + ", ".join(f"{k} {v}" for k, v in report["per_template"].items()))
     kinds = report["per_filing_kind"]

@@ -3,10 +3,14 @@
 This is how a user brings their own filings: one JSON object per passage with ``_id`` and
 ``text`` (optional ``title`` and ``metadata`` with ``company``, ``period``, ``doc_type``,
 ``document``, ``position``, ``is_table``, read as :mod:`fincrowd_ltr.data.metadata` says),
-queries with ``_id`` and ``text`` (optional ``group``),
-and qrels as ``query-id corpus-id score`` lines (a header line is allowed) in ``qrels.tsv`` or
-BEIR's ``qrels/<split>.tsv``. Their own base
-ranker's scores come as a TREC run file (``qid Q0 docid rank score tag``).
+queries with ``_id`` and ``text`` (optional ``group``; without it ``metadata.company``, else
+the question's relevant passages, so that questions answered by the same pages share a fold,
+else the question alone), and qrels as
+``query-id corpus-id score`` lines (a header line is allowed) in ``qrels.tsv`` or BEIR's
+``qrels/<split>.tsv``. Their own base ranker's scores come as a TREC run file (``qid Q0 docid
+rank score tag``). A folder without ``queries.jsonl`` is a corpus alone (what ``synthesize``
+reads); one whose every question names a source page and a template (``fincrowd synthesize``
+wrote it) is named ``<name>-synthetic``.
 """
 
 from __future__ import annotations
@@ -16,13 +20,14 @@ import os
 import sys
 import warnings
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from fincrowd_ltr.data.jsonl import read_jsonl, require_fields, require_file
 from fincrowd_ltr.data.metadata import METADATA_FIELDS, normalise_metadata, unread_keys
-from fincrowd_ltr.data.schema import DataError, Dataset, Passage, Query
+from fincrowd_ltr.data.schema import SYNTHETIC_SUFFIX, DataError, Dataset, Passage, Query
 
 
 def _fields(line: str) -> list[str]:
@@ -101,7 +106,8 @@ def load_beir(
     """Load a BEIR-style folder. Relevance judgements come from ``qrels.tsv``, else from the
     standard ``qrels/<split>.tsv`` files (``split="all"``: every file there; another split: that
     file, and only the questions it judges). Qrels may be absent (queries then count as
-    uncovered, and the dataset's notes say so).
+    uncovered, and the dataset's notes say so), and so may ``queries.jsonl`` (a corpus alone). A
+    folder of synthetic questions is named ``<name>-synthetic`` (module docstring).
 
     Raises:
         DataError: naming file and line, for malformed records, duplicate ids, an empty
@@ -129,20 +135,31 @@ def load_beir(
 
     queries_path = root / "queries.jsonl"
     queries: dict[str, Query] = {}
-    for lineno, row in read_jsonl(queries_path):
+    written = 0  # records with the fields `fincrowd synthesize` writes (source page, template)
+    if not queries_path.exists():  # a corpus and no questions: what `synthesize` starts from
+        notes.append(f"{root}: no queries.jsonl, a corpus without questions")
+    for lineno, row in read_jsonl(queries_path) if queries_path.exists() else ():
         require_fields(queries_path, lineno, row, ("_id", "text"))
         qid = str(row["_id"])
         if qid in queries:
             raise DataError(f"{queries_path}:{lineno}: duplicate query id {qid!r}")
         if not str(row["text"]).strip():
             raise DataError(f"{queries_path}:{lineno}: query {qid!r} has empty text")
-        group = str(row.get("group") or (row.get("metadata") or {}).get("company") or qid)
-        queries[qid] = Query(qid=qid, text=str(row["text"]), group=group)
+        group = row.get("group") or (row.get("metadata") or {}).get("company")
+        queries[qid] = Query(qid=qid, text=str(row["text"]), group=str(group or ""))
+        written += "source" in row and "template" in row
 
-    if not queries:
+    if not queries and queries_path.exists():
         raise DataError(f"{queries_path}: no queries (the file is empty)")
+    if queries and written == len(queries):
+        name = (name or root.name) + SYNTHETIC_SUFFIX
+        notes.append(
+            f"{queries_path}: every question names a source page and a template (written by "
+            f"`fincrowd synthesize`): the dataset is {name!r}, and figures on it say how well "
+            "the templates' questions are answered, not yours"
+        )
     files = qrels_files(root, split)
-    if not files:
+    if not files and queries:
         notes.append(
             f"{root}: no qrels.tsv (or qrels/*.tsv): no question has a judged passage, so none "
             "is covered"
@@ -180,6 +197,9 @@ def load_beir(
             f"{', '.join(map(str, files))}: {n} judgements name passages outside the corpus; "
             f"{len(missing)} questions count as not covered"
         )
+    for qid, query in queries.items():  # no group given: the pages of its answer
+        if not query.group:
+            queries[qid] = replace(query, group=" ".join(sorted(qrels.get(qid, ()))) or qid)
     dataset = Dataset(
         name=name or root.name,
         queries=queries,

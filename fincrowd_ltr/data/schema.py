@@ -16,6 +16,12 @@ class DataError(ValueError):
         self.field = field
 
 
+# a synthetic question set over a corpus is named "<corpus>-synthetic" (in memory, or loaded from
+# the folder `synthesize` wrote) and shares its corpus's `auto` first stage (the stage is a
+# property of the corpus, not of who asks)
+SYNTHETIC_SUFFIX = "-synthetic"
+
+
 @dataclass(frozen=True)
 class Passage:
     """A retrievable unit of text (a filing page, a table, a paragraph, a table row).
@@ -140,6 +146,18 @@ class Dataset:
     def covered(self, qid: str) -> bool:
         """Whether all gold evidence of ``qid`` is in the corpus (the coverage rule)."""
         return bool(self.qrels.get(qid)) and not self.missing_gold.get(qid)
+
+    def require_covered(self, purpose: str) -> None:
+        """Raise DataError, with the dataset's notes, when no question has all its relevant
+        passages in the corpus (nothing to ``purpose``: "measure", "train on", ...)."""
+        if any(self.covered(q) for q in self.queries):
+            return
+        why = "; ".join(self.notes) or "check the qrels"
+        raise DataError(
+            f"{self.name}: no question has a relevant passage in the corpus, so there is nothing "
+            f"to {purpose}; {why}"
+            + ("" if self.queries else " (questions from its pages: `fincrowd synthesize`)")
+        )
 
     def validate(self) -> None:
         """Check referential integrity; raise DataError naming the offending id."""

@@ -7,7 +7,7 @@ import json
 import time
 from pathlib import Path
 
-from fincrowd_ltr.data.schema import DataError, Dataset
+from fincrowd_ltr.data.schema import Dataset
 from fincrowd_ltr.diagnostics.contamination import near_duplicates, off_target_shares
 from fincrowd_ltr.diagnostics.crowding import label_failure, summarise_failures
 from fincrowd_ltr.diagnostics.figures import write_figures
@@ -68,8 +68,7 @@ def diagnose(
     ``report.json``, ``summary.md``, the figures and ``crowding_labels.jsonl``."""
     config = config or StressConfig()
     started = time.perf_counter()
-    if not any(dataset.covered(q) for q in dataset.queries):
-        raise DataError(f"{dataset.name}: no query has relevant passages in the corpus")
+    dataset.require_covered("diagnose")
     sim = config.similarity_ranker
     pools = BankSpec(size=pool_depth, mode="injected", first_stage=first_stage)
     injected = _banks(dataset, split, ranker, pools, cache_dir, sim, run)

@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fincrowd_ltr.data.schema import DataError, Dataset, Passage
-from fincrowd_ltr.defaults import AUTO_FALLBACK, AUTO_FIRST_STAGE, SYNTHETIC_SUFFIX
+from fincrowd_ltr.data.schema import SYNTHETIC_SUFFIX, DataError, Dataset, Passage
+from fincrowd_ltr.defaults import AUTO_FALLBACK, AUTO_FIRST_STAGE
 from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.retrieval.bm25 import BM25Index, top_k
 from fincrowd_ltr.retrieval.filings import FilingPrior

@@ -197,6 +197,20 @@ def test_a_run_of_other_questions_is_skipped_with_a_warning_and_of_none_is_an_er
             read_trec_run(path, ds)
 
 
+def test_questions_without_a_group_answered_by_the_same_pages_share_one(tmp_path):
+    """Folds never split questions answered by the same pages when the questions name no group
+    (a group per question otherwise: a corpus of one company still fills every fold)."""
+    pages = [{"_id": pid, "text": "x", "metadata": {"company": "Acme"}} for pid in "abc"]
+    write_jsonl(tmp_path / "corpus.jsonl", pages)
+    rows = [{"_id": q, "text": "revenue?"} for q in ("q1", "q2", "q3", "q4", "q5", "q6")]
+    rows[4]["group"], rows[5]["metadata"] = "mine", {"company": "Beta"}
+    write_jsonl(tmp_path / "queries.jsonl", rows)
+    judged = ["q1 a", "q1 b", "q2 b", "q2 a", "q3 a", "q5 a", "q6 a"]
+    (tmp_path / "qrels.tsv").write_text("".join(f"{pair} 1\n" for pair in judged))
+    groups = {q: v.group for q, v in load_beir(tmp_path).queries.items()}
+    assert groups == {"q1": "a b", "q2": "a b", "q3": "a", "q4": "q4", "q5": "mine", "q6": "Beta"}
+
+
 def test_beir_unknown_qrels_id_and_empty_query(tmp_path):
     make_beir(tmp_path)
     (tmp_path / "qrels.tsv").write_text("q7\td1\t1\n")

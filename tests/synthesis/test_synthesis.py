@@ -5,6 +5,7 @@ folder, fold scoping in training, and the zero-label journey (synthesize, fit, e
 import json
 import math
 import re
+import warnings
 from collections import Counter
 
 import numpy as np
@@ -807,15 +808,20 @@ def test_zero_label_journey_synthesize_fit_calibrate_evaluate(tmp_path, capsys):
     fit = ["fit", "--dataset=beir", f"--data-root={tmp_path / 'syn'}", cache, "--ranker=bm25",
            "--first-stage=bm25", "--no-select", "--monotone", "--min-calibration=1",
            f"--out={ckpt}"]  # fmt: skip
-    assert main(fit) == 0
+    capsys.readouterr()
+    with pytest.warns(UserWarning, match="'beir-synthetic' is calibrated on synthetic questions"):
+        assert main(fit) == 0
+    assert "beir-synthetic bm25: held-out folds" in capsys.readouterr().out
     model = fc.GatedCorrection.from_pretrained(ckpt)
     assert model.summary.query_ids and all(q.startswith("syn-") for q in model.summary.query_ids)
+    assert list(model.domains) == ["beir-synthetic"]  # never the name of the user's own corpus
     calibrate = ["calibrate", *mine, f"--checkpoint={ckpt}", "--domain=mine", "--fold=0",
                  "--folds=4", "--first-stage=bm25", "--min-calibration=1"]  # fmt: skip
     assert main(calibrate) == 0
     out = tmp_path / "report.json"
     evaluate = ["evaluate", *mine, "--ranker=bm25", "--first-stage=bm25", f"--checkpoint={ckpt}",
                 "--domain=mine", f"--out={out}"]  # fmt: skip
+    assert main([*evaluate[:-2], "--domain=beir", f"--out={out}"]) == 2  # not calibrated
     assert main(evaluate) == 0
     systems = json.loads(out.read_text())["systems"]
     held = set(FoldPlan.by_group(data, 4, 0).folds[0])
@@ -850,6 +856,43 @@ def test_zero_label_journey_synthesize_fit_calibrate_evaluate(tmp_path, capsys):
     systems = json.loads(out.read_text())["systems"]
     assert set(systems["gated:run"]["per_query"]) == set(data.queries) - held
     assert systems["residual:run"]["ndcg@10"] > systems["base:run:unseen"]["ndcg@10"] + 0.1
+
+
+def test_a_corpus_alone_synthesizes_and_the_commands_that_need_questions_say_so(tmp_path, capsys):
+    """A user with filings and no questions at all (a third walk, 2026-12-06): no queries.jsonl
+    is needed to synthesise; fitting on the corpus itself says what to do instead; a
+    synthesis that writes nothing fails before any folder is written."""
+    from fincrowd_ltr.cli import main
+
+    dump_beir(filings_corpus(companies=4, questions=False), tmp_path / "mine")
+    (tmp_path / "mine" / "queries.jsonl").unlink()
+    corpus = load_beir(tmp_path / "mine")
+    assert not corpus.queries and corpus.notes == [f"{tmp_path / 'mine'}: no queries.jsonl, "
+                                                   "a corpus without questions"]  # fmt: skip
+    mine = ["--dataset=beir", f"--data-root={tmp_path / 'mine'}", f"--cache-dir={tmp_path / 'c'}"]
+    assert main(["synthesize", *mine, "--n=12", f"--out={tmp_path / 'syn'}"]) == 0
+    assert load_beir(tmp_path / "syn").name == "syn-synthetic"
+    capsys.readouterr()
+    fit = ["fit-residual", *mine, "--ranker=bm25", "--no-select", f"--out={tmp_path / 'ck'}"]
+    assert main(fit) == 2
+    assert "nothing to train on" in capsys.readouterr().err
+    assert main(["synthesize", *mine, "--named-share=auto", f"--out={tmp_path / 'a'}"]) == 2
+    assert "has no questions" in capsys.readouterr().err
+    dump_beir(user_corpus(companies=3), tmp_path / "figureless")  # no figure for any period
+    plain = ["--dataset=beir", f"--data-root={tmp_path / 'figureless'}", mine[2]]
+    assert main(["synthesize", *plain, "--n=5", f"--out={tmp_path / 'none'}"]) == 2
+    assert "synthesize wrote no question: 0 of the 5" in capsys.readouterr().err
+    assert not (tmp_path / "none").exists()
+
+
+def test_a_named_share_far_from_the_questions_is_warned():
+    data = filings_corpus(companies=6)  # every labelled question names its company
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fc.synthesize(data, 12, cache_dir=None, difficulty=False)
+    with pytest.warns(UserWarning, match=r"100% of the dataset's 6 questions name a company, "
+                      r"and named_share 0.5 makes 50%"):  # fmt: skip
+        fc.synthesize(data, 12, cache_dir=None, difficulty=False, named_share=0.5)
 
 
 def test_synthetic_banks_take_a_stand_in_ranker_when_the_base_is_your_run(tmp_path):
