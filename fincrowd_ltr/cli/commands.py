@@ -256,6 +256,8 @@ def synthesize(args: argparse.Namespace) -> None:
     print("per template: " + ", ".join(f"{k} {v}" for k, v in report["per_template"].items()))
     kinds = report["per_filing_kind"]
     print("per filing kind of the source page: " + ", ".join(f"{k} {v}" for k, v in kinds.items()))
+    typed = ", ".join(f"{k} {v}" for k, v in report["questions_with_negatives"].items())
+    print(f"questions with a typed distractor recorded (of {report['n_questions']}): {typed}")
     if report["difficulty"]:
         d = report["difficulty"]
         print(

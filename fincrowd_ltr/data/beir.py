@@ -191,6 +191,12 @@ def load_beir(
                 )
             if absent:
                 missing.setdefault(qid, []).extend(absent)
+    unjudged = [q for q in queries if not qrels.get(q) and q not in missing]
+    if files and unjudged:
+        notes.append(
+            f"{len(unjudged)} of {len(queries)} questions have no positive judgement in the "
+            f"qrels (first: {', '.join(map(repr, unjudged[:3]))}): they count as not covered"
+        )
     if missing:
         n = sum(len(v) for v in missing.values())
         notes.append(

@@ -207,8 +207,10 @@ def test_questions_without_a_group_answered_by_the_same_pages_share_one(tmp_path
     write_jsonl(tmp_path / "queries.jsonl", rows)
     judged = ["q1 a", "q1 b", "q2 b", "q2 a", "q3 a", "q5 a", "q6 a"]
     (tmp_path / "qrels.tsv").write_text("".join(f"{pair} 1\n" for pair in judged))
-    groups = {q: v.group for q, v in load_beir(tmp_path).queries.items()}
+    data = load_beir(tmp_path)
+    groups = {q: v.group for q, v in data.queries.items()}
     assert groups == {"q1": "a b", "q2": "a b", "q3": "a", "q4": "q4", "q5": "mine", "q6": "Beta"}
+    assert "1 of 6 questions have no positive judgement in the qrels (first: 'q4')" in data.notes[0]
 
 
 def test_beir_unknown_qrels_id_and_empty_query(tmp_path):

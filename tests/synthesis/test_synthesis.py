@@ -803,7 +803,9 @@ def test_zero_label_journey_synthesize_fit_calibrate_evaluate(tmp_path, capsys):
     cache = f"--cache-dir={tmp_path / 'c'}"
     mine = ["--dataset=beir", f"--data-root={tmp_path / 'mine'}", cache]
     assert main(["synthesize", *mine, "--n=160", f"--out={tmp_path / 'syn'}"]) == 0
-    assert "per filing kind of the source page: annual 160" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "per filing kind of the source page: annual 160" in printed
+    assert re.search(r"typed distractor recorded \(of 160\): other_company \d+", printed)
     ckpt = tmp_path / "ckpt"
     fit = ["fit", "--dataset=beir", f"--data-root={tmp_path / 'syn'}", cache, "--ranker=bm25",
            "--first-stage=bm25", "--no-select", "--monotone", "--min-calibration=1",
