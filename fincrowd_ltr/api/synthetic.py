@@ -34,6 +34,7 @@ from fincrowd_ltr.synthesis import Synthesis, named_share_of, page_table_questio
 from fincrowd_ltr.synthesis import synthesize as _synthesize
 
 _NAMED_SHARE_GAP = 0.25
+_GROUPS = 10  # groups a synthetic folder's unit needs: twice the default 5 folds
 
 
 def synthesize(
@@ -106,10 +107,26 @@ def require_writable(out: Path, overwrite: bool = False) -> None:
         )
 
 
+def folder_groups(synthesis: Synthesis) -> tuple[str, dict[str, str]]:
+    """The unit a synthetic folder's folds keep together and each question's group in it: the
+    company, else (fewer than ``_GROUPS`` companies: a corpus of one company's filings cannot
+    fill company folds) the source page's document, else the source page."""
+    questions, passages = synthesis.questions, synthesis.passages
+    units = {
+        "company": {q.qid: q.company for q in questions},
+        "document": {q.qid: passages[q.source].document or q.source for q in questions},
+        "page": {q.qid: q.source for q in questions},
+    }
+    for unit, groups in units.items():
+        if len(set(groups.values())) >= _GROUPS:
+            return unit, groups
+    return "page", units["page"]
+
+
 def write_beir(synthesis: Synthesis, out: str | Path, overwrite: bool = False) -> Path:
     """A BEIR folder of the synthetic questions: ``corpus.jsonl`` (the passages and their
-    metadata), ``queries.jsonl`` (``group`` = company, ``source``, ``template``, typed
-    ``negatives``), ``qrels.tsv`` and ``report.json``. A folder that already holds files is
+    metadata), ``queries.jsonl`` (``group``: :func:`folder_groups`, ``source``, ``template``,
+    typed ``negatives``), ``qrels.tsv`` and ``report.json``. A folder that already holds files is
     refused unless ``overwrite`` (it may be the corpus the questions came from); each file is
     written under a temporary name and renamed, so none is ever half-written (a failure between
     two files leaves the earlier ones new and the later ones old)."""
@@ -122,10 +139,12 @@ def write_beir(synthesis: Synthesis, out: str | Path, overwrite: bool = False) -
             meta = {k: v for k, v in p.metadata().items() if v is not None}
             yield json.dumps({"_id": pid, "text": p.text, "metadata": meta}) + "\n"
 
+    unit, groups = folder_groups(synthesis)
+
     def queries():
         for q in synthesis.questions:
             row = q.to_dict()
-            record = {"_id": row.pop("qid"), "text": row.pop("text"), "group": q.company, **row}
+            record = {"_id": row.pop("qid"), "text": row.pop("text"), "group": groups[q.qid], **row}
             yield json.dumps(record) + "\n"
 
     def qrels():
@@ -133,7 +152,7 @@ def write_beir(synthesis: Synthesis, out: str | Path, overwrite: bool = False) -
         for q in synthesis.questions:
             yield from (f"{q.qid}\t{pid}\t1\n" for pid in q.relevant)
 
-    report = [json.dumps(synthesis.report(), indent=1) + "\n"]
+    report = [json.dumps({**synthesis.report(), "grouped_by": unit}, indent=1) + "\n"]
     files = {"corpus.jsonl": corpus(), "queries.jsonl": queries(), "qrels.tsv": qrels()}
     for name, lines in {**files, "report.json": report}.items():  # streamed, then renamed
         tmp = out / f".{name}.tmp"

@@ -226,7 +226,7 @@ def _source_folder(args: argparse.Namespace) -> Path | None:
 def synthesize(args: argparse.Namespace) -> None:
     import json
 
-    from fincrowd_ltr.api.synthetic import require_writable, write_beir
+    from fincrowd_ltr.api.synthetic import folder_groups, require_writable, write_beir
     from fincrowd_ltr.api.synthetic import synthesize as run
     from fincrowd_ltr.data.schema import DataError
 
@@ -248,16 +248,23 @@ def synthesize(args: argparse.Namespace) -> None:
         raise DataError(f"synthesize wrote no question: {why}")
     out = write_beir(found, args.out, overwrite=args.overwrite)
     report = found.report()
+    companies = f"{report['n_companies']} compan{'y' if report['n_companies'] == 1 else 'ies'}"
     print(
-        f"{report['n_questions']} questions of {report['n_companies']} companies (or documents, "
-        f"where a page names no company; {report['n_candidates']} possible), named share "
-        f"{report['named_share']:.2f}, written to {out}"
+        f"{report['n_questions']} questions of {companies} (or documents, where a page names no "
+        f"company; {report['n_candidates']} possible), named share {report['named_share']:.2f}, "
+        f"written to {out}"
     )
     print("per template: " + ", ".join(f"{k} {v}" for k, v in report["per_template"].items()))
     kinds = report["per_filing_kind"]
     print("per filing kind of the source page: " + ", ".join(f"{k} {v}" for k, v in kinds.items()))
     typed = ", ".join(f"{k} {v}" for k, v in report["questions_with_negatives"].items())
     print(f"questions with a typed distractor recorded (of {report['n_questions']}): {typed}")
+    unit, groups = folder_groups(found)
+    if unit != "company":  # a fit's folds keep a group together
+        print(
+            f"questions grouped by {unit} ({len(set(groups.values()))} groups): {companies} "
+            "are too few for a fit's company folds"
+        )
     if report["difficulty"]:
         d = report["difficulty"]
         print(

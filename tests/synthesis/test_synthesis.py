@@ -861,21 +861,29 @@ def test_zero_label_journey_synthesize_fit_calibrate_evaluate(tmp_path, capsys):
 
 
 def test_a_corpus_alone_synthesizes_and_the_commands_that_need_questions_say_so(tmp_path, capsys):
-    """A user with filings and no questions at all (a third walk, 2026-12-06): no queries.jsonl
-    is needed to synthesise; fitting on the corpus itself says what to do instead; a
-    synthesis that writes nothing fails before any folder is written."""
+    """A user with one company's filings and no questions at all (the third and fourth walks,
+    2026-12-06): no queries.jsonl is needed to synthesise; the synthetic folder groups its
+    questions finer than by company, so a fit on it fills its folds; fitting on the corpus
+    itself says what to do instead; a synthesis that writes nothing fails before any folder is
+    written."""
     from fincrowd_ltr.cli import main
 
-    dump_beir(filings_corpus(companies=4, questions=False), tmp_path / "mine")
+    dump_beir(filings_corpus(companies=1, questions=False), tmp_path / "mine")
     (tmp_path / "mine" / "queries.jsonl").unlink()
     corpus = load_beir(tmp_path / "mine")
     assert not corpus.queries and corpus.notes == [f"{tmp_path / 'mine'}: no queries.jsonl, "
                                                    "a corpus without questions"]  # fmt: skip
     mine = ["--dataset=beir", f"--data-root={tmp_path / 'mine'}", f"--cache-dir={tmp_path / 'c'}"]
     assert main(["synthesize", *mine, "--n=12", f"--out={tmp_path / 'syn'}"]) == 0
-    assert load_beir(tmp_path / "syn").name == "syn-synthetic"
+    assert re.search(r"grouped by page \(\d+ groups\): 1 company are", capsys.readouterr().out)
+    synthetic = load_beir(tmp_path / "syn")
+    assert synthetic.name == "syn-synthetic"
+    assert {q.group for q in synthetic.queries.values()} <= set(synthetic.passages)  # pages
+    syn = ["--dataset=beir", f"--data-root={tmp_path / 'syn'}", mine[2], "--first-stage=bm25"]
+    fit = ["fit", *syn, "--no-gate", "--ranker=bm25", "--no-select", f"--out={tmp_path / 'ck'}"]
+    assert main(fit) == 0
     capsys.readouterr()
-    fit = ["fit-residual", *mine, "--ranker=bm25", "--no-select", f"--out={tmp_path / 'ck'}"]
+    fit = ["fit-residual", *mine, "--ranker=bm25", "--no-select", f"--out={tmp_path / 'ck2'}"]
     assert main(fit) == 2
     assert "nothing to train on" in capsys.readouterr().err
     assert main(["synthesize", *mine, "--named-share=auto", f"--out={tmp_path / 'a'}"]) == 2
