@@ -100,6 +100,51 @@ def passage_of(row: dict, path: Path, lineno: int) -> Passage:
     return Passage(pid=str(row["_id"]), text=text, **kwargs)
 
 
+def _read_corpus(path: Path) -> tuple[dict[str, Passage], list[str]]:
+    """The passages of ``corpus.jsonl`` and, when it holds metadata keys nothing reads, a note
+    (also warned)."""
+    passages: dict[str, Passage] = {}
+    unread: dict[str, int] = {}  # metadata keys the loader does not read -> first line
+    for lineno, row in read_jsonl(path):
+        passage = passage_of(row, path, lineno)
+        if passage.pid in passages:
+            raise DataError(f"{path}:{lineno}: duplicate passage id {passage.pid!r}")
+        passages[passage.pid] = passage
+        for key in row.get("metadata") or {}:
+            if key not in METADATA_FIELDS:
+                unread.setdefault(str(key), lineno)
+    if not passages:
+        raise DataError(f"{path}: no passages (the file is empty)")
+    notes = [_unread_note(path, unread)] if unread else []
+    if notes:
+        warnings.warn(notes[0], stacklevel=3)
+    return passages, notes
+
+
+def _read_queries(path: Path, notes: list[str]) -> tuple[dict[str, Query], bool]:
+    """The questions of ``queries.jsonl`` (none, with a note, when the file is absent: a corpus
+    alone) and whether every record carries the ``source`` and ``template`` that ``fincrowd
+    synthesize`` writes. A question without ``group`` or ``metadata.company`` gets ``""``."""
+    if not path.exists():  # a corpus and no questions: what `synthesize` starts from
+        notes.append(f"{path.parent}: no queries.jsonl, a corpus without questions")
+        return {}, False
+    queries: dict[str, Query] = {}
+    written = 0
+    for lineno, row in read_jsonl(path):
+        require_fields(path, lineno, row, ("_id", "text"))
+        qid = str(row["_id"])
+        if qid in queries:
+            raise DataError(f"{path}:{lineno}: duplicate query id {qid!r}")
+        if not str(row["text"]).strip():
+            raise DataError(f"{path}:{lineno}: query {qid!r} has empty text")
+        group = row.get("group") or (row.get("metadata") or {}).get("company")
+        queries[qid] = Query(qid=qid, text=str(row["text"]), group=str(group or ""))
+        written += "source" in row and "template" in row
+    if not queries:
+        raise DataError(f"{path}: no queries (the file is empty)")
+    return queries, written == len(queries)
+
+
 def load_beir(
     root: Path, name: str | None = None, allow_unknown_qrels: bool = False, split: str = "all"
 ) -> Dataset:
@@ -117,41 +162,10 @@ def load_beir(
             covered instead.
     """
     corpus_path = root / "corpus.jsonl"
-    passages: dict[str, Passage] = {}
-    unread: dict[str, int] = {}  # metadata keys the loader does not read -> first line
-    for lineno, row in read_jsonl(corpus_path):
-        passage = passage_of(row, corpus_path, lineno)
-        if passage.pid in passages:
-            raise DataError(f"{corpus_path}:{lineno}: duplicate passage id {passage.pid!r}")
-        passages[passage.pid] = passage
-        for key in row.get("metadata") or {}:
-            if key not in METADATA_FIELDS:
-                unread.setdefault(str(key), lineno)
-    if not passages:
-        raise DataError(f"{corpus_path}: no passages (the file is empty)")
-    notes = [_unread_note(corpus_path, unread)] if unread else []
-    if notes:
-        warnings.warn(notes[0], stacklevel=2)
-
+    passages, notes = _read_corpus(corpus_path)
     queries_path = root / "queries.jsonl"
-    queries: dict[str, Query] = {}
-    written = 0  # records with the fields `fincrowd synthesize` writes (source page, template)
-    if not queries_path.exists():  # a corpus and no questions: what `synthesize` starts from
-        notes.append(f"{root}: no queries.jsonl, a corpus without questions")
-    for lineno, row in read_jsonl(queries_path) if queries_path.exists() else ():
-        require_fields(queries_path, lineno, row, ("_id", "text"))
-        qid = str(row["_id"])
-        if qid in queries:
-            raise DataError(f"{queries_path}:{lineno}: duplicate query id {qid!r}")
-        if not str(row["text"]).strip():
-            raise DataError(f"{queries_path}:{lineno}: query {qid!r} has empty text")
-        group = row.get("group") or (row.get("metadata") or {}).get("company")
-        queries[qid] = Query(qid=qid, text=str(row["text"]), group=str(group or ""))
-        written += "source" in row and "template" in row
-
-    if not queries and queries_path.exists():
-        raise DataError(f"{queries_path}: no queries (the file is empty)")
-    if queries and written == len(queries):
+    queries, synthetic = _read_queries(queries_path, notes)
+    if synthetic:
         name = (name or root.name) + SYNTHETIC_SUFFIX
         notes.append(
             f"{queries_path}: every question names a source page and a template (written by "
