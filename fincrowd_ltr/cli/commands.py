@@ -171,8 +171,11 @@ def _write(path: Path | None, report: dict | object) -> None:
 
 
 def evaluate(args: argparse.Namespace) -> dict:
+    import warnings
+
     from fincrowd_ltr.api import evaluate as run
     from fincrowd_ltr.data.schema import DataError
+    from fincrowd_ltr.model.shift import DistributionShiftWarning
     from fincrowd_ltr.retrieval.cascade import CascadeSettings
 
     cascades = []
@@ -187,21 +190,24 @@ def evaluate(args: argparse.Namespace) -> dict:
             )
         except ValueError as err:
             raise DataError(f"--cascade {item!r}: {err}") from None
-    report = run(
-        _dataset(args),
-        args.ranker,
-        checkpoint=args.checkpoint,
-        domain=args.domain,
-        fallback=args.domain_fallback,
-        first_stage=args.first_stage,
-        mode=args.bank_mode,
-        size=args.bank_size,
-        run=args.run,
-        cross_encoder=args.cross_encoder,
-        cascades=cascades,
-        **_reader(args),
-        **_common(args),
-    )
+    with warnings.catch_warnings():
+        # the table below prints each distribution-shift warning: once is enough
+        warnings.simplefilter("ignore", DistributionShiftWarning)
+        report = run(
+            _dataset(args),
+            args.ranker,
+            checkpoint=args.checkpoint,
+            domain=args.domain,
+            fallback=args.domain_fallback,
+            first_stage=args.first_stage,
+            mode=args.bank_mode,
+            size=args.bank_size,
+            run=args.run,
+            cross_encoder=args.cross_encoder,
+            cascades=cascades,
+            **_reader(args),
+            **_common(args),
+        )
     print(report)
     _write(args.out, report)
     return report
