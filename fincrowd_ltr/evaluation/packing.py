@@ -84,7 +84,7 @@ def evaluate_packing(
 ) -> dict:
     """Pack every question's top-``depth`` under ``policy``; evidence-in-context and budget use."""
     qids = [q for q in rankings if dataset.covered(q)]
-    share, share_multi, groups, groups_multi = [], [], [], []
+    share, partly, share_multi, groups, groups_multi = [], [], [], [], []
     off, off_groups, dup, tokens, dropped = [], [], [], [], []
     supported, all_figures, figure_groups = [], [], []
     position: dict[str, list[float]] = {o: [] for o in ORDERS}
@@ -98,9 +98,11 @@ def evaluate_packing(
         if packing.tokens > packer.budget:  # the packer's invariant; never expected
             raise AssertionError(f"{qid}: packed {packing.tokens} tokens over {packer.budget}")
         gold = {p for p, g in dataset.qrels[qid].items() if g > 0}
-        inside = len(gold & set(packing.pids)) / len(gold)
+        # a split gold passage counts only whole: a part may not hold what answers
+        inside = len(gold & set(packing.whole_pids)) / len(gold)
         group = dataset.queries[qid].group
         share.append(inside)
+        partly.append(len(gold & set(packing.pids)) / len(gold) - inside)
         groups.append(group)
         fields = extractor.extract_query(query)
         if len(fields.period) >= 2 or len(fields.entity) >= 2:
@@ -130,7 +132,8 @@ def evaluate_packing(
     return {
         "policy": policy.name,
         "n_queries": len(qids),
-        "gold_in_context": _mean_ci(share, groups),
+        "gold_in_context": _mean_ci(share, groups),  # whole passages
+        "gold_partly_in_context": float(np.mean(partly)) if partly else float("nan"),
         "gold_in_context_multi_period_or_company": _mean_ci(share_multi, groups_multi),
         "off_period_token_share": _mean_ci(off, off_groups),
         # answer support: the share of the gold answer's figures the packed context holds, and

@@ -140,14 +140,16 @@ class PackingReport(WorkflowReport):
             "",
             self["answer_accuracy"],
             "",
-            "| system | policy | gold in context | answer figures in context | all answer figures "
-            "| multi-period/company | off-period tokens | near-dup tokens | max tokens |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| system | policy | gold in context | gold in part only | answer figures in context "
+            "| all answer figures | multi-period/company | off-period tokens | near-dup tokens "
+            "| max tokens |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for system, policies in self["systems"].items():
             for policy, r in policies.items():
                 lines.append(
                     f"| {system} | {policy} | {_share(r['gold_in_context'])} | "
+                    f"{_number(r.get('gold_partly_in_context'))} | "
                     f"{_share(r.get('answer_figures_in_context'))} | "
                     f"{_share(r.get('all_answer_figures_in_context'))} | "
                     f"{_share(r['gold_in_context_multi_period_or_company'])} | "

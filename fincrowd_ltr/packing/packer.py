@@ -71,7 +71,21 @@ class Packing:
 
     @property
     def pids(self) -> list[str]:
+        """Every passage with some text in the context (a split one: any of its parts)."""
         return list(dict.fromkeys(p.citation.pid for p in self.passages))
+
+    @property
+    def whole_pids(self) -> list[str]:
+        """The passages whose whole text is in the context: unsplit, or every part packed."""
+        parts: dict[str, set[str]] = {}
+        for p in self.passages:
+            if p.citation.part is not None:
+                parts.setdefault(p.citation.pid, set()).add(p.citation.part)
+        return [
+            pid
+            for pid in self.pids
+            if pid not in parts or len(parts[pid]) == int(next(iter(parts[pid])).split("/")[1])
+        ]
 
     def prompt(self) -> str:
         blocks = [f"Question: {self.query}", "Context:"]

@@ -81,6 +81,9 @@ def test_a_passage_over_budget_is_split_at_sentence_and_row_boundaries(counter):
     assert [p.citation.part.split("/")[0] for p in packing.passages][0] == "1"
     assert packing.dropped and all(d["pid"] == "big" and "part" in d for d in packing.dropped)
     assert [u for u, _ in units("A b. C d.\nx | 1 | 2")] == ["A b.", "C d.", "x | 1 | 2"]
+    # a split passage is in the context in part only: never counted as whole
+    assert packing.pids == ["big"] and packing.whole_pids == []
+    assert Packer(counter, 100_000).pack("Revenue?", [big]).whole_pids == ["big"]
 
 
 def test_orders_are_deterministic(counter):
@@ -194,6 +197,14 @@ def test_packing_report_counts_answer_support_per_question():
     assert packed["answer_figures_in_context"]["mean"] == 1.0
     assert packed["answer_figures_in_context"]["n"] == 1
     assert packed["n_without_answer_figures"] == 1
+    assert packed["gold_in_context"]["mean"] == 0.5 and packed["gold_partly_in_context"] == 0.0
+    # gold split over a budget too small for it: in part, not in context
+    long = Passage("a", " ".join(f"Capital expenditures were {i},577." for i in range(60)))
+    split = evaluate_packing(
+        Dataset("toy", queries, {**passages, "a": long}, {"x": {"a": 1}, "y": {"a": 1}}),
+        {"x": ["a"], "y": ["a"]}, POLICIES[0], Packer(TokenCounter(), 120), FieldExtractor(),
+    )  # fmt: skip
+    assert split["gold_in_context"]["mean"] == 0.0 and split["gold_partly_in_context"] == 1.0
 
 
 def test_pack_command_packs_a_users_corpus_into_the_budget(tmp_path, capsys):
