@@ -27,7 +27,14 @@ import numpy as np
 
 from fincrowd_ltr.data.jsonl import read_jsonl, require_fields, require_file
 from fincrowd_ltr.data.metadata import METADATA_FIELDS, normalise_metadata, unread_keys
-from fincrowd_ltr.data.schema import SYNTHETIC_SUFFIX, DataError, Dataset, Passage, Query
+from fincrowd_ltr.data.schema import (
+    SYNTHETIC_SUFFIX,
+    DataError,
+    Dataset,
+    Passage,
+    Query,
+    titled,
+)
 
 
 def _fields(line: str) -> list[str]:
@@ -93,7 +100,7 @@ def passage_of(row: dict, path: Path, lineno: int) -> Passage:
     require_fields(path, lineno, row, ("_id", "text"))
     meta = normalise_metadata(row.get("metadata") or {}, f"{path}:{lineno}: field 'metadata'")
     title = str(row.get("title") or "").strip()
-    text = f"{title}\n{row['text']}" if title else str(row["text"])
+    text = titled(title, row["text"])
     kwargs = {k: meta.get(k) for k in METADATA_FIELDS}
     if kwargs["document"] is None and title:
         kwargs["document"] = title

@@ -58,6 +58,13 @@ class Passage:
         }
 
 
+def titled(title: str | None, text: str) -> str:
+    """A passage's text with its title, as the package reads both (a BEIR record's, a served
+    candidate's): the title on a first line of its own."""
+    title = str(title or "").strip()
+    return f"{title}\n{text}" if title else str(text)
+
+
 @dataclass(frozen=True)
 class Query:
     """A question with the metadata a grouping or split needs.

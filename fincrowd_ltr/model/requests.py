@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from fincrowd_ltr.data.metadata import METADATA_FIELDS, normalise_metadata
-from fincrowd_ltr.data.schema import DataError, Passage
+from fincrowd_ltr.data.schema import DataError, Passage, titled
 from fincrowd_ltr.features.bank_features import BankFeaturizer
 from fincrowd_ltr.fields import FieldExtractor
 
@@ -15,11 +15,14 @@ CACHE_LIMIT = 200_000  # request passages whose fields and term counts are kept
 
 @dataclass
 class Candidate:
-    """A candidate passage: id, text and optional metadata (company, period, doc_type, ...)."""
+    """A candidate passage: id, text and optional metadata (company, period, doc_type, ...) and
+    title (read as a BEIR corpus record's: on a first line before the text, and the document
+    when the metadata names none)."""
 
     id: str
     text: str
     metadata: dict = field(default_factory=dict)
+    title: str = ""
 
 
 @dataclass
@@ -47,16 +50,22 @@ def parse_candidate(c: Candidate | dict, index: int) -> Candidate:
         )
     if is_dict:
         cid, text, metadata = str(c["id"]), c["text"], c.get("metadata") or {}
+        title = c.get("title") or ""
     else:  # a Candidate, or any object with the same attributes
         cid, text, metadata = c.id, c.text, getattr(c, "metadata", {})
+        title = getattr(c, "title", "") or ""
     where = f"candidates[{index}]"
     if not str(cid).strip():
         raise DataError(f"{where}.id must be a non-empty string", f"{where}.id")
-    if not isinstance(text, str):
-        raise DataError(f"{where}.text must be a string", f"{where}.text")
+    for name, value in (("text", text), ("title", title)):
+        if not isinstance(value, str):
+            raise DataError(f"{where}.{name} must be a string", f"{where}.{name}")
     if not isinstance(metadata, dict):
         raise DataError(f"{where}.metadata must be an object", f"{where}.metadata")
-    return Candidate(cid, text, normalise_metadata(metadata, f"{where}.metadata"))
+    metadata = normalise_metadata(metadata, f"{where}.metadata")
+    if title.strip() and metadata.get("document") is None:
+        metadata = {**metadata, "document": title.strip()}
+    return Candidate(cid, titled(title, text), metadata)
 
 
 def request_passage(key: str, c: Candidate) -> Passage:

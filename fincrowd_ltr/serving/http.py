@@ -59,6 +59,7 @@ class CandidateIn(BaseModel):
 
     id: StrictStr = Field(min_length=1)
     text: StrictStr = Field(min_length=1)
+    title: StrictStr | None = None  # read as a corpus record's: a first line before the text
     base_score: FiniteFloat
     metadata: Metadata | None = None
 
@@ -265,6 +266,7 @@ def _request_runner(model: GatedCorrection, limits: Limits, lock: threading.Lock
                 {
                     "id": c.id,
                     "text": c.text,
+                    "title": c.title or "",
                     "metadata": c.metadata.model_dump(exclude_none=True) if c.metadata else {},
                 }
                 for c in request.candidates

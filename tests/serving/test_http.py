@@ -26,6 +26,17 @@ def test_health_and_rerank_match_the_library(server, checkpoint):
     assert body["gate"]["applied"] is True and 0 <= body["gate"]["probability"] <= 1
     assert body["gate"]["guarantee"] == expected.gate["guarantee"]
     assert body["explanation"]["candidates"]["c0"]["conflicts"] == ["period"]
+    titled = request_body()  # a corpus record's title is read as the library reads it
+    titled["candidates"][0] = {**titled["candidates"][0], "title": "Acme net income"}
+    status, body = post(url + "/rerank", json.dumps(titled).encode())
+    assert status == 200
+    assert "net_income" in body["explanation"]["candidates"]["c0"]["fields"]["metric"]
+    same = GatedCorrection.from_pretrained(checkpoint).rerank(
+        QUERY, [{**candidates()[0], "title": "Acme net income"}, *candidates()[1:]],
+        BASE, domain="open",
+    )  # fmt: skip
+    assert body["ranking"] == same.ranking
+    assert body["scores"] == pytest.approx(same.scores, abs=1e-12)
 
 
 def test_bad_requests_get_clear_4xx_and_the_server_keeps_serving(server):

@@ -151,6 +151,35 @@ def test_explanation_and_gate_decision(checkpoint):
     assert [r.ranking for r in batch] == [opened.ranking] * 2
 
 
+def test_a_title_is_read_as_the_corpus_loader_reads_it(checkpoint, tmp_path):
+    """A candidate with a BEIR record's ``title`` is the passage `evaluate` scored: the title on
+    a first line before the text, and the document when the metadata names none."""
+    from fincrowd_ltr.data.beir import load_beir
+
+    reranker = GatedCorrection.from_pretrained(checkpoint)
+    records = [
+        {"id": c["id"], "title": f"Acme {2017 + i} annual report", "text": "Revenue rose.",
+         "metadata": {"company": "Acme"}}
+        for i, c in enumerate(candidates())
+    ]  # fmt: skip
+    (tmp_path / "corpus.jsonl").write_text(
+        "".join(json.dumps({**r, "_id": r.pop("id")}) + "\n" for r in [dict(r) for r in records])
+    )
+    passages = load_beir(tmp_path).passages
+    as_loaded = [
+        {"id": r["id"], "text": passages[r["id"]].text, "metadata": passages[r["id"]].metadata()}
+        for r in records
+    ]
+    titled = reranker.rerank(QUERY, records, BASE, domain="open")
+    assert titled.ranking == reranker.rerank(QUERY, as_loaded, BASE, domain="open").ranking
+    assert titled.ranking[0] == "c4"  # its title names FY2021: the only period match
+    assert titled.explanation["candidates"]["c4"]["fields"]["period"] == ["2021"]
+    untitled = [{**r, "title": ""} for r in records]
+    assert reranker.rerank(QUERY, untitled, BASE, domain="open").ranking[0] == "c0"
+    with pytest.raises(DataError, match=r"candidates\[0\]\.title must be a string"):
+        reranker.rerank(QUERY, [{**records[0], "title": 3}], BASE[:1])
+
+
 def test_unread_metadata_keys_are_named_not_dropped_silently(checkpoint):
     import warnings
 
