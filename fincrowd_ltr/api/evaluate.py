@@ -54,14 +54,20 @@ def evaluate(
     many); ``cascades`` add fixed-setting cascades over the same banks (``cascade:<ranker>...``
     rows). The banks are ``banks`` when given, else made as ``spec`` and ``data`` say (or their
     fields as shortcuts: ``first_stage``, ``mode``, ``size``, ``split``, ``data_root``,
-    ``cache_dir``, ...: :func:`build_banks`); with a checkpoint and no ``spec``, a static
-    base's questions are read as its training recorded unless ``static_questions`` says.
+    ``cache_dir``, ...: :func:`build_banks`); with a checkpoint and no ``spec``, the first stage
+    and a static base's question reader are those its training recorded unless ``first_stage``
+    or ``static_questions`` say.
     """
     systems = EvaluationSettings.take(systems, shortcuts)
     settings = data_settings(data, shortcuts)
     correction = None if systems.checkpoint is None else _loaded(systems.checkpoint)
-    if correction is not None and spec is None and "static_questions" not in shortcuts:
-        shortcuts["static_questions"] = correction.summary.static_questions  # as in training
+    if shortcuts.get("first_stage", "") is None:
+        del shortcuts["first_stage"]  # not chosen (the command line's default)
+    if correction is not None and spec is None:  # what the checkpoint's training read
+        if "first_stage" not in shortcuts and correction.summary.first_stage:
+            shortcuts["first_stage"] = correction.summary.first_stage
+        if "static_questions" not in shortcuts:
+            shortcuts["static_questions"] = correction.summary.static_questions
     spec = bank_spec(spec, **shortcuts)
     corpus = load_dataset(dataset, settings.data_root, settings.split)
     names = rankers_of(rankers)

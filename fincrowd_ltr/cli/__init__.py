@@ -104,8 +104,8 @@ def _engine_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _stage(p: argparse.ArgumentParser, default: str | None = "auto") -> None:
-    p.add_argument("--first-stage", default=default, help=FIRST_STAGE_HELP)
+def _stage(p: argparse.ArgumentParser, default: str | None = "auto", help: str = "") -> None:
+    p.add_argument("--first-stage", default=default, help=FIRST_STAGE_HELP + help)
 
 
 def _run(p: argparse.ArgumentParser) -> None:
@@ -125,7 +125,7 @@ def _cap(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _banks(p: argparse.ArgumentParser) -> None:
+def _banks(p: argparse.ArgumentParser, stage: str | None = "auto", stage_help: str = "") -> None:
     p.add_argument(
         "--ranker",
         default=None,
@@ -147,7 +147,7 @@ def _banks(p: argparse.ArgumentParser) -> None:
         "fused-static): minilm (its own vector against the table's page vectors) or static (the "
         "table alone); default: minilm (evaluate --checkpoint: what its training recorded)",
     )
-    _stage(p)
+    _stage(p, stage, stage_help)
     p.add_argument("--bank-size", type=int, default=DEFAULT_BANK_SIZE)
     p.add_argument(
         "--dense-pooling",
@@ -206,7 +206,7 @@ def _evaluate_command(command) -> None:
         "evaluate", c.evaluate, "evaluate base rankers (and a correction) on candidate banks"
     )
     _data(p)
-    _banks(p)
+    _banks(p, None, "; default: the --checkpoint's (its training's), else 'auto'")
     p.add_argument("--out", type=Path, default=None, help="write the JSON report here")
     p.add_argument(
         "--checkpoint",

@@ -152,6 +152,14 @@ def test_banks_unlike_the_training_banks_warn(tmp_path, capsys):
     assert not any(
         "first stage" in w for w in json.loads((tmp_path / "r.json").read_text())["warnings"]
     )
+    # without --first-stage, evaluate builds the banks of the checkpoint's own first stage
+    other = tmp_path / "other"
+    assert main([*fit[:-1], f"--out={other}", "--first-stage=bm25+query", "--no-gate"]) == 0
+    evaluate[-1] = f"--checkpoint={other}"
+    assert main([*evaluate, f"--out={tmp_path / 'r.json'}"]) == 0
+    assert not any(
+        "first stage" in w for w in json.loads((tmp_path / "r.json").read_text())["warnings"]
+    )
 
 
 def test_calibrating_an_existing_domain_needs_replace(tmp_path, capsys):
