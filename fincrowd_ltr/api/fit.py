@@ -447,10 +447,11 @@ class _CrossValidation:
             # one index and first stage for the labelled banks of every mode and the synthetic
             stages = FirstStages()
             self.teaching = self._teaching(pending)
-            self.examples, self.notes = _examples_by_mode(
+            self.examples, notes = _examples_by_mode(
                 data, ranker, modes, banks, featurizer, b.first_stage, b.bank_size,
                 s.data.split, cache, run, progress, stages, b.static_questions, self.teaching,
             )  # fmt: skip
+            self.notes = list(data.notes) + notes  # the loader's first (unjudged questions)
             if b.train_mode == "retrieved" and self.synthetic.labelled:
                 self.notes += _retrieved_training(data, self.examples["retrieved"], self.held)
             extra, self.extra_qids, extra_groups = _extra_examples(

@@ -324,6 +324,7 @@ def fit_residual(args: argparse.Namespace) -> None:
         print(f"note: {note}", file=sys.stderr)
     chosen = data["selection"]
     print(f"setting chosen per fold on {chosen['validated_on']}: {chosen['chosen_per_fold']}")
+    print(f"the saved model's setting: {model.summary.setting or 'the package defaults'}")
     print(report.table())
     if args.ablation:
         from fincrowd_ltr.api.fit import feature_ablation

@@ -233,3 +233,17 @@ def test_a_cascade_reads_a_run_given_as_a_mapping():
     assert "cascade:mine" in report.to_dict()["systems"]
     with pytest.raises(DataError, match=r"scores\['mine'\]: a cascade reads a run's scores"):
         fc.cascade(data, "bm25", scores={"mine": lambda q, pids: np.zeros(len(pids))}, **options)
+
+
+def test_a_fit_says_which_questions_it_cannot_use_and_what_it_saved(tmp_path, capsys):
+    """A fifth walk (2026-12-06): a fit left out unjudged questions without a word (evaluate
+    named them) and printed only the per-fold settings, not the saved model's."""
+    write_beir(tmp_path / "corpus", companies=12)
+    with open(tmp_path / "corpus" / "queries.jsonl", "a") as fh:
+        fh.write(json.dumps({"_id": "unjudged", "text": "What was revenue?", "group": "x"}) + "\n")
+    common = ["--dataset=beir", f"--data-root={tmp_path / 'corpus'}", f"--cache-dir={tmp_path}/c"]
+    fit = ["fit", *common, "--ranker=bm25", "--no-select", "--no-gate", f"--out={tmp_path}/m"]
+    assert main(fit) == 0
+    out = capsys.readouterr()
+    assert "have no positive judgement in the qrels (first: 'unjudged')" in out.err
+    assert "the saved model's setting: the package defaults" in out.out
