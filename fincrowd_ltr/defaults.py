@@ -42,3 +42,5 @@ AUTO_FALLBACK = "bm25"
 # the command line's default for Hugging Face tokenizers' thread pool: off (residual fits run in
 # forked workers), on only while a corpus is tokenised in bulk (retrieval.static.bulk_tokenizing)
 TOKENIZERS_BULK_ONLY = ("FINCROWD_TOKENIZERS_PARALLELISM", "bulk")
+# held-out questions below which a figure says little (fit and evaluate say so)
+SMALL_HELD_OUT = 10

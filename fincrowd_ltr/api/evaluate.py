@@ -15,6 +15,7 @@ from fincrowd_ltr.api.corpus import (
     read_run,
 )
 from fincrowd_ltr.data.schema import DataError, Dataset
+from fincrowd_ltr.defaults import SMALL_HELD_OUT
 from fincrowd_ltr.diagnostics.crowding import crowded_labels, repair_counts
 from fincrowd_ltr.evaluation.report import evaluate_bankset
 from fincrowd_ltr.evaluation.reports import EvaluationReport
@@ -166,6 +167,13 @@ def add_correction_rows(
             f"{len(seen)} questions the correction trained, validated or calibrated on (any "
             f"domain; matched by content: question text and gold evidence) are left out of the "
             f"correction rows ({why}; {len(qids)} scored)"
+        )
+    groups = len({data.queries[q].group for q in qids})
+    if len(qids) < SMALL_HELD_OUT or groups < 3:
+        report.setdefault("notes", []).append(
+            f"the correction rows rest on {len(qids)} questions of {groups} groups: a bootstrap "
+            "over so few groups understates the uncertainty (a zero-width interval is not "
+            "certainty)"
         )
 
 

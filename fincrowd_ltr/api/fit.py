@@ -31,7 +31,7 @@ from fincrowd_ltr.api.synthetic import (
 )
 from fincrowd_ltr.data.schema import SYNTHETIC_SUFFIX, DataError, Dataset
 from fincrowd_ltr.data.splits import FoldPlan
-from fincrowd_ltr.defaults import AVERAGED, BANK_MODES, MIXING_KEYS
+from fincrowd_ltr.defaults import AVERAGED, BANK_MODES, MIXING_KEYS, SMALL_HELD_OUT
 from fincrowd_ltr.diagnostics.crowding import crowded_labels, repair_counts
 from fincrowd_ltr.engine import Forked, worker_cap
 from fincrowd_ltr.evaluation.label_free import held_out_synthetic_check
@@ -418,6 +418,7 @@ class _CrossValidation:
         self.held = None
         if t.test_fold is not None:
             self.held = plan.folds[t.test_fold] if 0 <= t.test_fold < len(plan) else None
+            _warn_small_test_fold(data, plan, t.test_fold)
             plan = plan.without(t.test_fold)
         _require_covered_folds(data, plan, t.folds)
         if s.calibration.gate and len(plan) < 4:
@@ -830,6 +831,22 @@ def _examples_by_mode(
     cache = None if cache_dir is None else Path(cache_dir)
     found = make_examples_together(data, banksets, ranker, featurizer, cache=cache)
     return {mode: {e.qid: e for e in found[mode]} for mode in modes}, notes
+
+
+def _warn_small_test_fold(data: Dataset, plan: FoldPlan, k: int) -> None:
+    """Warn when the held-out fold ``k`` holds few covered questions or groups (folds are
+    groups hashed, so sizes vary): its figures and intervals would say little."""
+    if not 0 <= k < len(plan):
+        return
+    sizes = [sum(data.covered(q) for q in fold) for fold in plan.folds]
+    groups = len({data.queries[q].group for q in plan.folds[k] if data.covered(q)})
+    if sizes[k] < SMALL_HELD_OUT or groups < 3:
+        warnings.warn(
+            f"the held-out fold {k} holds {sizes[k]} covered questions of {groups} groups "
+            f"(covered questions per fold: {sizes}): its figures and intervals say little; "
+            "hold out a larger fold (--test-fold) or draw another plan (--seed)",
+            stacklevel=3,
+        )
 
 
 def _retrieved_training(data: Dataset, found: dict[str, BankExample], held=None) -> list[str]:

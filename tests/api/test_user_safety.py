@@ -128,10 +128,12 @@ def test_banks_unlike_the_training_banks_warn(tmp_path, capsys):
     common = ["--dataset=beir", f"--data-root={tmp_path / 'corpus'}", f"--cache-dir={tmp_path}/c"]
     ckpt = tmp_path / "ckpt"
     fit = ["fit", *common, "--ranker=bm25", "--no-select", "--test-fold=0", f"--out={ckpt}"]
-    assert main([*fit, "--min-calibration=1"]) == 0
+    # a fifth walk held out a fold of 4 questions and was not told
+    with pytest.warns(UserWarning, match="the held-out fold 0 holds 3 covered questions of 3 gr"):
+        assert main([*fit, "--min-calibration=1"]) == 0
     assert json.loads((ckpt / "config.json").read_text())["training"]["bank_size"] == 100
-    evaluate = ["evaluate", *common, "--ranker=bm25", f"--checkpoint={ckpt}"]
     capsys.readouterr()
+    evaluate = ["evaluate", *common, "--ranker=bm25", f"--checkpoint={ckpt}"]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         assert main([*evaluate, "--first-stage=bm25+query", f"--out={tmp_path / 'r.json'}"]) == 0
@@ -141,6 +143,7 @@ def test_banks_unlike_the_training_banks_warn(tmp_path, capsys):
     assert not any(issubclass(w.category, DistributionShiftWarning) for w in caught)
     report = json.loads((tmp_path / "r.json").read_text())
     assert any("'bm25+query'" in w for w in report["warnings"])
+    assert any("the correction rows rest on 3 questions of 3 groups" in n for n in report["notes"])
     with warnings.catch_warnings(record=True) as caught:  # in Python, a warning says it
         warnings.simplefilter("always")
         fc.evaluate(
