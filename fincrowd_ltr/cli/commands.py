@@ -361,12 +361,9 @@ def fit_residual(args: argparse.Namespace) -> None:
     model.save_pretrained(args.out, onnx=args.onnx)
     s = model.summary
     where = (
-        f"; domain {sorted(model.domains)} calibrated on fold {s.calibration_fold}"
-        + (
-            f" of the {s.folds - 1} left when fold {s.test_fold} is held out"
-            if s.test_fold is not None
-            else ""
-        )
+        f"; domain {sorted(model.domains)} calibrated on fold {s.calibration_fold_in_plan} of "
+        f"{s.folds}"
+        + (f" (fold {s.test_fold} held out)" if s.test_fold is not None else "")
         if model.domains
         else ""
     )

@@ -47,6 +47,26 @@ class TrainingSummary:
 
         return reader_of(self.base_scorer)
 
+    @property
+    def calibration_fold_in_plan(self) -> int | None:
+        """The calibration fold as ``calibrate --fold`` names it: its index in the whole plan of
+        ``folds`` (``calibration_fold`` counts the folds left when ``test_fold`` is held out)."""
+        k, held = self.calibration_fold, self.test_fold
+        if k is None or held is None:
+            return k
+        return k + 1 if k >= held else k
+
+    def calibrate_hint(self) -> str:
+        """How to calibrate again on the questions this correction was calibrated on (the
+        only labelled ones it did not train on, but a held-out fold), or ``""``."""
+        k = self.calibration_fold_in_plan
+        if k is None or self.folds is None:
+            return ""
+        return (
+            f"; this correction's own calibration questions are fold {k} of its plan: "
+            f"`calibrate --fold {k} --folds {self.folds} --seed {self.seed}`"
+        )
+
     def to_dict(self) -> dict:
         out = asdict(self)
         out.update(out.pop("extra"))

@@ -73,6 +73,7 @@ def fit_calibration(
         raise DataError(
             f"{len(trained)} calibration queries were training queries (e.g. "
             f"{sorted(trained)[:3]}); calibrate on queries the correction never saw"
+            + model.summary.calibrate_hint()
         )
     qids, feats, gains = gate_rows(model, dataset, examples)
     logits = np.array([model.runtime.gate_logit(f) for f in feats])

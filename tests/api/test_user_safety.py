@@ -132,7 +132,16 @@ def test_banks_unlike_the_training_banks_warn(tmp_path, capsys):
     with pytest.warns(UserWarning, match="the held-out fold 0 holds 3 covered questions of 3 gr"):
         assert main([*fit, "--min-calibration=1"]) == 0
     assert json.loads((ckpt / "config.json").read_text())["training"]["bank_size"] == 100
-    capsys.readouterr()
+    # the calibration fold as `calibrate --fold` names it (it read "fold 0 of the 4 left")
+    assert "calibrated on fold 1 of 5 (fold 0 held out)" in capsys.readouterr().out
+    # a user's own domain on the only questions the correction did not train on (not the
+    # held-out fold): the error names them as `calibrate` takes them (a fifth walk went round)
+    calibrate = ["calibrate", *common, f"--checkpoint={ckpt}", "--domain=mine",
+                 "--min-calibration=1", f"--out={tmp_path / 'mine'}"]  # fmt: skip
+    assert main(calibrate) == 2
+    hint = "`calibrate --fold 1 --folds 5 --seed 0`"
+    assert hint in capsys.readouterr().err
+    assert main([*calibrate, *hint.strip("`").split()[1:]]) == 0
     evaluate = ["evaluate", *common, "--ranker=bm25", f"--checkpoint={ckpt}"]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
