@@ -362,8 +362,7 @@ def fit_residual(args: argparse.Namespace) -> None:
     s = model.summary
     where = (
         f"; domain {sorted(model.domains)} calibrated on fold {s.calibration_fold_in_plan} of "
-        f"{s.folds}"
-        + (f" (fold {s.test_fold} held out)" if s.test_fold is not None else "")
+        f"{s.folds}" + (f" (fold {s.test_fold} held out)" if s.test_fold is not None else "")
         if model.domains
         else ""
     )
