@@ -21,6 +21,7 @@ from fincrowd_ltr.defaults import (
     DEFAULT_CACHE,
     DEFAULT_LINE_ITEMS,
     LINE_ITEMS,
+    MAX_SERVED_TEXT_CHARS,
     QUESTION_READERS,
 )
 
@@ -467,7 +468,7 @@ def _serve_command(command) -> None:
     )
     p.add_argument("--workers", type=int, default=0, help="worker processes (0: one per CPU core)")
     p.add_argument("--max-candidates", type=int, default=1000)
-    p.add_argument("--max-text-chars", type=int, default=20_000)
+    p.add_argument("--max-text-chars", type=int, default=MAX_SERVED_TEXT_CHARS)
     p.add_argument("--max-query-chars", type=int, default=2_000)
 
 

@@ -35,6 +35,7 @@ from fincrowd_ltr.data.schema import (
     Query,
     titled,
 )
+from fincrowd_ltr.defaults import MAX_SERVED_TEXT_CHARS
 
 
 def _fields(line: str) -> list[str]:
@@ -112,19 +113,29 @@ def _read_corpus(path: Path) -> tuple[dict[str, Passage], list[str]]:
     (also warned)."""
     passages: dict[str, Passage] = {}
     unread: dict[str, int] = {}  # metadata keys the loader does not read -> first line
+    long: list[tuple[int, str, int]] = []  # texts `serve` refuses by default
     for lineno, row in read_jsonl(path):
         passage = passage_of(row, path, lineno)
         if passage.pid in passages:
             raise DataError(f"{path}:{lineno}: duplicate passage id {passage.pid!r}")
         passages[passage.pid] = passage
+        if len(passage.text) > MAX_SERVED_TEXT_CHARS:
+            long.append((lineno, passage.pid, len(passage.text)))
         for key in row.get("metadata") or {}:
             if key not in METADATA_FIELDS:
                 unread.setdefault(str(key), lineno)
     if not passages:
         raise DataError(f"{path}: no passages (the file is empty)")
     notes = [_unread_note(path, unread)] if unread else []
-    if notes:
-        warnings.warn(notes[0], stacklevel=3)
+    if long:
+        line, pid, n = long[0]
+        notes.append(
+            f"{path}: {len(long)} passages longer than {MAX_SERVED_TEXT_CHARS:,} characters "
+            f"(first: {pid!r}, line {line}, {n:,}): read whole here (encoders window by "
+            "window), refused by `fincrowd serve` unless --max-text-chars allows them"
+        )
+    for note in notes:
+        warnings.warn(note, stacklevel=3)
     return passages, notes
 
 

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Strict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from fincrowd_ltr.data.schema import DataError
+from fincrowd_ltr.defaults import MAX_SERVED_TEXT_CHARS
 from fincrowd_ltr.fields.vocabulary import EXTRACTOR_VERSION
 from fincrowd_ltr.model.checkpoint import FORMAT_VERSION
 from fincrowd_ltr.model.correction import GatedCorrection
@@ -34,7 +35,7 @@ class Limits:
     """Request limits (all configurable on ``fincrowd serve``)."""
 
     max_candidates: int = 1000
-    max_text_chars: int = 20_000
+    max_text_chars: int = MAX_SERVED_TEXT_CHARS
     max_query_chars: int = 2_000
     max_body_bytes: int = 32 * 1024 * 1024
 

@@ -100,6 +100,20 @@ def test_metadata_keys_nothing_reads_are_named_with_their_line(tmp_path):
     assert any("'Company'" in note for note in data.notes)
 
 
+def test_a_passage_serve_would_refuse_is_named_when_loaded(tmp_path):
+    """A fifth walk loaded a 416,220-character passage without a word; `serve` refuses it."""
+    write_beir(tmp_path, companies=3)
+    lines = (tmp_path / "corpus.jsonl").read_text().splitlines()
+    row = json.loads(lines[2])
+    row["text"] = "Revenue rose. " * 2000
+    lines[2] = json.dumps(row)
+    (tmp_path / "corpus.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.warns(UserWarning, match=r"1 passages longer than 20,000 characters \(first: "):
+        data = load_beir(tmp_path)
+    assert any(f"{row['_id']!r}, line 3, 28,000" in note for note in data.notes)
+    assert data.passages[row["_id"]].text == row["text"]  # kept whole
+
+
 def test_synthesize_says_why_it_wrote_fewer_questions_than_asked():
     data = user_corpus(companies=3)
     anonymous = {
