@@ -541,7 +541,7 @@ def _pack_command(command) -> None:
         "--ranker",
         default=None,
         help="base ranker without --orders (default: dense on the package's data; required with "
-        "--data-root)",
+        "--data-root unless --orders is given)",
     )
     p.add_argument("--bank-size", type=int, default=DEFAULT_BANK_SIZE)
     p.add_argument("--budget", type=int, default=32_000, help="tokens of the whole prompt")

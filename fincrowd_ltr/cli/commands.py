@@ -93,7 +93,8 @@ def resolve_defaults(args: argparse.Namespace) -> None:
                 "beir:SUBDIR)"
             )
         args.dataset = "financebench"
-    if getattr(args, "ranker", "") is None and args.command in PACKAGE_DATA_RANKERS:
+    ordered = getattr(args, "orders", None) is not None  # `pack --orders`: no ranker is read
+    if getattr(args, "ranker", "") is None and args.command in PACKAGE_DATA_RANKERS and not ordered:
         if user_data:
             raise DataError(
                 "--data-root given: name the --ranker (bm25 embeds nothing; dense, hybrid and "

@@ -270,7 +270,8 @@ def domain_calibration(
         known = ", ".join(sorted(domains)) or "none"
         raise DataError(
             f"no gate calibration for domain {name!r} (calibrated: {known}); calibrate it first "
-            "or fall back to the base order (fallback='identity', `--domain-fallback identity`)",
+            "or fall back to the base order (`fallback='identity'` in Python, `\"fallback\": "
+            '"identity"` in a request body, `--domain-fallback identity` on evaluate)',
             "domain",
         )
     return domains[name]

@@ -226,3 +226,7 @@ def test_pack_command_packs_a_users_corpus_into_the_budget(tmp_path, capsys):
     assert (out / "summary.md").read_text().strip()
     assert main([*args[:-1], f"--out={tmp_path / 'again'}", "--orders=missing.json"]) == 2
     assert "missing.json" in capsys.readouterr().err
+    # --orders packs a fit's orders: no --ranker is asked for (a fifth walk was)
+    unranked = [a for a in args[:-1] if not a.startswith("--ranker")]
+    assert main([*unranked, f"--out={tmp_path / 'again'}", "--orders=missing.json"]) == 2
+    assert "missing.json" in capsys.readouterr().err
