@@ -33,6 +33,7 @@ from fincrowd_ltr.data.schema import (
     Dataset,
     Passage,
     Query,
+    RunWarning,
     titled,
 )
 from fincrowd_ltr.defaults import MAX_SERVED_TEXT_CHARS
@@ -360,6 +361,7 @@ def _questions_outside(outside: dict[str, str], kept: dict, dataset: Dataset, ru
         warnings.warn(
             f"{run}: {n} of its {total} question ids {verb} of {dataset.name} as loaded "
             f"({example}); their scores are skipped (another split's?)",
+            RunWarning,
             stacklevel=_caller_outside_package(),
         )
 

@@ -44,8 +44,10 @@ def parse_line(line: str | bytes, path: Path, lineno: int) -> dict | None:
     try:
         record = json.loads(line)
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        # JSON's messages give the column apart ("Invalid control character at")
+        where = f" column {err.colno}" if isinstance(err, json.JSONDecodeError) else ""
         msg = getattr(err, "msg", None) or str(err)
-        raise DataError(f"{path}:{lineno}: malformed JSON ({msg})") from None
+        raise DataError(f"{path}:{lineno}: malformed JSON ({msg}{where})") from None
     if not isinstance(record, dict):
         raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
     return record

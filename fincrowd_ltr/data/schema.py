@@ -16,6 +16,10 @@ class DataError(ValueError):
         self.field = field
 
 
+class RunWarning(UserWarning):
+    """A run file's lines that are skipped (question ids the dataset does not hold)."""
+
+
 # a synthetic question set over a corpus is named "<corpus>-synthetic" (in memory, or loaded from
 # the folder `synthesize` wrote) and shares its corpus's `auto` first stage (the stage is a
 # property of the corpus, not of who asks)

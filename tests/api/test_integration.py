@@ -106,7 +106,8 @@ def test_cli_reports_bad_input_without_a_traceback(tmp_path, capsys):
         ]
     )
     assert code == 2
-    assert "corpus.jsonl:2: malformed JSON" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "corpus.jsonl:2: malformed JSON" in err and " column " in err  # where on the line
 
 
 def test_demo_config_is_checked(tmp_path, monkeypatch):

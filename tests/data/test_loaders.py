@@ -2,6 +2,7 @@
 
 import gzip
 import json
+import warnings
 
 import pytest
 
@@ -188,6 +189,16 @@ def test_a_run_of_other_questions_is_skipped_with_a_warning_and_of_none_is_an_er
     ) as seen:
         assert read_trec_run(path, ds) == {"q1": {"d2": 2.0}}
     assert "(e.g. 'q9', line 2)" in str(seen[0].message) and seen[0].filename == __file__
+    # attributed to the caller (a script, the console entry point), yet the package's own: the
+    # command line prints it as one `fincrowd: warning:` line
+    from fincrowd_ltr.cli.commands import plain_warnings
+
+    replaced = plain_warnings()
+    try:
+        shown = warnings.formatwarning(seen[0].message, seen[0].category, "/usr/bin/fincrowd", 6)
+    finally:
+        warnings.formatwarning = replaced
+    assert shown.startswith("fincrowd: warning: ") and "run.trec: 1 of its 2" in shown
     path.write_text("q1 Q0 d2 1 2.0 x\nq9 Q0 d1 1 1.0 x\nq9 Q0 d1 2 0.5 x\n")
     with pytest.raises(DataError, match=r"run\.trec:3: passage 'd1' listed twice for query 'q9'"):
         read_trec_run(path, ds)  # a skipped question's lines are checked too
