@@ -166,7 +166,8 @@ def add_correction_rows(
         report.setdefault("notes", []).append(
             f"{len(seen)} questions the correction trained, validated or calibrated on (any "
             f"domain; matched by content: question text and gold evidence) are left out of the "
-            f"correction rows ({why}; {len(qids)} scored)"
+            f"correction rows (by role, where a question may hold several: {why}; {len(qids)} "
+            "scored)"
         )
     groups = len({data.queries[q].group for q in qids})
     if len(qids) < SMALL_HELD_OUT or groups < 3:

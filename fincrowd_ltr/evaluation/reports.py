@@ -82,7 +82,8 @@ class EvaluationReport(WorkflowReport):
                 extra += f", gate opened on {stats['gate_open_share']:.3f}"
             lines.append(
                 f"{system}: {stats['n']} queries, R@10 delta {stats['delta']['recall@10']:+.3f} "
-                f"{_interval(lo, hi, '+.3f')}, regression {orderable_summary(stats)}, improvement "
+                f"{_interval(lo, hi, '+.3f')}, nDCG@10 delta {stats['delta']['ndcg@10']:+.3f}, "
+                f"regression {orderable_summary(stats)}, improvement "
                 f"{stats['improvement_rate']:.3f}{extra}"
             )
         if self.get("excluded", {}).get("n_excluded"):
@@ -90,7 +91,7 @@ class EvaluationReport(WorkflowReport):
             why = ", ".join(f"{n} {role}" for role, n in ex["by_role"].items())
             lines.append(
                 f"correction rows leave out {ex['n_excluded']} questions the checkpoint saw "
-                f"({why}); {ex['n_scored']} scored"
+                f"(by role, where a question may hold several: {why}); {ex['n_scored']} scored"
             )
         lines += [f"warning: {message}" for message in self.get("warnings", [])]
         lines += [f"note: {message}" for message in self.get("notes", [])]
