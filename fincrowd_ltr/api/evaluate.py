@@ -55,25 +55,29 @@ def evaluate(
     many); ``cascades`` add fixed-setting cascades over the same banks (``cascade:<ranker>...``
     rows). The banks are ``banks`` when given, else made as ``spec`` and ``data`` say (or their
     fields as shortcuts: ``first_stage``, ``mode``, ``size``, ``split``, ``data_root``,
-    ``cache_dir``, ...: :func:`build_banks`); with a checkpoint and no ``spec``, the first stage
-    and a static base's question reader are those its training recorded unless ``first_stage``
-    or ``static_questions`` say.
+    ``cache_dir``, ...: :func:`build_banks`); with a checkpoint and no ``spec``, a static base's
+    question reader and, on the dataset it was trained on, the first stage are those its
+    training recorded unless ``static_questions`` or ``first_stage`` say.
     """
     systems = EvaluationSettings.take(systems, shortcuts)
     settings = data_settings(data, shortcuts)
     correction = None if systems.checkpoint is None else _loaded(systems.checkpoint)
-    if shortcuts.get("first_stage", "") is None:
-        del shortcuts["first_stage"]  # not chosen (the command line's default)
-    if correction is not None and spec is None:  # what the checkpoint's training read
-        if "first_stage" not in shortcuts and correction.summary.first_stage:
-            shortcuts["first_stage"] = correction.summary.first_stage
-        if "static_questions" not in shortcuts:
-            shortcuts["static_questions"] = correction.summary.static_questions
-    spec = bank_spec(spec, **shortcuts)
     corpus = load_dataset(dataset, settings.data_root, settings.split)
+    named = shortcuts.get("first_stage") is not None
+    if not named:
+        shortcuts.pop("first_stage", None)  # not chosen (the command line's default: None)
+    if correction is not None and spec is None:
+        _read_as_trained(correction, corpus, shortcuts)
+    spec = bank_spec(spec, **shortcuts)
     names = rankers_of(rankers)
     corpus.require_covered("measure")
     run = read_run(run, corpus)
+    if run is None and spec.first_stage == "run" and not named and banks is None:
+        raise DataError(
+            "the checkpoint was trained on the banks of your run (first stage 'run'): give the "
+            "run (--run), or name another first stage (--first-stage auto)"
+        )
+    stage_checked = spec.first_stage if named or banks is None else None  # banks given: unknown
     if run is not None and "run" not in names:
         names.append("run")  # a run given is always reported (base:run)
     built = [r for r in names if r != CROSS_ENCODER] or ["bm25"]
@@ -95,10 +99,25 @@ def evaluate(
         add_cascade_systems(report, corpus, banks, list(systems.cascades))
     if correction is not None:
         s = systems
-        add_correction_rows(
-            report, corpus, banks, correction, s.domain, s.fallback, spec.first_stage
-        )
+        add_correction_rows(report, corpus, banks, correction, s.domain, s.fallback, stage_checked)
     return report
+
+
+def trained_stage(model: GatedCorrection, corpus: Dataset) -> str | None:
+    """The first stage a checkpoint's banks came from, on the dataset it was trained on; None on
+    another corpus (whose own ``auto`` applies: the stage is a property of the corpus) or when
+    the checkpoint recorded no training."""
+    s = model.summary
+    return s.first_stage if s.query_ids and s.dataset == corpus.name else None
+
+
+def _read_as_trained(model: GatedCorrection, corpus: Dataset, shortcuts: dict) -> None:
+    """The bank settings a checkpoint's training recorded, where the caller names none: a
+    static base's question reader and :func:`trained_stage`."""
+    stage = trained_stage(model, corpus)
+    if "first_stage" not in shortcuts and stage:
+        shortcuts["first_stage"] = stage
+    shortcuts.setdefault("static_questions", model.summary.static_questions)
 
 
 def add_correction_rows(
@@ -215,9 +234,10 @@ def calibrate_domain(
     ``seed``, ``bank_size``, ``split``, ``data_root``, ``cache_dir``) say where the data is, how
     the banks are made and how the cap is kept: among orderable questions, by ``gate_method``
     (``"ltt"``: with probability >= 1 - delta over the draw of the calibration questions;
-    :mod:`fincrowd_ltr.model.calibration`). The banks use ``first_stage``, by default the one
-    the correction was trained on, and the question reader of a static base its training
-    recorded. Returns ``(model, calibration)``."""
+    :mod:`fincrowd_ltr.model.calibration`). The banks use ``first_stage``, by default what
+    :func:`evaluate` builds (the one the correction was trained on, on its own dataset; else the
+    corpus's ``auto``), and the question reader of a static base its training recorded.
+    Returns ``(model, calibration)``."""
     from fincrowd_ltr.data.splits import FoldPlan
 
     _rename_old_keywords(shortcuts)
@@ -246,7 +266,7 @@ def calibrate_domain(
                 f"calibration fold {fold} of {folds} holds no question (fewer groups than folds); "
                 "choose another --fold or fewer --folds"
             )
-    stage = first_stage or model.summary.first_stage or "bm25"
+    stage = first_stage or trained_stage(model, data) or "auto"
     banks = build_banks(
         data,
         [model.base_ranker],

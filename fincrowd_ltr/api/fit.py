@@ -845,7 +845,7 @@ def _warn_small_test_fold(data: Dataset, plan: FoldPlan, k: int) -> None:
             f"the held-out fold {k} holds {sizes[k]} covered questions of {groups} groups "
             f"(covered questions per fold: {sizes}): its figures and intervals say little; "
             "hold out a larger fold (--test-fold) or draw another plan (--seed)",
-            stacklevel=3,
+            stacklevel=4,
         )
 
 

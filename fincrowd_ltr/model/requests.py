@@ -39,9 +39,10 @@ class RerankResult:
 
 def parse_candidate(c: Candidate | dict, index: int) -> Candidate:
     """A checked candidate with its metadata in canonical form
-    (:func:`~fincrowd_ltr.data.metadata.normalise_metadata`); the caller's object is not
-    changed. Any object with ``id`` and ``text`` attributes (and optionally ``metadata``) reads
-    like a :class:`Candidate`."""
+    (:func:`~fincrowd_ltr.data.metadata.normalise_metadata`) and its ``title`` (a string, when
+    given) joined to its text as the BEIR loader joins it; the caller's object is not changed.
+    Any object with ``id`` and ``text`` attributes (and optionally ``metadata`` and ``title``)
+    reads like a :class:`Candidate`."""
     is_dict = isinstance(c, dict)
     missing = [k for k in ("id", "text") if (k not in c if is_dict else not hasattr(c, k))]
     if missing:

@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from fincrowd_ltr.data.schema import DataError
+from fincrowd_ltr.data.schema import DataError, titled
 from fincrowd_ltr.defaults import MAX_SERVED_TEXT_CHARS
 from fincrowd_ltr.fields.vocabulary import EXTRACTOR_VERSION
 from fincrowd_ltr.model.checkpoint import FORMAT_VERSION
@@ -171,7 +171,7 @@ def parse_request(body: bytes, limits: Limits) -> RerankRequest:
             "candidates",
         )
     for i, c in enumerate(request.candidates):
-        if len(c.text) > limits.max_text_chars:
+        if len(titled(c.title, c.text)) > limits.max_text_chars:  # as the loader measures it
             field = f"candidates[{i}].text"
             raise RequestError(413, f"{field} over {limits.max_text_chars} characters", field)
     return request
