@@ -344,6 +344,12 @@ def _shortfall(
             f"{len(questions)} of the {n} questions asked for: the templates found {found} "
             "(statement-table rows with a line item, period columns and figures; sentences "
             "stating a figure for a period)"
+            + (
+                f", {found - len(questions)} of them repeating another question of the same "
+                "company word for word (kept once)"
+                if found > len(questions)
+                else ""
+            )
         )
     if pool and not any(_company(p) for p in pool):
         notes.append(
@@ -587,9 +593,11 @@ def _table_items(
             if "change" in templates and len(table.periods) > 1:
                 before = table.periods[1]
                 also = index.stated[(company, row.metric, before, figure_key(row.values[1]))]
+                # from the earlier column to the later, whichever way the table prints them
+                start, end = sorted((before, period))
                 rest = (
                     f"{_display(row.label)} change from "
-                    f"{_period_words(before, rng)} to {_period_words(period, rng)}?"
+                    f"{_period_words(start, rng)} to {_period_words(end, rng)}?"
                 )
                 both = (relevant & also) | {pid}
                 items.append(

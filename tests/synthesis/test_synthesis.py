@@ -173,6 +173,34 @@ def test_restating_pages_are_relevant_and_negatives_are_typed():
     assert not set(q.relevant) & {p for v in q.negatives.values() for p in v}
 
 
+def test_a_change_runs_from_the_earlier_column_to_the_later_either_way_round():
+    """Tables print their columns newest first or oldest first: a `change` question asks from
+    the earlier year to the later one in both."""
+    from dataclasses import replace
+
+    data = filings_corpus(companies=1, questions=False)
+    page = data.passages["Firm0_2021_10K:2"]
+    lines = page.text.split("\n")
+    ascending = lines[:4] + ["2020", "2021"] + lines[6:]
+    for k in range(6, len(ascending), 5):  # label, $, now, $, before -> label, $, before, $, now
+        ascending[k + 2], ascending[k + 4] = ascending[k + 4], ascending[k + 2]
+    data.passages[page.pid] = replace(page, text="\n".join(ascending))
+    syn = synthesize(data, n=500, seed=0, templates=("change",))
+    asked = [q.text for q in syn.questions if q.source in ("Firm0_2021_10K:2", "Firm0_2022_10K:2")]
+    assert len(asked) == 6
+    for text in asked:
+        start, end = map(int, re.search(r"from \D*(\d{4}) to \D*(\d{4})\?", text).groups())
+        assert end == start + 1
+    # fewer questions than asked: the note says how many found ones repeated a wording
+    from fincrowd_ltr.synthesis.questions import _shortfall
+
+    (note,) = _shortfall(syn.questions[:4], 500, 7, list(data.passages.values()))
+    assert note.startswith("4 of the 500 questions asked for: the templates found 7")
+    assert "3 of them repeating another question of the same company word for word" in note
+    (note,) = _shortfall(syn.questions[:4], 500, 4, list(data.passages.values()))
+    assert "repeating" not in note
+
+
 def test_synthesis_is_deterministic_balanced_and_scoped_to_companies():
     data = filings_corpus(questions=False)
     a = synthesize(data, n=60, seed=3)
