@@ -93,6 +93,8 @@ def evaluate(
         evaluate_bankset(corpus, banks, [r for r in names if r in banks.rankers])
     )
     report["notes"] = list(corpus.notes) + list(banks.notes)
+    if stage_checked is not None:  # banks made here: say whose candidates they hold
+        report["first_stage"] = spec.stage(corpus)
     if systems.cascades:
         from fincrowd_ltr.evaluation.cascade import add_cascade_systems
 

@@ -52,7 +52,11 @@ from fincrowd_ltr.features.examples import (
     no_support_error,
 )
 from fincrowd_ltr.fields import FieldExtractor
-from fincrowd_ltr.model.correction import GatedCorrection
+from fincrowd_ltr.model.correction import (
+    GatedCorrection,
+    SyntheticDomainWarning,
+    synthetic_domain_note,
+)
 from fincrowd_ltr.model.summary import TrainingSummary
 from fincrowd_ltr.progress import Progress
 from fincrowd_ltr.retrieval.banks import BankSet
@@ -467,7 +471,11 @@ class _CrossValidation:
             raise
         self.gate_rows = _gate_rows(s, self.syn is not None)
         if s.calibration.gate and data.name.endswith(SYNTHETIC_SUFFIX):
-            warnings.warn(_synthetic_domain(s.calibration.domain or data.name), stacklevel=2)
+            warnings.warn(
+                synthetic_domain_note(s.calibration.domain or data.name),
+                SyntheticDomainWarning,
+                stacklevel=2,
+            )
         self.grid = self.synthetic.grid(grid) if self.syn else grid
         fold_groups = [{data.queries[q].group for q in fold} for fold in plan.folds]
         held_groups = {data.queries[q].group for q in self.held or ()}
@@ -780,18 +788,6 @@ class _CrossValidation:
             extra=extra,
         )
         return final
-
-
-def _synthetic_domain(domain: str) -> str:
-    """What a gate calibrated on synthetic questions is good for (a fit on a folder that
-    ``fincrowd synthesize`` wrote)."""
-    return (
-        f"the gate's domain {domain!r} is calibrated on synthetic questions, not on yours: it "
-        "opens where the templates' questions gain, which says little about your questions "
-        "(it may harm them); calibrate a domain of your own on labelled questions of your "
-        "corpus (`fincrowd calibrate --domain NAME`, fc.calibrate_domain) and gate with it, or "
-        "pass no domain (the always-on correction)"
-    )
 
 
 def _examples_by_mode(

@@ -59,7 +59,9 @@ class EvaluationReport(WorkflowReport):
         deep = f"R@{min(100, self['bank_size'])}"  # recall@100 of a smaller bank: all of it
         lines = [
             f"{self['dataset']} split={self['split']} banks={self['bank_mode']} "
-            f"(size {self['bank_size']}): {self['n_covered']} covered of "
+            f"(size {self['bank_size']}"
+            + (f", first stage {self['first_stage']}" if self.get("first_stage") else "")
+            + f"): {self['n_covered']} covered of "
             f"{self['n_queries']} queries ({self['n_groups']} groups; 95% cluster-bootstrap CIs)",
             f"{'system':<22}{'R@10':>22}{deep:>22}{'nDCG@10':>22}{'MRR':>8}",
         ]

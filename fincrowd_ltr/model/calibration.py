@@ -74,7 +74,11 @@ def uncertifiable(n: int, cap: float, delta: float) -> str | None:
         why += " No number of questions certifies a cap of 0."
     loosest = _loosest_cap(n, delta)
     if loosest is not None:
-        why += f" With {n}, a cap of {loosest:.3f} can be certified (--regression-cap)."
+        why += (
+            f" With {n}, a cap of {loosest:.3f} can be certified (--regression-cap), and only at a"
+            " threshold that opens on no calibration question it makes worse: one such question"
+            " closes the gate."
+        )
     return why + " Gate method 'crc' bounds the expected rate instead."
 
 

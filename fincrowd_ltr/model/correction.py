@@ -29,7 +29,7 @@ import numpy as np
 
 from fincrowd_ltr.data.metadata import METADATA_FIELDS, unread_keys
 from fincrowd_ltr.data.ranking import rank_order
-from fincrowd_ltr.data.schema import DataError, Dataset, Passage
+from fincrowd_ltr.data.schema import SYNTHETIC_SUFFIX, DataError, Dataset, Passage
 from fincrowd_ltr.features.bank_features import FEATURE_NAMES, BankFeaturizer
 from fincrowd_ltr.features.corpus import CorpusFeaturizers
 from fincrowd_ltr.features.examples import BankExample, make_examples
@@ -205,6 +205,8 @@ class GatedCorrection:
                 "domain",
             )
         if domain in self.domains:
+            if domain.endswith(SYNTHETIC_SUFFIX):
+                warnings.warn(synthetic_domain_note(domain), SyntheticDomainWarning, stacklevel=3)
             return self.domains[domain]
         if fallback == "identity":
             return "identity"
@@ -596,6 +598,22 @@ def save_residual(
         segments=segments,
     )
     model.save_pretrained(directory)
+
+
+class SyntheticDomainWarning(UserWarning):
+    """A gate domain calibrated on synthetic questions (a fit on a folder that ``fincrowd
+    synthesize`` wrote), used to gate questions."""
+
+
+def synthetic_domain_note(domain: str) -> str:
+    """What a gate calibrated on synthetic questions is good for."""
+    return (
+        f"the gate's domain {domain!r} is calibrated on synthetic questions, not on yours: it "
+        "opens where the templates' questions gain, which says little about your questions "
+        "(it may harm them); calibrate a domain of your own on labelled questions of your "
+        "corpus (`fincrowd calibrate --domain NAME`, fc.calibrate_domain) and gate with it, or "
+        "pass no domain (the always-on correction)"
+    )
 
 
 class UnreadMetadataWarning(UserWarning):

@@ -219,13 +219,15 @@ def retrieve_candidates(
         raise DataError("bank size must be at least 1")
     banks = {}
     found = _search_all(list(dataset.queries.values()), index, size)
+    empty = sorted(q for q in dataset.queries if not found[q][0])
+    if empty:
+        raise DataError(
+            f"empty bank for {len(empty)} questions (first: {', '.join(map(repr, empty[:3]))}): "
+            "the first stage retrieved nothing (an empty corpus, or a run without scores for "
+            "these questions)"
+        )
     for qid, query in dataset.queries.items():
         pids, scores = found[qid]
-        if not pids:
-            raise DataError(
-                f"empty bank for query {qid!r}: the first stage retrieved nothing "
-                "(an empty corpus, or a run without scores for this question)"
-            )
         injected: list[str] = []
         if mode == "injected" and dataset.qrels.get(qid):
             gold = [p for p in dataset.qrels[qid] if dataset.qrels[qid][p] > 0]

@@ -251,6 +251,13 @@ def build_banks(
                 f"{len(bankset.banks)} banks (mean {np.mean(list(ranker.missing.values())):.1f} "
                 "per bank); they rank after every scored candidate"
             )
+        blank = [q for q, n in ranker.missing.items() if n and n == len(bankset.banks[q].pids)]
+        if blank:
+            bankset.notes.append(
+                f"{len(blank)} questions have no score of your run for any of their bank's "
+                f"candidates (first: {', '.join(map(repr, sorted(blank)[:3]))}): their `run` "
+                "order is the first stage's, not your run's"
+            )
     return bankset
 
 

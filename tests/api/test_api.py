@@ -102,6 +102,15 @@ def test_own_ranker_as_base_and_as_first_stage():
     run = {q: {p: float(rng.normal()) for p in list(data.passages)[:30]} for q in data.queries}
     banks = fc.build_banks(data, ["bm25", "run"], run=run, size=10, cache_dir=None)
     assert any("did not score" in n for n in banks.notes)  # counted, never silent
+    assert not any("no score of your run" in n for n in banks.notes)
+    # a question the run never scored keeps the first stage's order: named (a sixth walk)
+    first = sorted(data.queries)[0]
+    partial = {q: s for q, s in run.items() if q != first}
+    banks = fc.build_banks(data, ["bm25", "run"], run=partial, size=10, cache_dir=None)
+    assert any(f"1 questions have no score of your run for any of their bank's candidates "
+               f"(first: {first!r})" in n for n in banks.notes)  # fmt: skip
+    with pytest.raises(fc.DataError, match=rf"empty bank for 1 questions \(first: '{first}'\)"):
+        fc.build_banks(data, ["run"], first_stage="run", run=partial, size=10, cache_dir=None)
     own = fc.build_banks(data, ["run"], first_stage="run", run=run, size=10, cache_dir=None)
     for qid, bank in own.banks.items():
         top = sorted(run[qid], key=lambda p: -run[qid][p])[:10]

@@ -147,6 +147,7 @@ def test_banks_unlike_the_training_banks_warn(tmp_path, capsys):
         warnings.simplefilter("always")
         assert main([*evaluate, "--first-stage=bm25+query", f"--out={tmp_path / 'r.json'}"]) == 0
     printed = capsys.readouterr().out
+    assert "(size 100, first stage bm25+query)" in printed  # whose candidates the banks hold
     assert printed.count("warning: the correction was trained on banks of first stage 'bm25'") == 1
     # the table prints it: the command does not say it again on stderr
     assert not any(issubclass(w.category, DistributionShiftWarning) for w in caught)

@@ -257,6 +257,9 @@ def test_a_calibration_too_small_for_its_cap_says_so_and_what_would_do():
     assert closed.threshold > 1.0
     assert uncertifiable(30, 0.074, 0.1) is None and uncertifiable(76, 0.03, 0.1) is None
     assert uncertifiable(75, 0.03, 0.1) is not None
+    # the looser cap certifies only an opening that harms none of them (a sixth walk followed
+    # the advice, saw the gate stay closed and was not told why)
+    assert "one such question closes the gate" in uncertifiable(22, 0.03, 0.1)
     import warnings
 
     with warnings.catch_warnings():

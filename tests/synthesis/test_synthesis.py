@@ -852,6 +852,9 @@ def test_zero_label_journey_synthesize_fit_calibrate_evaluate(tmp_path, capsys):
     evaluate = ["evaluate", *mine, "--ranker=bm25", "--first-stage=bm25", f"--checkpoint={ckpt}",
                 "--domain=mine", f"--out={out}"]  # fmt: skip
     assert main([*evaluate[:-2], "--domain=beir", f"--out={out}"]) == 2  # not calibrated
+    # gating real questions with the synthetic domain says what it is (a sixth walk: silent)
+    with pytest.warns(UserWarning, match="'beir-synthetic' is calibrated on synthetic questions"):
+        assert main([*evaluate[:-2], "--domain=beir-synthetic", f"--out={out}"]) == 0
     assert main(evaluate) == 0
     systems = json.loads(out.read_text())["systems"]
     held = set(FoldPlan.by_group(data, 4, 0).folds[0])
