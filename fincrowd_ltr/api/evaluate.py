@@ -186,7 +186,8 @@ def add_correction_rows(
         why = ", ".join(f"{n} {role}" for role, n in report["excluded"]["by_role"].items())
         report.setdefault("notes", []).append(
             f"{len(seen)} questions the correction trained, validated or calibrated on (any "
-            f"domain; matched by content: question text and gold evidence) are left out of the "
+            f"domain; matched by content, question text and gold evidence, or by id and text) are "
+            "left out of the "
             f"correction rows (by role, where a question may hold several: {why}; {len(qids)} "
             "scored)"
         )

@@ -782,8 +782,7 @@ class _CrossValidation:
             train_banks=final.summary.train_banks,
             query_ids=trained_qids,
             query_fingerprints=sorted(
-                [data.question_fingerprint(q) for q in trained_qids]
-                + [fp for _, _, fp in self.extra_qids]
+                data.question_identities(trained_qids) + [fp for _, _, fp in self.extra_qids]
             ),
             extra=extra,
         )

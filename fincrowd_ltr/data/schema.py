@@ -154,6 +154,19 @@ class Dataset:
         )
         return hashlib.sha1(json.dumps([text, gold]).encode("utf-8")).hexdigest()[:20]
 
+    def question_key(self, qid: str) -> str:
+        """A second identity of a question: its id and normalised text, whatever its evidence
+        (a corpus re-extracted or re-chunked after training changes the gold texts, so the
+        fingerprint alone would count a training question as unseen). ``k``-prefixed, so it
+        never equals a fingerprint."""
+        text = " ".join(self.queries[qid].text.lower().split())
+        return "k" + hashlib.sha1(f"{qid}\n{text}".encode("utf-8", "replace")).hexdigest()[:19]
+
+    def question_identities(self, qids) -> list[str]:
+        """Every question's fingerprint and key (what a checkpoint records of the questions it
+        saw), sorted."""
+        return sorted(f(q) for q in qids for f in (self.question_fingerprint, self.question_key))
+
     def covered(self, qid: str) -> bool:
         """Whether all gold evidence of ``qid`` is in the corpus (the coverage rule)."""
         return bool(self.qrels.get(qid)) and not self.missing_gold.get(qid)

@@ -13,8 +13,9 @@ from fincrowd_ltr.model.calibration import GateCalibration
 class TrainingSummary:
     """What a correction was trained on: the leakage checks read it, so every field is typed.
 
-    ``query_fingerprints`` (see ``Dataset.question_fingerprint``) identify the training questions
-    by content: evaluation and calibration leave them out under any id or loader.
+    ``query_fingerprints`` (``Dataset.question_identities``: each question's content fingerprint
+    and its id-and-text key) identify the training questions: evaluation and calibration leave
+    them out under any id or loader, and after their corpus's gold texts change.
     ``base_scorer``: the scoring code and question reader of a static base ranker
     (:func:`~fincrowd_ltr.retrieval.rankers.scorer_recipe`); ``None`` for fixed models and for
     checkpoints written before it was recorded.
@@ -100,6 +101,10 @@ def seen_questions(
         elif name in (None, dataset.name):
             ids |= set(qids)
     found = ids & set(dataset.queries)
-    if prints:
-        found |= {q for q in dataset.queries if dataset.question_fingerprint(q) in prints}
+    if prints:  # by content, or by id and text (a corpus re-extracted since: other gold texts)
+        found |= {
+            q
+            for q in dataset.queries
+            if dataset.question_fingerprint(q) in prints or dataset.question_key(q) in prints
+        }
     return found

@@ -86,7 +86,7 @@ def fit_calibration(
         cap,
         min_queries,
         dataset=dataset.name,
-        query_fingerprints=[dataset.question_fingerprint(q) for q in qids],
+        query_fingerprints=dataset.question_identities(qids),
         orderable=np.concatenate([orderable, *(row[3] for row in rows)]),
         delta=delta,
         method=method,

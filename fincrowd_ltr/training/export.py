@@ -51,9 +51,7 @@ def from_lightning(ckpt: Path, datamodule=None) -> GatedCorrection:
         )
         data = getattr(datamodule, "dataset", None)
         if data is not None:
-            summary.query_fingerprints = sorted(
-                data.question_fingerprint(q) for q in summary.query_ids
-            )
+            summary.query_fingerprints = data.question_identities(summary.query_ids)
             summary.dataset_fingerprint = data.corpus_fingerprint()
             extractor = datamodule.featurizer().extractor
             companies, segments = extractor.companies, extractor.segment_names

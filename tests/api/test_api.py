@@ -94,6 +94,16 @@ def test_training_question_under_a_new_id_is_still_excluded():
         {f"new-{q}": r for q, r in data.qrels.items()},
     )
     assert model.seen(renamed) == {f"new-{q}" for q in model.summary.query_ids}
+    # the corpus re-extracted after training (every gold text changed): still the same
+    # questions, by id and text (a sixth walk lengthened one passage and a training question
+    # joined the held-out rows)
+    edited = {p: fc.Passage(p, v.text + " (re-extracted)", company=v.company, period=v.period)
+              for p, v in data.passages.items()}  # fmt: skip
+    again = fc.Dataset("beir", data.queries, edited, data.qrels)
+    assert not {again.question_fingerprint(q) for q in again.queries} & set(
+        model.summary.query_fingerprints
+    )
+    assert model.seen(again) == set(model.summary.query_ids)
 
 
 def test_own_ranker_as_base_and_as_first_stage():
