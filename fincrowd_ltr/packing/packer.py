@@ -94,6 +94,14 @@ class Packing:
         return "\n\n".join(blocks)
 
 
+def _body(passage: Passage) -> str:
+    """The text to pack: without a first line that repeats the document its header cites (a
+    BEIR title, which the loader puts on the text's first line and takes as the document)."""
+    head, newline, rest = passage.text.partition("\n")
+    repeats = passage.document and head.strip() == passage.document.strip()
+    return rest if newline and repeats and rest.strip() else passage.text
+
+
 def _citation(passage: Passage, part: str | None = None) -> Citation:
     return Citation(
         passage.pid, passage.document, passage.position, passage.company, passage.period, part
@@ -139,9 +147,10 @@ class Packer:
             free = self.budget - packing.tokens
             citation = _citation(passage)
             header = self._header(citation)
-            n = self.counter.count(passage.text) + header
+            text = _body(passage)
+            n = self.counter.count(text) + header
             if n <= free:
-                packing.passages.append(PackedPassage(citation, passage.text, n, rank))
+                packing.passages.append(PackedPassage(citation, text, n, rank))
                 continue
             if n <= self.budget - packing.overhead:  # fits an empty context: not split
                 packing.dropped.append(
@@ -155,7 +164,7 @@ class Packer:
         # parts sized for an empty context, with room for the longest header
         probe = _citation(passage, "99/99")
         limit = self.budget - packing.overhead - self._header(probe)
-        parts = split_passage(passage.text, max(1, limit), self.counter)
+        parts = split_passage(_body(passage), max(1, limit), self.counter)
         for i, text in enumerate(parts, 1):
             citation = _citation(passage, f"{i}/{len(parts)}")
             n = self.counter.count(text) + self._header(citation)

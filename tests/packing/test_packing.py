@@ -83,6 +83,13 @@ def test_a_passage_over_budget_is_split_at_sentence_and_row_boundaries(counter):
     assert [u for u, _ in units("A b. C d.\nx | 1 | 2")] == ["A b.", "C d.", "x | 1 | 2"]
     # a split passage is in the context in part only: never counted as whole
     assert packing.pids == ["big"] and packing.whole_pids == []
+    # a BEIR title is the text's first line and the document the header cites: said once
+    title = "Acme 2021 annual report"
+    titled = Passage("t", f"{title}\nRevenue rose.", document=title)
+    (packed,) = Packer(counter, 1000).pack("Revenue?", [titled]).passages
+    assert packed.text == "Revenue rose." and "Acme 2021 annual report" in packed.citation.header(1)
+    other = Passage("o", "Acme 2021 annual report\nRevenue rose.", document="acme-10k-2021")
+    assert Packer(counter, 1000).pack("Revenue?", [other]).passages[0].text == other.text
     assert Packer(counter, 100_000).pack("Revenue?", [big]).whole_pids == ["big"]
 
 
