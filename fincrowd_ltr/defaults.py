@@ -44,5 +44,3 @@ AUTO_FALLBACK = "bm25"
 TOKENIZERS_BULK_ONLY = ("FINCROWD_TOKENIZERS_PARALLELISM", "bulk")
 # held-out questions below which a figure says little (fit and evaluate say so)
 SMALL_HELD_OUT = 10
-# the longest candidate text `serve` accepts by default (--max-text-chars)
-MAX_SERVED_TEXT_CHARS = 20_000

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from fincrowd_ltr import settings
 from fincrowd_ltr.cli import commands as c
+from fincrowd_ltr.data.schema import MAX_SERVED_TEXT_CHARS
 from fincrowd_ltr.defaults import (
     AUTO_FALLBACK,
     AUTO_FIRST_STAGE,
@@ -21,7 +22,6 @@ from fincrowd_ltr.defaults import (
     DEFAULT_CACHE,
     DEFAULT_LINE_ITEMS,
     LINE_ITEMS,
-    MAX_SERVED_TEXT_CHARS,
     QUESTION_READERS,
 )
 

@@ -28,6 +28,7 @@ import numpy as np
 from fincrowd_ltr.data.jsonl import read_jsonl, require_fields, require_file
 from fincrowd_ltr.data.metadata import METADATA_FIELDS, normalise_metadata, unread_keys
 from fincrowd_ltr.data.schema import (
+    MAX_SERVED_TEXT_CHARS,
     SYNTHETIC_SUFFIX,
     DataError,
     Dataset,
@@ -36,7 +37,6 @@ from fincrowd_ltr.data.schema import (
     RunWarning,
     titled,
 )
-from fincrowd_ltr.defaults import MAX_SERVED_TEXT_CHARS
 
 
 def _fields(line: str) -> list[str]:

@@ -62,6 +62,11 @@ class Passage:
         }
 
 
+# the longest candidate text (with its title) `serve` accepts by default (--max-text-chars); the
+# BEIR loader names longer passages
+MAX_SERVED_TEXT_CHARS = 20_000
+
+
 def titled(title: str | None, text: str) -> str:
     """A passage's text with its title, as the package reads both (a BEIR record's, a served
     candidate's): the title on a first line of its own."""

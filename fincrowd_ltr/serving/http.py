@@ -20,8 +20,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from fincrowd_ltr.data.schema import DataError, titled
-from fincrowd_ltr.defaults import MAX_SERVED_TEXT_CHARS
+from fincrowd_ltr.data.schema import MAX_SERVED_TEXT_CHARS, DataError, titled
 from fincrowd_ltr.fields.vocabulary import EXTRACTOR_VERSION
 from fincrowd_ltr.model.checkpoint import FORMAT_VERSION
 from fincrowd_ltr.model.correction import GatedCorrection
