@@ -242,23 +242,29 @@ def build_banks(
             bankset.save(path)
     bankset.key = key
     if "run" in rankers:
-        ranker = RunRanker(run)
-        score_banks(bankset, dataset, [ranker], progress=False)
-        unscored = [n for n in ranker.missing.values() if n]
-        if unscored:
-            bankset.notes.append(
-                f"your run did not score {sum(unscored)} bank candidates in {len(unscored)} of "
-                f"{len(bankset.banks)} banks (mean {np.mean(list(ranker.missing.values())):.1f} "
-                "per bank); they rank after every scored candidate"
-            )
-        blank = [q for q, n in ranker.missing.items() if n and n == len(bankset.banks[q].pids)]
-        if blank:
-            bankset.notes.append(
-                f"{len(blank)} questions have no score of your run for any of their bank's "
-                f"candidates (first: {', '.join(map(repr, sorted(blank)[:3]))}): their `run` "
-                "order is the first stage's, not your run's"
-            )
+        _score_run(bankset, dataset, run)
     return bankset
+
+
+def _score_run(bankset: BankSet, dataset: Dataset, run) -> None:
+    """Your run's scores on every bank, with notes counting the candidates it did not score
+    and naming the questions it scored none of (their order stays the first stage's)."""
+    ranker = RunRanker(run)
+    score_banks(bankset, dataset, [ranker], progress=False)
+    unscored = [n for n in ranker.missing.values() if n]
+    if unscored:
+        bankset.notes.append(
+            f"your run did not score {sum(unscored)} bank candidates in {len(unscored)} of "
+            f"{len(bankset.banks)} banks (mean {np.mean(list(ranker.missing.values())):.1f} "
+            "per bank); they rank after every scored candidate"
+        )
+    blank = [q for q, n in ranker.missing.items() if n and n == len(bankset.banks[q].pids)]
+    if blank:
+        bankset.notes.append(
+            f"{len(blank)} questions have no score of your run for any of their bank's "
+            f"candidates (first: {', '.join(map(repr, sorted(blank)[:3]))}): their `run` "
+            "order is the first stage's, not your run's"
+        )
 
 
 def _reuse_page_vectors(rankers: list, stage, bankset: BankSet, dataset: Dataset) -> None:
