@@ -101,11 +101,8 @@ def passage_of(row: dict, path: Path, lineno: int) -> Passage:
     ``metadata``); errors name the file and line."""
     require_fields(path, lineno, row, ("_id", "text"))
     meta = normalise_metadata(row.get("metadata") or {}, f"{path}:{lineno}: field 'metadata'")
-    title = str(row.get("title") or "").strip()
-    text = titled(title, row["text"])
     kwargs = {k: meta.get(k) for k in METADATA_FIELDS}
-    if kwargs["document"] is None and title:
-        kwargs["document"] = title
+    text, kwargs["document"] = titled(row.get("title"), row["text"], kwargs["document"])
     return Passage(pid=str(row["_id"]), text=text, **kwargs)
 
 

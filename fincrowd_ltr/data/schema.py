@@ -67,11 +67,14 @@ class Passage:
 MAX_SERVED_TEXT_CHARS = 20_000
 
 
-def titled(title: str | None, text: str) -> str:
-    """A passage's text with its title, as the package reads both (a BEIR record's, a served
-    candidate's): the title on a first line of its own."""
+def titled(title: str | None, text: str, document: str | None = None) -> tuple[str, str | None]:
+    """A passage's text and document with its title, as the package reads both (a BEIR
+    record's, a served candidate's): the title on a first line of its own, and the document
+    when ``document`` names none."""
     title = str(title or "").strip()
-    return f"{title}\n{text}" if title else str(text)
+    if not title:
+        return str(text), document
+    return f"{title}\n{text}", title if document is None else document
 
 
 @dataclass(frozen=True)

@@ -64,9 +64,10 @@ def parse_candidate(c: Candidate | dict, index: int) -> Candidate:
     if not isinstance(metadata, dict):
         raise DataError(f"{where}.metadata must be an object", f"{where}.metadata")
     metadata = normalise_metadata(metadata, f"{where}.metadata")
-    if title.strip() and metadata.get("document") is None:
-        metadata = {**metadata, "document": title.strip()}
-    return Candidate(cid, titled(title, text), metadata)
+    text, document = titled(title, text, metadata.get("document"))
+    if document is not None:
+        metadata = {**metadata, "document": document}
+    return Candidate(cid, text, metadata)
 
 
 def request_passage(key: str, c: Candidate) -> Passage:

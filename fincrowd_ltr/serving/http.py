@@ -170,7 +170,7 @@ def parse_request(body: bytes, limits: Limits) -> RerankRequest:
             "candidates",
         )
     for i, c in enumerate(request.candidates):
-        if len(titled(c.title, c.text)) > limits.max_text_chars:  # as the loader measures it
+        if len(titled(c.title, c.text)[0]) > limits.max_text_chars:  # as the loader measures it
             field = f"candidates[{i}].text"
             raise RequestError(413, f"{field} over {limits.max_text_chars} characters", field)
     return request
