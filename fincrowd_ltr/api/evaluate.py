@@ -177,6 +177,7 @@ def add_correction_rows(
             result.extra["domain"] = domain
         key = f"{name}:{ranker}" + (":unseen" if name == "base" else "")
         report["systems"][key] = result.to_dict()
+        report.setdefault("rankings", {})[key] = {q: rankings[q] for q in qids}
     report["excluded"] = {
         "n_excluded": len(seen),
         "n_scored": len(qids),

@@ -135,13 +135,16 @@ class CrossValReport:
 
 
 def held_out_rankings(report: dict) -> dict[str, dict[str, list[str]]]:
-    """The held-out orders of a saved ``fit-residual`` report, by system (for ``pack``)."""
+    """The orders of a saved report, by system (for ``pack``): an ``evaluate --out`` report's
+    (field ``rankings``) or a ``fit-residual`` report's held-out ones."""
+    if isinstance(report, dict) and isinstance(report.get("rankings"), dict):
+        return report["rankings"]
     try:
         return report["gated"]["modes"]["retrieved"]["rankings"]
     except (KeyError, TypeError):
         raise DataError(
-            "no held-out rankings (field gated.modes.retrieved.rankings); write the report "
-            "with `fincrowd fit-residual --report` (a gated fit)"
+            "no rankings in this report (field rankings of an `evaluate --out` report, or "
+            "gated.modes.retrieved.rankings of `fincrowd fit-residual --report`, a gated fit)"
         ) from None
 
 

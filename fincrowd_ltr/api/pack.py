@@ -42,9 +42,10 @@ def pack(
     data: DataSettings | None = None,
     **shortcuts,
 ) -> PackingReport:
-    """Pack every ranking (``orders``: a ``fit-residual`` report's held-out base/always-on/gated
-    orders; otherwise ``ranker``'s bank order, the banks made as ``spec`` says or its shortcuts
-    ``first_stage`` and ``size``) under each pruning policy; writes ``report.json``,
+    """Pack every ranking (``orders``: an ``evaluate --out`` report's systems, or a
+    ``fit-residual`` report's held-out base/always-on/gated orders; otherwise ``ranker``'s bank
+    order, the banks made as ``spec`` says or its shortcuts ``first_stage`` and ``size``) under
+    each pruning policy; writes ``report.json``,
     ``summary.md`` and ``contexts.jsonl`` to ``out_dir``. ``data`` (or ``split``,
     ``data_root``, ``cache_dir``) says where the data and caches are."""
     from fincrowd_ltr.packing import POLICIES, Packer, TokenCounter
@@ -86,13 +87,13 @@ def pack(
 
 
 def _rankings(data: Dataset, orders, ranker: str, spec: BankSpec, where: DataSettings, run) -> dict:
-    """``{system: {qid: ranking}}``: a cross-validation report's held-out orders, or the bank
-    order of ``ranker``."""
+    """``{system: {qid: ranking}}``: a report's orders (``evaluate --out``'s, or a
+    cross-validation report's held-out ones), or the bank order of ``ranker``."""
     from fincrowd_ltr.api.fit import held_out_rankings
 
     if orders is not None:
         if not isinstance(orders, dict):
-            require_file(Path(orders), "cross-validation report")
+            require_file(Path(orders), "report with orders")
             orders = json.loads(Path(orders).read_text())
         systems = held_out_rankings(orders)
         unknown = sorted({q for r in systems.values() for q in r} - set(data.queries))

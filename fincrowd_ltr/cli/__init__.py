@@ -550,7 +550,8 @@ def _pack_command(command) -> None:
         "--orders",
         type=Path,
         default=None,
-        help="a `fit-residual --report` JSON: pack its held-out orders",
+        help="a report with orders: `evaluate --out` (every system's) or "
+        "`fit-residual --report` (the held-out ones)",
     )
     p.add_argument(
         "--tokenizer", type=Path, default=None, help="tokenizer folder (default: MiniLM's)"

@@ -122,3 +122,4 @@ def add_cascade_systems(
     for s in settings:
         rankings = {q: cascade_ranking(bankset.banks[q], s) for q in qids}
         report["systems"][s.name] = system_metrics(rankings, dataset.qrels, qids, groups)
+        report.setdefault("rankings", {})[s.name] = rankings

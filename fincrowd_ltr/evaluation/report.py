@@ -82,6 +82,7 @@ def evaluate_bankset(dataset: Dataset, bankset: BankSet, rankers: list[str]) -> 
         "n_groups": len({dataset.queries[q].group for q in qids}),
         "systems": {},
         "contamination@10": {},
+        "rankings": {},  # every system's order of each question's bank (`pack --orders` reads it)
     }
     equivalents = dataset.gold_equivalents
     if equivalents is not None:
@@ -91,6 +92,7 @@ def evaluate_bankset(dataset: Dataset, bankset: BankSet, rankers: list[str]) -> 
         rankings = {q: bankset.banks[q].ranking(ranker) for q in qids}
         system = f"base:{ranker}"
         report["systems"][system] = system_metrics(rankings, dataset.qrels, qids, groups)
+        report["rankings"][system] = rankings
         if equivalents is not None:
             collapsed = {q: collapse_duplicates(rankings[q], equivalents[q]) for q in qids}
             report["systems_expanded_relevance"][system] = system_metrics(

@@ -11,11 +11,13 @@ from fincrowd_ltr.evaluation.reports import (
     EvaluationReport,
     WorkflowReport,
 )
+from fincrowd_ltr.metrics import recall_at_k
 from tests.conftest import user_corpus
 
 
 def test_evaluation_report_prints_saves_and_loads(tmp_path):
-    report = fc.evaluate(user_corpus(), "bm25", cache_dir=None, progress=False)
+    report_data = user_corpus()
+    report = fc.evaluate(report_data, "bm25", cache_dir=None, progress=False)
     assert isinstance(report, EvaluationReport)
     assert "base:bm25" in str(report) and "R@10" in str(report)
     assert report["systems"]["base:bm25"]["n"] == 16  # the JSON contract reads as before
@@ -30,6 +32,12 @@ def test_evaluation_report_prints_saves_and_loads(tmp_path):
     assert all(f"note: {n}" in str(back) for n in back["notes"])
     assert back["systems"]["base:bm25"]["recall@10"] == report["systems"]["base:bm25"]["recall@10"]
     assert "| base:bm25 |" in report.to_markdown()  # a Markdown table for the docs
+    # every question's order is kept (a user compares serving with it, `pack --orders` reads it)
+    rankings = back["rankings"]["base:bm25"]
+    assert set(rankings) == set(report["systems"]["base:bm25"]["per_query"])
+    for qid, ranking in rankings.items():
+        row = report["systems"]["base:bm25"]["per_query"][qid]
+        assert row["recall@10"] == recall_at_k(ranking, report_data.qrels[qid], 10)
 
 
 def test_ablation_report_is_typed():

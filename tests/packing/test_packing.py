@@ -237,3 +237,11 @@ def test_pack_command_packs_a_users_corpus_into_the_budget(tmp_path, capsys):
     unranked = [a for a in args[:-1] if not a.startswith("--ranker")]
     assert main([*unranked, f"--out={tmp_path / 'again'}", "--orders=missing.json"]) == 2
     assert "missing.json" in capsys.readouterr().err
+    # an `evaluate --out` report's orders pack as they were evaluated
+    common = [a for a in unranked if not a.startswith(("--budget", "--depth"))]
+    evaluated = tmp_path / "report.json"
+    assert main(["evaluate", *common[1:], "--ranker=bm25", f"--out={evaluated}"]) == 0
+    assert main([*unranked, f"--out={tmp_path / 'eval'}", f"--orders={evaluated}"]) == 0
+    again = json.loads((tmp_path / "eval" / "report.json").read_text())
+    assert set(again["systems"]) == {"base:bm25"}
+    assert again["systems"]["base:bm25"] == report["systems"]["base:bm25"]

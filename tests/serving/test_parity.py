@@ -74,6 +74,7 @@ def test_evaluate_api_http_and_onnx_decide_alike(setup):
         assert row["ndcg@10"] == pytest.approx(
             ndcg_at_k(evaluated[qid].ranking, data.qrels[qid], 10)
         )
+        assert report["rankings"]["gated:bm25"][qid] == evaluated[qid].ranking  # the order itself
 
     onnx_model = GatedCorrection.from_pretrained(folder, runtime="onnx")
     proc, url, _ = start_server(folder, "--max-text-chars=200000")
