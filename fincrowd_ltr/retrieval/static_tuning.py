@@ -69,12 +69,13 @@ class StaticTuning:
 @dataclass(frozen=True)
 class QuestionPairs:
     """Label-free questions about a corpus's pages that teach its static page table where
-    MiniLM's questions point: ``make()`` returns ``(question text, page id)`` pairs (called
-    only when the table is not cached); ``key`` names everything they depend on (what wrote
-    them, how many, the seed) without making them, for the cache key."""
+    MiniLM's questions point: ``make()`` returns one list of ``(question text, page id)`` pairs
+    per teaching draw (called only when the table is not cached; each draw teaches a table and
+    the page table is their mean, less sensitive to any one draw); ``key`` names everything they
+    depend on (what wrote them, how many, the seeds) without making them, for the cache key."""
 
     key: str
-    make: Callable[[], list[tuple[str, str]]] = field(compare=False, repr=False)
+    make: Callable[[], list[list[tuple[str, str]]]] = field(compare=False, repr=False)
 
 
 def tune_static(
@@ -234,8 +235,9 @@ def _batches(order, size: int):
 RECIPE = "distil-sif-corpus/tokenlearn-v2"
 # the page table MiniLM's questions meet: also taught where MiniLM's vectors of the corpus's own
 # synthetic questions point (fixed anchors; only the pages move), its contrastive steps fixed
-# (bump when how it is taught changes; decided on label-free questions, NOTES.md rules 2 and 3)
-QUESTIONS_RECIPE = "questions-minilm-v1"
+# (bump when how it is taught changes; decided on label-free questions, NOTES.md rules 2 and 3;
+# v2: the mean of one table per teaching draw, NOTES.md "Averaging the static page table")
+QUESTIONS_RECIPE = "questions-minilm-v2"
 QUESTIONS_TUNING = StaticTuning(contrastive=0.3, pairs_per_epoch=1024)
 PAIR_WINDOWS = 4  # a question's page is read by its first windows in the contrastive loss
 TUNING_PAGES = 400  # pages of the corpus MiniLM embeds as targets (seeded sample)
@@ -358,7 +360,8 @@ def static_model_for(
 
     ``questions``: label-free questions about the corpus's pages (its synthetic questions) that
     also teach the table where MiniLM's vectors of them point (``QUESTIONS_TUNING``; only the
-    pages move): the table MiniLM's questions meet, cached under its own key."""
+    pages move), one table per teaching draw, averaged: the table MiniLM's questions meet,
+    cached under its own key."""
     import sys
     import time
     import warnings
@@ -387,17 +390,20 @@ def static_model_for(
         passages, corpus_key, pages, seed, encoder, piece_ids
     )
     model = StaticModel(distilled.vectors, distilled.tokenizer, distilled.config)
-    pairs, recipe = None, RECIPE
+    draws, recipe = [], RECIPE
     if windows and questions is not None:
-        pairs = question_pairs(questions.make(), passages, model, encoder)
+        found = (question_pairs(d, passages, model, encoder) for d in questions.make())
+        draws = [pairs for pairs in found if pairs]
         recipe = f"{RECIPE}+{QUESTIONS_RECIPE}"
-        if not pairs:
+        if not draws:
             warnings.warn(UNTAUGHT, stacklevel=2)
-    if windows:
-        settings = (
-            StaticTuning(seed=seed) if pairs is None else replace(QUESTIONS_TUNING, seed=seed)
+    if windows and draws:
+        taught = replace(QUESTIONS_TUNING, seed=seed)
+        model = mean_table(
+            [tune_static(model, windows, targets, taught, pairs=p, teacher=MINILM) for p in draws]
         )
-        model = tune_static(model, windows, targets, settings, pairs=pairs, teacher=MINILM)
+    elif windows:
+        model = tune_static(model, windows, targets, StaticTuning(seed=seed), teacher=MINILM)
     else:  # no page long enough to learn from: the distilled scorer as it is
         warnings.warn(UNTUNED, stacklevel=2)
     model.config.update(
@@ -412,6 +418,18 @@ def static_model_for(
     if folder is not None:
         model.save(folder)
     return model
+
+
+def mean_table(tables: list[StaticModel]) -> StaticModel:
+    """The mean of tables tuned into one space from one start (one per teaching draw): each
+    piece's vector averaged, so the table does not rest on any one draw's questions (its
+    ``tuned`` config is the first's, with every draw's held-out cosines)."""
+    if len(tables) == 1:
+        return tables[0]
+    vectors = np.mean([t.vectors for t in tables], axis=0).astype(np.float32)
+    first = tables[0].config["tuned"]
+    tuned = {**first, "draws": [t.config["tuned"]["held_out_cosine"] for t in tables]}
+    return StaticModel(vectors, tables[0].tokenizer, {**tables[0].config, "tuned": tuned})
 
 
 _MADE: dict[tuple, tuple] = {}  # the last corpus's distillation and targets (both tables use them)
@@ -460,6 +478,7 @@ __all__ = [
     "QUESTIONS_TUNING",
     "QuestionPairs",
     "StaticTuning",
+    "mean_table",
     "question_pairs",
     "passages_key",
     "sample_targets",

@@ -803,6 +803,7 @@ def test_questions_teach_a_second_page_table(teacher_dir, tiny_bert, tmp_path, m
     from fincrowd_ltr.retrieval.build import BankSpec, build_banks
     from fincrowd_ltr.retrieval.static_tuning import QuestionPairs, static_key, static_model_for
     from fincrowd_ltr.synthesis import page_table_questions
+    from fincrowd_ltr.synthesis.teaching import TEACHING_SEEDS
     from tests.synthesis.test_synthesis import filings_corpus
 
     model, tokenizer = tiny_bert
@@ -820,8 +821,10 @@ def test_questions_teach_a_second_page_table(teacher_dir, tiny_bert, tmp_path, m
     assert found.key == page_table_questions(data).key  # named without writing them
     made = []
     pairs = QuestionPairs(found.key, lambda: made.append(1) or found.make())
-    assert len(found.make()) > 0
-    assert all(pid in data.passages for _, pid in found.make())
+    draws = found.make()
+    assert len(draws) == len(TEACHING_SEEDS) and all(draws)  # one list of pairs per draw
+    assert all(pid in data.passages for draw in draws for _, pid in draw)
+    assert draws[0] != draws[1]  # the draws are different questions
 
     fp = data.corpus_fingerprint()
     plain = static_model_for(data.passages, tmp_path, fp)
@@ -832,6 +835,7 @@ def test_questions_teach_a_second_page_table(teacher_dir, tiny_bert, tmp_path, m
     assert taught.config["questions"] == found.key and "questions-minilm" in taught.config["recipe"]
     assert taught.config["tuned"]["pairs"] > 0 and taught.config["tuned"]["fixed_questions"]
     assert taught.config["tuned"]["pairs_per_epoch"] == tuning.QUESTIONS_TUNING.pairs_per_epoch
+    assert len(taught.config["tuned"]["draws"]) == len(TEACHING_SEEDS)  # the mean of three
     assert "questions" not in plain.config and not np.allclose(taught.vectors, plain.vectors)
     again = static_model_for(data.passages, tmp_path, fp, questions=pairs)  # from the cache
     assert made == [1] and again.fingerprint() == taught.fingerprint()
@@ -848,7 +852,7 @@ def test_questions_teach_a_second_page_table(teacher_dir, tiny_bert, tmp_path, m
         by_questions.banks[qid].scores["static"], windows_only.banks[qid].scores["static"]
     )
     with pytest.raises(DataError, match="not in the corpus"):
-        bad = QuestionPairs("bad", lambda: [("What was revenue?", "nowhere")])
+        bad = QuestionPairs("bad", lambda: [[("What was revenue?", "nowhere")]])
         static_model_for(data.passages, tmp_path, fp, questions=bad)
     with pytest.warns(UserWarning, match="no synthetic question could be written"):
         none = static_model_for(data.passages, tmp_path, fp, questions=QuestionPairs("0", list))
