@@ -70,6 +70,9 @@ def evaluate(
         _read_as_trained(correction, corpus, shortcuts)
     spec = bank_spec(spec, **shortcuts)
     names = rankers_of(rankers)
+    added = correction is not None and correction.base_ranker not in names
+    if added:  # the correction's rows sit beside their own base (a seventh walk's did not)
+        names.append(correction.base_ranker)
     corpus.require_covered("measure")
     run = read_run(run, corpus)
     if run is None and spec.first_stage == "run" and not named and banks is None:
@@ -93,6 +96,11 @@ def evaluate(
         evaluate_bankset(corpus, banks, [r for r in names if r in banks.rankers])
     )
     report["notes"] = list(corpus.notes) + list(banks.notes)
+    if added:
+        report["notes"].append(
+            f"the checkpoint corrects base ranker {correction.base_ranker!r}, not one of those "
+            f"named ({', '.join(rankers_of(rankers))}): its base row is added"
+        )
     if stage_checked is not None:  # banks made here: say whose candidates they hold
         report["first_stage"] = spec.stage(corpus)
     if systems.cascades:

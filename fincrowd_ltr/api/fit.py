@@ -546,8 +546,12 @@ class _CrossValidation:
             f"{written} questions synthesised from the corpus's pages, none with a relevant "
             "page in its bank"
             if written
-            else "no question could be synthesised from the corpus's pages (none has a table "
-            "row or sentence stating a figure for a period)"
+            else "no question could be synthesised from the corpus's pages ("
+            + "; ".join(
+                syn.synthesis.notes
+                or ["none has a table row or sentence stating a figure for a period"]
+            )
+            + ")"
         )
         if not self.synthetic.labelled:
             raise DataError(f"synthetic-only training has nothing to train on: {found}")

@@ -367,9 +367,22 @@ def fit_residual(args: argparse.Namespace) -> None:
         if model.domains
         else ""
     )
-    print(
-        f"correction trained on {len(s.query_ids)} questions ({s.train_banks} banks with "
-        f"support){where}; saved to {args.out} ({report.info['residual_fits']} residual fits)"
+    print(f"{_trained(s, fit.synthetic)}{where}; saved to {args.out} "
+          f"({report.info['residual_fits']} residual fits)")  # fmt: skip
+
+
+def _trained(s, synthetic) -> str:
+    """What the saved correction trained on: with synthetic questions only, their banks (the
+    labelled questions of the training folds only validated it)."""
+    if synthetic.active and not synthetic.labelled:
+        return (
+            f"correction trained on {s.train_banks} synthetic banks (no label read); the training "
+            f"folds' {len(s.query_ids)} questions only validated it"
+        )
+    made = (s.extra.get("synthetic") or {}).get("n_banks", 0)
+    return (
+        f"correction trained on {len(s.query_ids)} questions of the training folds "
+        f"({s.train_banks} banks with support" + (", labelled and synthetic" if made else "") + ")"
     )
 
 

@@ -112,6 +112,8 @@ def _read_corpus(path: Path) -> tuple[dict[str, Passage], list[str]]:
     passages: dict[str, Passage] = {}
     unread: dict[str, int] = {}  # metadata keys the loader does not read -> first line
     long: list[tuple[int, str, int]] = []  # texts `serve` refuses by default
+    empty: list[tuple[int, str]] = []  # no text to read (`serve` refuses them too)
+    unstrung: list[tuple[int, str]] = []  # a text that is not a string, read as its str()
     for lineno, row in read_jsonl(path):
         passage = passage_of(row, path, lineno)
         if passage.pid in passages:
@@ -119,6 +121,10 @@ def _read_corpus(path: Path) -> tuple[dict[str, Passage], list[str]]:
         passages[passage.pid] = passage
         if len(passage.text) > MAX_SERVED_TEXT_CHARS:
             long.append((lineno, passage.pid, len(passage.text)))
+        if not passage.text.strip():
+            empty.append((lineno, passage.pid))
+        if not isinstance(row["text"], str):
+            unstrung.append((lineno, passage.pid))
         for key in row.get("metadata") or {}:
             if key not in METADATA_FIELDS:
                 unread.setdefault(str(key), lineno)
@@ -131,6 +137,18 @@ def _read_corpus(path: Path) -> tuple[dict[str, Passage], list[str]]:
             f"{path}: {len(long)} passages longer than {MAX_SERVED_TEXT_CHARS:,} characters "
             f"(first: {pid!r}, line {line}, {n:,}): read whole here (encoders window by "
             "window), refused by `fincrowd serve` unless --max-text-chars allows them"
+        )
+    if empty:
+        line, pid = empty[0]
+        notes.append(
+            f"{path}: {len(empty)} passages with no text (first: {pid!r}, line {line}): "
+            "retrieved as empty pages here, refused by `fincrowd serve`"
+        )
+    if unstrung:
+        line, pid = unstrung[0]
+        notes.append(
+            f"{path}: {len(unstrung)} passages whose 'text' is not a string (first: {pid!r}, "
+            f"line {line}): read as its string form"
         )
     for note in notes:
         warnings.warn(note, stacklevel=3)

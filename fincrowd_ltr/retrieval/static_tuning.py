@@ -338,7 +338,8 @@ UNTUNED = (
 
 UNTAUGHT = (
     "no synthetic question could be written from this corpus's pages (no statement table or "
-    "figure sentence the synthesis reads): the static page table is tuned on page windows alone"
+    "figure sentence the synthesis reads, or no page names its company or document: `fincrowd "
+    "synthesize` says which): the static page table is tuned on page windows alone"
 )
 
 

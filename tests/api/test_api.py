@@ -82,6 +82,11 @@ def test_held_out_fold_is_left_out_of_training_and_reported(tmp_path):
     assert json.dumps(again, sort_keys=True) == json.dumps(report, sort_keys=True)  # NaN != NaN
     with pytest.raises(TypeError, match="domian"):
         fc.evaluate(data, "bm25", checkpoint=model, domian="mycorpus", cache_dir=None)
+    # another ranker named: the correction's rows come with their own base row, and a note
+    other = fc.evaluate(data, "first-stage", checkpoint=model, domain="mycorpus", cache_dir=None)
+    assert {"base:first-stage", "base:bm25", "gated:bm25"} <= set(other["systems"])
+    assert any("corrects base ranker 'bm25'" in n for n in other["notes"])
+    assert other["rankings"]["gated:bm25"] == report["rankings"]["gated:bm25"]
 
 
 def test_training_question_under_a_new_id_is_still_excluded():

@@ -114,6 +114,22 @@ def test_a_passage_serve_would_refuse_is_named_when_loaded(tmp_path):
     assert data.passages[row["_id"]].text == row["text"]  # kept whole
 
 
+def test_passages_without_text_or_with_a_number_for_text_are_named_when_loaded(tmp_path):
+    """A seventh walk loaded `"text": ""` (which `serve` refuses) and `"text": 12345` without
+    a word."""
+    write_beir(tmp_path, companies=3)
+    lines = (tmp_path / "corpus.jsonl").read_text().splitlines()
+    empty, number = json.loads(lines[1]), json.loads(lines[3])
+    empty["text"], number["text"] = "  ", 12345
+    lines[1], lines[3] = json.dumps(empty), json.dumps(number)
+    (tmp_path / "corpus.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.warns(UserWarning, match=r"1 passages with no text \(first: "):
+        data = load_beir(tmp_path)
+    assert any(f"{empty['_id']!r}, line 2" in n and "refused by" in n for n in data.notes)
+    assert any(f"not a string (first: {number['_id']!r}, line 4)" in n for n in data.notes)
+    assert data.passages[number["_id"]].text == "12345"  # read, not lost
+
+
 def test_synthesize_says_why_it_wrote_fewer_questions_than_asked():
     data = user_corpus(companies=3)
     anonymous = {

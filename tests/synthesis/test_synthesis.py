@@ -985,6 +985,32 @@ def test_a_corpus_without_synthetic_banks_trains_on_its_labels_and_says_so(tmp_p
     with pytest.raises(fc.DataError, match="synthetic-only training has nothing to train on"):
         fc.fit_correction(user_corpus(), "bm25", folds=4, gate=False, cache_dir=None,
                           progress=False, synthetic=alone)  # fmt: skip
+    # statement tables, but no page names its company or document: the refusal says so (a
+    # seventh walk's corpus was refused for want of tables it had)
+    tables = filings_corpus(companies=4)
+    anonymous = {p: fc.Passage(p, v.text) for p, v in tables.passages.items()}
+    bare = fc.Dataset("beir", tables.queries, anonymous, tables.qrels)
+    with pytest.raises(fc.DataError, match="no page names its company or document"):
+        fc.fit_correction(bare, "bm25", folds=4, gate=False, cache_dir=None, progress=False,
+                          synthetic=alone)  # fmt: skip
+
+
+def test_a_synthetic_only_fit_says_what_trained_it(tmp_path, capsys):
+    """With synthetic questions only, the saved correction trained on synthetic banks and the
+    labelled questions only validated it: the fit says so (a seventh walk read "trained on 81
+    questions" of a fit whose labelled questions trained nothing)."""
+    from fincrowd_ltr.cli import main
+
+    dump_beir(filings_corpus(companies=6), tmp_path / "mine")
+    fit = ["fit", "--dataset=beir", f"--data-root={tmp_path / 'mine'}", "--ranker=bm25",
+           "--first-stage=bm25", f"--cache-dir={tmp_path / 'c'}", "--folds=3", "--no-gate",
+           "--no-select", "--synthetic=100", "--synthetic-only",
+           f"--out={tmp_path / 'ckpt'}"]  # fmt: skip
+    assert main(fit) == 0
+    said = capsys.readouterr().out
+    banks = fc.GatedCorrection.from_pretrained(tmp_path / "ckpt").summary.train_banks
+    assert f"correction trained on {banks} synthetic banks (no label read)" in said
+    assert "questions only validated it" in said
 
 
 def _overlap_run(data: fc.Dataset, depth: int = 100) -> dict[str, dict[str, float]]:
