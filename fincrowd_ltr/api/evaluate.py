@@ -52,7 +52,8 @@ def evaluate(
     rows: with ``checkpoint`` (a folder or a loaded :class:`GatedCorrection`), ``residual:<r>``
     (always on) and, with ``domain``, ``gated:<r>`` for the ranker it was fitted for, on the
     questions it never trained or calibrated on (left out by content; the report says how
-    many); ``cascades`` add fixed-setting cascades over the same banks (``cascade:<ranker>...``
+    many; its base ranker's ``base:<r>`` row is added when ``rankers`` lack it); ``cascades``
+    add fixed-setting cascades over the same banks (``cascade:<ranker>...``
     rows). The banks are ``banks`` when given, else made as ``spec`` and ``data`` say (or their
     fields as shortcuts: ``first_stage``, ``mode``, ``size``, ``split``, ``data_root``,
     ``cache_dir``, ...: :func:`build_banks`); with a checkpoint and no ``spec``, a static base's
@@ -69,7 +70,8 @@ def evaluate(
     if correction is not None and spec is None:
         _read_as_trained(correction, corpus, shortcuts)
     spec = bank_spec(spec, **shortcuts)
-    names = rankers_of(rankers)
+    names = list(rankers_of(rankers))  # a copy: the caller's list stays as given
+    named_rankers = list(names)
     added = correction is not None and correction.base_ranker not in names
     if added:  # the correction's rows sit beside their own base (a seventh walk's did not)
         names.append(correction.base_ranker)
@@ -99,7 +101,7 @@ def evaluate(
     if added:
         report["notes"].append(
             f"the checkpoint corrects base ranker {correction.base_ranker!r}, not one of those "
-            f"named ({', '.join(rankers_of(rankers))}): its base row is added"
+            f"named ({', '.join(named_rankers)}): its base row is added"
         )
     if stage_checked is not None:  # banks made here: say whose candidates they hold
         report["first_stage"] = spec.stage(corpus)

@@ -55,7 +55,7 @@ def pack(
     split = where.split
     corpus = load_dataset(dataset, where.data_root, split)
     corpus.require_covered("measure")
-    systems = _rankings(corpus, orders, ranker, spec, where, run)
+    systems, trimmed = _common_questions(_rankings(corpus, orders, ranker, spec, where, run))
     counter = TokenCounter(path=Path(tokenizer) if tokenizer else None)
     packer = Packer(counter, budget)
     extractor = FieldExtractor.from_passages(corpus.passages.values())
@@ -67,6 +67,7 @@ def pack(
         depth=depth,
         answer_accuracy=NOT_MEASURED,
         orders_note=INERT_NOTE,
+        **({"questions_note": trimmed} if trimmed else {}),
         systems={},
         rank_halves={},
     )
@@ -84,6 +85,21 @@ def pack(
         out / "contexts.jsonl", corpus, systems, packer, depth
     )
     return report
+
+
+def _common_questions(systems: dict) -> tuple[dict, str | None]:
+    """The systems' rankings on the questions every system ranks, and a note when some rank
+    others (an ``evaluate`` report's correction rows rank only the questions it never saw)."""
+    asked = [set(r) for r in systems.values()]
+    common = set.intersection(*asked) if asked else set()
+    if all(a == common for a in asked):
+        return systems, None
+    note = (
+        f"packed on the {len(common)} questions every system ranks (of "
+        f"{len(set.union(*asked))}): the systems rank different questions (a correction's "
+        "rows rank only those it never saw; `base:<ranker>:unseen` is their base)"
+    )
+    return {name: {q: r[q] for q in r if q in common} for name, r in systems.items()}, note
 
 
 def _rankings(data: Dataset, orders, ranker: str, spec: BankSpec, where: DataSettings, run) -> dict:

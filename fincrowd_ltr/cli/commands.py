@@ -375,8 +375,10 @@ def _trained(s, synthetic) -> str:
     """What the saved correction trained on: with synthetic questions only, their banks (the
     labelled questions of the training folds only validated it)."""
     if synthetic.active and not synthetic.labelled:
+        others = ", ".join(s.extra.get("extra_training", {}))
         return (
-            f"correction trained on {s.train_banks} synthetic banks (no label read); the training "
+            f"correction trained on {s.train_banks} banks, synthetic (no label of this corpus "
+            "read)" + (f" and labelled ones of {others}" if others else "") + "; the training "
             f"folds' {len(s.query_ids)} questions only validated it"
         )
     made = (s.extra.get("synthetic") or {}).get("n_banks", 0)

@@ -102,7 +102,8 @@ def passage_of(row: dict, path: Path, lineno: int) -> Passage:
     require_fields(path, lineno, row, ("_id", "text"))
     meta = normalise_metadata(row.get("metadata") or {}, f"{path}:{lineno}: field 'metadata'")
     kwargs = {k: meta.get(k) for k in METADATA_FIELDS}
-    text, kwargs["document"] = titled(row.get("title"), row["text"], kwargs["document"])
+    raw = "" if row["text"] is None else row["text"]  # null: no text, not the word "None"
+    text, kwargs["document"] = titled(row.get("title"), raw, kwargs["document"])
     return Passage(pid=str(row["_id"]), text=text, **kwargs)
 
 
@@ -123,7 +124,7 @@ def _read_corpus(path: Path) -> tuple[dict[str, Passage], list[str]]:
             long.append((lineno, passage.pid, len(passage.text)))
         if not passage.text.strip():
             empty.append((lineno, passage.pid))
-        if not isinstance(row["text"], str):
+        if not isinstance(row["text"], str | None):
             unstrung.append((lineno, passage.pid))
         for key in row.get("metadata") or {}:
             if key not in METADATA_FIELDS:
@@ -141,8 +142,8 @@ def _read_corpus(path: Path) -> tuple[dict[str, Passage], list[str]]:
     if empty:
         line, pid = empty[0]
         notes.append(
-            f"{path}: {len(empty)} passages with no text (first: {pid!r}, line {line}): "
-            "retrieved as empty pages here, refused by `fincrowd serve`"
+            f"{path}: {len(empty)} passages with no text (first: {pid!r}, line {line}): nothing "
+            "ranks them but their metadata, and `fincrowd serve` refuses an empty text"
         )
     if unstrung:
         line, pid = unstrung[0]

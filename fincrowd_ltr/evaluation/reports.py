@@ -143,6 +143,7 @@ class PackingReport(WorkflowReport):
             "",
             self["answer_accuracy"],
             "",
+            *([self["questions_note"], ""] if self.get("questions_note") else []),
             "| system | policy | gold in context | gold in part only | answer figures in context "
             "| all answer figures | multi-period/company | off-period tokens | near-dup tokens "
             "| max tokens |",

@@ -286,8 +286,9 @@ STATIC_RANKERS = ("static", "hybrid-static", "fused-static", "fused-static-whole
 def scorer_recipe(name: str, questions: str = "minilm", taught: bool = True) -> str | None:
     """The scoring code and question reader behind ranker ``name`` where they can change (the
     static scorer's, as ``scores-<v>/questions-<reader>``: the reader actually used, ``static``
-    where MiniLM is not installed; ``minilm-2`` where MiniLM's questions meet a page table
-    ``taught`` by the corpus's questions, the API's default, ``minilm-1`` where not); ``None``
+    where MiniLM is not installed; ``minilm-3`` where MiniLM's questions meet a page table
+    ``taught`` by the corpus's questions, the API's default (``minilm-2``: taught by one draw of
+    them, before 2026-12-06 night), ``minilm-1`` where not); ``None``
     for fixed models. A checkpoint records it."""
     if name not in STATIC_RANKERS:
         return None
@@ -343,7 +344,7 @@ FUSED_STATIC_VERSION = "once"
 
 # bump when how MiniLM's questions meet the pages changes (2: a page table taught where MiniLM's
 # vectors of the corpus's synthetic questions point; 1: the table tuned on page windows alone)
-QUESTIONS_VERSION = "minilm-2"
+QUESTIONS_VERSION = "minilm-3"  # 3: the mean of three teaching draws' tables
 
 
 def reads_minilm_space(model) -> bool:

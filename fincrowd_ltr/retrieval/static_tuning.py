@@ -393,7 +393,7 @@ def static_model_for(
     model = StaticModel(distilled.vectors, distilled.tokenizer, distilled.config)
     draws, recipe = [], RECIPE
     if windows and questions is not None:
-        found = (question_pairs(d, passages, model, encoder) for d in questions.make())
+        found = (question_pairs(d, passages, model, encoder) for d in _draws(questions))
         draws = [pairs for pairs in found if pairs]
         recipe = f"{RECIPE}+{QUESTIONS_RECIPE}"
         if not draws:
@@ -419,6 +419,18 @@ def static_model_for(
     if folder is not None:
         model.save(folder)
     return model
+
+
+def _draws(questions: QuestionPairs) -> list[list[tuple[str, str]]]:
+    """``questions.make()``, checked: one list of ``(question, page id)`` pairs per draw."""
+    draws = questions.make()
+    flat = any(isinstance(d, tuple) or (d and isinstance(d[0], str)) for d in draws)
+    if flat:
+        raise TypeError(
+            f"QuestionPairs {questions.key!r}: make() returns one list of (question, page id) "
+            "pairs per teaching draw, e.g. [pairs], not the pairs themselves"
+        )
+    return draws
 
 
 def mean_table(tables: list[StaticModel]) -> StaticModel:

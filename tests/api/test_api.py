@@ -76,6 +76,9 @@ def test_held_out_fold_is_left_out_of_training_and_reported(tmp_path):
     assert not set(cal.query_ids) & set(model.summary.query_ids)  # calibration never trained
     report = fc.evaluate(data, "bm25", checkpoint=model, domain="mycorpus", cache_dir=None)
     assert set(report["systems"]["gated:bm25"]["per_query"]) == held
+    assert set(report["rankings"]) == set(report["systems"])  # every row's orders are kept
+    for name, rankings in report["rankings"].items():
+        assert set(rankings) == set(report["systems"][name]["per_query"]), name
     assert any("left out" in n for n in report["notes"])
     systems = fc.EvaluationSettings(checkpoint=model, domain="mycorpus")
     again = fc.evaluate(data, "bm25", systems=systems, cache_dir=None)
@@ -83,9 +86,12 @@ def test_held_out_fold_is_left_out_of_training_and_reported(tmp_path):
     with pytest.raises(TypeError, match="domian"):
         fc.evaluate(data, "bm25", checkpoint=model, domian="mycorpus", cache_dir=None)
     # another ranker named: the correction's rows come with their own base row, and a note
-    other = fc.evaluate(data, "first-stage", checkpoint=model, domain="mycorpus", cache_dir=None)
+    named = ["first-stage"]
+    other = fc.evaluate(data, named, checkpoint=model, domain="mycorpus", cache_dir=None)
+    assert named == ["first-stage"]  # the caller's list is left as given
     assert {"base:first-stage", "base:bm25", "gated:bm25"} <= set(other["systems"])
-    assert any("corrects base ranker 'bm25'" in n for n in other["notes"])
+    assert any("corrects base ranker 'bm25', not one of those named (first-stage)" in n
+               for n in other["notes"])  # fmt: skip
     assert other["rankings"]["gated:bm25"] == report["rankings"]["gated:bm25"]
 
 

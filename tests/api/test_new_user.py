@@ -119,15 +119,17 @@ def test_passages_without_text_or_with_a_number_for_text_are_named_when_loaded(t
     a word."""
     write_beir(tmp_path, companies=3)
     lines = (tmp_path / "corpus.jsonl").read_text().splitlines()
-    empty, number = json.loads(lines[1]), json.loads(lines[3])
-    empty["text"], number["text"] = "  ", 12345
-    lines[1], lines[3] = json.dumps(empty), json.dumps(number)
+    empty, number, null = json.loads(lines[1]), json.loads(lines[3]), json.loads(lines[4])
+    empty["text"], number["text"], null["text"] = "  ", 12345, None
+    lines[1], lines[3], lines[4] = json.dumps(empty), json.dumps(number), json.dumps(null)
     (tmp_path / "corpus.jsonl").write_text("\n".join(lines) + "\n")
-    with pytest.warns(UserWarning, match=r"1 passages with no text \(first: "):
+    with pytest.warns(UserWarning, match=r"2 passages with no text \(first: "):
         data = load_beir(tmp_path)
-    assert any(f"{empty['_id']!r}, line 2" in n and "refused by" in n for n in data.notes)
+    named = [n for n in data.notes if f"{empty['_id']!r}, line 2" in n]
+    assert named and "`fincrowd serve` refuses an empty text" in named[0]
     assert any(f"not a string (first: {number['_id']!r}, line 4)" in n for n in data.notes)
     assert data.passages[number["_id"]].text == "12345"  # read, not lost
+    assert data.passages[null["_id"]].text == ""  # null is no text, not the word "None"
 
 
 def test_synthesize_says_why_it_wrote_fewer_questions_than_asked():

@@ -245,3 +245,16 @@ def test_pack_command_packs_a_users_corpus_into_the_budget(tmp_path, capsys):
     again = json.loads((tmp_path / "eval" / "report.json").read_text())
     assert set(again["systems"]) == {"base:bm25"}
     assert again["systems"]["base:bm25"] == report["systems"]["base:bm25"]
+    # systems that rank different questions (a correction's rows rank only those it never saw)
+    # are packed on the questions they share, and the report says so
+    orders = json.loads(evaluated.read_text())
+    base = orders["rankings"]["base:bm25"]
+    first = sorted(base)[0]
+    orders["rankings"]["gated:bm25"] = {q: r for q, r in base.items() if q != first}
+    shared = tmp_path / "shared.json"
+    shared.write_text(json.dumps(orders))
+    assert main([*unranked, f"--out={tmp_path / 'shared'}", f"--orders={shared}"]) == 0
+    both = json.loads((tmp_path / "shared" / "report.json").read_text())
+    assert both["systems"]["base:bm25"] == both["systems"]["gated:bm25"]  # the same orders
+    assert f"packed on the {len(base) - 1} questions every system ranks" in both["questions_note"]
+    assert both["questions_note"] in (tmp_path / "shared" / "summary.md").read_text()

@@ -778,7 +778,7 @@ def test_a_checkpoint_records_who_read_its_static_base_questions(
         warnings.simplefilter("ignore")
         assert scorer_warnings() == []  # built as training recorded: the table reads questions
         (told,) = scorer_warnings(static_questions="minilm")
-    assert "questions-minilm-2" in told and "questions-static" in told
+    assert "questions-minilm-3" in told and "questions-static" in told
     with pytest.raises(DataError, match="static_questions"):  # given banks read otherwise
         fc.fit_correction(data, "static", folds=5, cache_dir=tmp_path, banks={"retrieved": banks})
     legacy = TrainingSummary.from_dict({"base_ranker": "static"})  # written before the record
@@ -839,6 +839,11 @@ def test_questions_teach_a_second_page_table(teacher_dir, tiny_bert, tmp_path, m
     assert "questions" not in plain.config and not np.allclose(taught.vectors, plain.vectors)
     again = static_model_for(data.passages, tmp_path, fp, questions=pairs)  # from the cache
     assert made == [1] and again.fingerprint() == taught.fingerprint()
+    # the table is the element-wise mean of one table per draw, each taught from the start
+    one_draw = [QuestionPairs(f"d{i}", lambda d=d: [d]) for i, d in enumerate(draws)]
+    alone = [static_model_for(data.passages, tmp_path, fp, questions=q) for q in one_draw]
+    assert np.allclose(taught.vectors, np.mean([m.vectors for m in alone], axis=0), atol=1e-6)
+    assert not np.allclose(alone[0].vectors, alone[1].vectors)
 
     spec = BankSpec(size=6)
     windows_only = build_banks(data, "all", ["static"], spec, tmp_path, progress=False)
@@ -846,7 +851,7 @@ def test_questions_teach_a_second_page_table(teacher_dir, tiny_bert, tmp_path, m
         data, "all", ["static"], spec, tmp_path, progress=False, static_pairs=pairs
     )
     assert windows_only.scorers["static"].endswith("/questions-minilm-1")
-    assert by_questions.scorers["static"].endswith("/questions-minilm-2")
+    assert by_questions.scorers["static"].endswith("/questions-minilm-3")
     qid = next(iter(by_questions.banks))
     assert not np.allclose(
         by_questions.banks[qid].scores["static"], windows_only.banks[qid].scores["static"]
@@ -854,6 +859,9 @@ def test_questions_teach_a_second_page_table(teacher_dir, tiny_bert, tmp_path, m
     with pytest.raises(DataError, match="not in the corpus"):
         bad = QuestionPairs("bad", lambda: [[("What was revenue?", "nowhere")]])
         static_model_for(data.passages, tmp_path, fp, questions=bad)
+    with pytest.raises(TypeError, match="one list of \\(question, page id\\) pairs per teaching"):
+        flat = QuestionPairs("flat", lambda: [("What was revenue?", next(iter(data.passages)))])
+        static_model_for(data.passages, tmp_path, fp, questions=flat)  # the contract before
     with pytest.warns(UserWarning, match="no synthetic question could be written"):
         none = static_model_for(data.passages, tmp_path, fp, questions=QuestionPairs("0", list))
     assert none.config["tuned"]["pairs"] == 0
