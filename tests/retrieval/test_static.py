@@ -785,6 +785,11 @@ def test_a_checkpoint_records_who_read_its_static_base_questions(
     assert legacy.base_scorer is None and legacy.static_questions == "minilm"
     (unknown,) = scorer_warnings_of("static", None, again.scorers["static"])
     assert "does not record" in unknown and scorer_warnings_of("bm25", None, None) == []
+    # a checkpoint fitted on a single draw's page table meets the mean of three: refit it
+    version = f"{static_key('corpus')}/scores-9/questions-minilm-3"
+    (redrawn,) = scorer_warnings_of("static", "scores-9/questions-minilm-2", version)
+    assert "refit it" in redrawn
+    assert scorer_warnings_of("static", "scores-9/questions-minilm-3", version) == []
     moved = loaded.with_base_ranker("fused-static")  # keeps the reader its training recorded
     assert moved.summary.base_scorer == scorer_recipe("fused-static", "static")
     old = dataclasses.replace(loaded.summary, base_scorer=None)
