@@ -113,7 +113,7 @@ def _read_corpus(path: Path) -> tuple[dict[str, Passage], list[str]]:
     passages: dict[str, Passage] = {}
     unread: dict[str, int] = {}  # metadata keys the loader does not read -> first line
     long: list[tuple[int, str, int]] = []  # texts `serve` refuses by default
-    empty: list[tuple[int, str]] = []  # no text to read (`serve` refuses them too)
+    empty: list[tuple[int, str]] = []  # no text to read (`serve` refuses an empty one)
     unstrung: list[tuple[int, str]] = []  # a text that is not a string, read as its str()
     for lineno, row in read_jsonl(path):
         passage = passage_of(row, path, lineno)
