@@ -1009,7 +1009,7 @@ def test_a_synthetic_only_fit_says_what_trained_it(tmp_path, capsys):
     assert main(fit) == 0
     said = capsys.readouterr().out
     banks = fc.GatedCorrection.from_pretrained(tmp_path / "ckpt").summary.train_banks
-    assert f"correction trained on {banks} synthetic banks (no label read)" in said
+    assert f"correction trained on {banks} banks, synthetic (no label of this corpus read)" in said
     assert "questions only validated it" in said
 
 
