@@ -71,9 +71,12 @@ def evaluate(
         _read_as_trained(correction, corpus, shortcuts)
     spec = bank_spec(spec, **shortcuts)
     names = list(rankers_of(rankers))  # a copy: the caller's list stays as given
-    named_rankers = list(names)
-    added = correction is not None and correction.base_ranker not in names
-    if added:  # the correction's rows sit beside their own base (a seventh walk's did not)
+    added = None  # the correction's rows sit beside their own base (a seventh walk's did not)
+    if correction is not None and correction.base_ranker not in names:
+        added = (
+            f"the checkpoint corrects base ranker {correction.base_ranker!r}, not one of those "
+            f"named ({', '.join(names)}): its base row is added"
+        )
         names.append(correction.base_ranker)
     corpus.require_covered("measure")
     run = read_run(run, corpus)
@@ -99,10 +102,7 @@ def evaluate(
     )
     report["notes"] = list(corpus.notes) + list(banks.notes)
     if added:
-        report["notes"].append(
-            f"the checkpoint corrects base ranker {correction.base_ranker!r}, not one of those "
-            f"named ({', '.join(named_rankers)}): its base row is added"
-        )
+        report["notes"].append(added)
     if stage_checked is not None:  # banks made here: say whose candidates they hold
         report["first_stage"] = spec.stage(corpus)
     if systems.cascades:

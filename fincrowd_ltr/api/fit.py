@@ -134,20 +134,6 @@ class CrossValReport:
         return self.table()
 
 
-def held_out_rankings(report: dict) -> dict[str, dict[str, list[str]]]:
-    """The orders of a saved report, by system (for ``pack``): an ``evaluate --out`` report's
-    (field ``rankings``) or a ``fit-residual`` report's held-out ones."""
-    if isinstance(report, dict) and isinstance(report.get("rankings"), dict):
-        return report["rankings"]
-    try:
-        return report["gated"]["modes"]["retrieved"]["rankings"]
-    except (KeyError, TypeError):
-        raise DataError(
-            "no rankings in this report (field rankings of an `evaluate --out` report, or "
-            "gated.modes.retrieved.rankings of `fincrowd fit-residual --report`, a gated fit)"
-        ) from None
-
-
 def _require_covered_folds(data, plan: FoldPlan, folds: int) -> None:
     """Every fold that trains must hold a covered question (each validates or calibrates some
     round); ``folds``: the plan's size before any held-out test fold was taken out."""

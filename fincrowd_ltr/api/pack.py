@@ -87,6 +87,20 @@ def pack(
     return report
 
 
+def _report_rankings(report: dict) -> dict[str, dict[str, list[str]]]:
+    """The orders of a saved report, by system: an ``evaluate --out`` report's (field
+    ``rankings``) or a ``fit-residual`` report's held-out ones."""
+    if isinstance(report, dict) and isinstance(report.get("rankings"), dict):
+        return report["rankings"]
+    try:
+        return report["gated"]["modes"]["retrieved"]["rankings"]
+    except (KeyError, TypeError):
+        raise DataError(
+            "no rankings in this report (field rankings of an `evaluate --out` report, or "
+            "gated.modes.retrieved.rankings of `fincrowd fit-residual --report`, a gated fit)"
+        ) from None
+
+
 def _common_questions(systems: dict) -> tuple[dict, str | None]:
     """The systems' rankings on the questions every system ranks, and a note when some rank
     others (an ``evaluate`` report's correction rows rank only the questions it never saw)."""
@@ -105,13 +119,11 @@ def _common_questions(systems: dict) -> tuple[dict, str | None]:
 def _rankings(data: Dataset, orders, ranker: str, spec: BankSpec, where: DataSettings, run) -> dict:
     """``{system: {qid: ranking}}``: a report's orders (``evaluate --out``'s, or a
     cross-validation report's held-out ones), or the bank order of ``ranker``."""
-    from fincrowd_ltr.api.fit import held_out_rankings
-
     if orders is not None:
         if not isinstance(orders, dict):
             require_file(Path(orders), "report with orders")
             orders = json.loads(Path(orders).read_text())
-        systems = held_out_rankings(orders)
+        systems = _report_rankings(orders)
         unknown = sorted({q for r in systems.values() for q in r} - set(data.queries))
         if unknown:
             raise DataError(f"orders: unknown query id {unknown[0]!r} for {data.name}")
