@@ -20,6 +20,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import numbers
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -113,6 +114,29 @@ class BankResult:
     @property
     def corrected_ranking(self) -> list[str]:
         return [self.pids[i] for i in self.decision.corrected_order]
+
+
+def checked_base_scores(base_scores, n: int) -> np.ndarray:
+    """``base_scores`` as ``n`` finite floats, or a ``DataError`` naming the first bad one: a
+    string (``"4"``), ``None``, a boolean, NaN or an infinity is refused, not converted."""
+    if isinstance(base_scores, np.ndarray):
+        values = base_scores.tolist() if base_scores.ndim == 1 else None
+    else:
+        try:
+            values = list(base_scores)
+        except TypeError:
+            values = None
+    if values is None:
+        raise DataError("base_scores must be a list of numbers", "base_scores")
+    if len(values) != n:
+        raise DataError(f"base_scores has {len(values)} values for {n} candidates", "base_scores")
+    for i, v in enumerate(values):
+        field = f"base_scores[{i}]"
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise DataError(f"{field} is {type(v).__name__} {v!r}, not a number", field)
+        if not math.isfinite(v):
+            raise DataError(f"{field} is not finite ({v})", field)
+    return np.asarray(values, dtype=np.float64)
 
 
 class GatedCorrection:
@@ -290,18 +314,7 @@ class GatedCorrection:
                 "candidate ids must be unique",
                 f"candidates[{i}].id",
             )
-        try:
-            base = np.asarray(base_scores, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise DataError("base_scores must be numbers", "base_scores") from None
-        if base.shape != (len(items),):
-            raise DataError(
-                f"base_scores has {base.size} values for {len(items)} candidates", "base_scores"
-            )
-        bad = np.flatnonzero(~np.isfinite(base))
-        if len(bad):
-            i = int(bad[0])
-            raise DataError(f"base_scores[{i}] is not finite ({base[i]})", f"base_scores[{i}]")
+        base = checked_base_scores(base_scores, len(items))
         calibration = self.rule(domain, fallback)  # fail before touching any cache
         keys = [self._requests.key(c) for c in items]
         featurizer = self._requests.featurizer

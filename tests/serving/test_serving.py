@@ -206,6 +206,10 @@ def test_unread_metadata_keys_are_named_not_dropped_silently(checkpoint):
     ("cands", "scores", "message"),
     [
         (candidates(), [*BASE[:-1], float("nan")], r"base_scores\[5\] is not finite"),
+        (candidates(), [*BASE[:-1], "4"], r"base_scores\[5\] is str '4', not a number"),
+        (candidates(), [None, *BASE[1:]], r"base_scores\[0\] is NoneType None, not a number"),
+        (candidates(), [*BASE[:2], True, *BASE[3:]], r"base_scores\[2\] is bool True"),
+        (candidates(), 4.0, "base_scores must be a list of numbers"),
         (candidates(), BASE[:3], "3 values for 6 candidates"),
         ([], [], "candidates is empty"),
         ([{"id": "a", "text": "x"}, {"id": "a", "text": "y"}], [1.0, 2.0], "unique"),
