@@ -19,8 +19,8 @@ def require_file(path: Path, what: str = "file") -> Path:
 
 def _open_text(path: Path):
     if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
+        return gzip.open(path, "rt", encoding="utf-8-sig")
+    return open(path, encoding="utf-8-sig")  # a leading byte-order mark is read past
 
 
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:

@@ -162,6 +162,20 @@ def test_beir_and_trec_run(tmp_path):
     assert read_trec_run(run_path, ds) == {"q1": {"d2": 2.0, "d1": 1.5}}
 
 
+def test_files_saved_with_a_byte_order_mark_read_as_without(tmp_path):
+    """Editors on Windows save UTF-8 with a leading byte-order mark; every file reads past it."""
+    make_beir(tmp_path / "mine")
+    for name in ("corpus.jsonl", "queries.jsonl", "qrels.tsv"):
+        path = tmp_path / "mine" / name
+        path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    ds = load_dataset("beir:mine", tmp_path)
+    assert sorted(ds.passages) == ["d1", "d2"] and list(ds.queries) == ["q1"]
+    assert ds.covered("q1")
+    run_path = tmp_path / "run.trec"
+    run_path.write_bytes(b"\xef\xbb\xbfq1 Q0 d2 1 2.0 x\n")
+    assert read_trec_run(run_path, ds) == {"q1": {"d2": 2.0}}
+
+
 @pytest.mark.parametrize(
     ("line", "message"),
     [
