@@ -52,6 +52,7 @@ from fincrowd_ltr.features.examples import (
     no_support_error,
 )
 from fincrowd_ltr.fields import FieldExtractor
+from fincrowd_ltr.model.calibration import one_uncertifiable_warning
 from fincrowd_ltr.model.correction import (
     GatedCorrection,
     SyntheticDomainWarning,
@@ -383,7 +384,8 @@ def fit_correction(
     s = (settings or FitSettings()).replace(**shortcuts)
     data = load_dataset(dataset, s.data.data_root, s.data.split)
     data.require_covered("train on")
-    with worker_cap(s.training.workers):  # --workers 1: no worker process at all
+    # --workers 1: no worker process at all; one "cannot certify" warning for every round
+    with worker_cap(s.training.workers), one_uncertifiable_warning("gate calibrations of the fit"):
         cv = _CrossValidation(data, ranker, s, read_run(run, data), banks or {}, progress)
         report = cv.cross_validate()
         final = cv.final_model()

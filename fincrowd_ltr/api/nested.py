@@ -24,6 +24,7 @@ from fincrowd_ltr.evaluation.first_stage import SELECT_ON, retrieve_runs
 from fincrowd_ltr.evaluation.reports import NestedReport
 from fincrowd_ltr.evaluation.selection import best
 from fincrowd_ltr.metrics import METRICS, bootstrap_ci, per_query
+from fincrowd_ltr.model.calibration import one_uncertifiable_warning
 from fincrowd_ltr.retrieval.bm25 import BM25Config, BM25Index
 from fincrowd_ltr.retrieval.first_stage import FIRST_STAGES
 from fincrowd_ltr.settings import FitSettings
@@ -82,21 +83,10 @@ def nested_cross_validation(
     domain = s.calibration.domain or data.name
     per_query_rows: dict[str, dict[str, dict]] = {name: {} for name in SYSTEMS}
     folds = []
-    for k, stage in enumerate(stages):
-        fold_settings = s.replace(first_stage=stage, test_fold=k)
-        model, fitted = fit_correction(data, ranker, fold_settings, progress=progress)
-        with worker_cap(s.training.workers):  # the fit's bound holds for its evaluation too
-            report = evaluate(
-                data, ranker, data=s.data, checkpoint=model, domain=domain, first_stage=stage,
-                size=s.banks.bank_size, mode="retrieved", progress=progress,
-            )  # fmt: skip
-        row = _fold_row(k, stage, model, report, ranker, per_query_rows)
-        row["notes"] = fitted.info.get("notes", [])
-        if "synthetic" in model.summary.extra:  # what trained the fold's residual
-            row["synthetic"] = model.summary.extra["synthetic"]
-        folds.append(row)
-        if not set(row["query_ids"]) <= set(plan.folds[k]):
-            raise DataError(f"outer fold {k}: questions outside the fold were scored")
+    with one_uncertifiable_warning("gate calibrations of the nested run"):
+        for k, stage in enumerate(stages):
+            row = _outer_fold(data, ranker, s, plan, (k, stage), domain, per_query_rows, progress)
+            folds.append(row)
     return NestedReport(
         dataset=data.name,
         ranker=ranker,
@@ -107,6 +97,25 @@ def nested_cross_validation(
         "folds; residual setting and gate: fit_correction on the outer training folds",
         systems=_pooled(data, per_query_rows, folds),
     )
+
+
+def _outer_fold(data, ranker, s, plan, fold, domain, per_query_rows, progress) -> dict:
+    """Fit on every outer fold but ``fold`` (its index and first stage), evaluate on it."""
+    k, stage = fold
+    fold_settings = s.replace(first_stage=stage, test_fold=k)
+    model, fitted = fit_correction(data, ranker, fold_settings, progress=progress)
+    with worker_cap(s.training.workers):  # the fit's bound holds for its evaluation too
+        report = evaluate(
+            data, ranker, data=s.data, checkpoint=model, domain=domain, first_stage=stage,
+            size=s.banks.bank_size, mode="retrieved", progress=progress,
+        )  # fmt: skip
+    row = _fold_row(k, stage, model, report, ranker, per_query_rows)
+    row["notes"] = fitted.info.get("notes", [])
+    if "synthetic" in model.summary.extra:  # what trained the fold's residual
+        row["synthetic"] = model.summary.extra["synthetic"]
+    if not set(row["query_ids"]) <= set(plan.folds[k]):
+        raise DataError(f"outer fold {k}: questions outside the fold were scored")
+    return row
 
 
 def _fold_row(k, stage, model, report, ranker, rows) -> dict:

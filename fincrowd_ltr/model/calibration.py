@@ -39,6 +39,9 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -80,6 +83,38 @@ def uncertifiable(n: int, cap: float, delta: float) -> str | None:
             " closes the gate."
         )
     return why + " Gate method 'crc' bounds the expected rate instead."
+
+
+# While ``one_uncertifiable_warning`` holds them: every Learn-then-Test calibration's
+# ``(orderable questions, cap, delta, why or None)``.
+_HELD: ContextVar[list | None] = ContextVar("held_uncertifiable", default=None)
+
+
+@contextmanager
+def one_uncertifiable_warning(what: str = "calibrations") -> Iterator[None]:
+    """Within the block, Learn-then-Test's "cannot certify" warnings are held and given once,
+    for every calibration of the block together (a fit calibrates a gate per cross-validation
+    round, and a nested run per outer fold), naming how many of them (``what``) could not open
+    and the fewest orderable questions any had. A block inside another adds to the outer one."""
+    if _HELD.get() is not None:
+        yield
+        return
+    token = _HELD.set([])
+    try:
+        yield
+    finally:
+        held = _HELD.get() or []
+        _HELD.reset(token)
+        failed = [h for h in held if h[3]]
+        if failed:
+            n, cap, delta, _ = min(failed)
+            counts = ", ".join(str(h[0]) for h in failed)
+            warnings.warn(
+                f"{uncertifiable(n, cap, delta)} So for {len(failed)} of {len(held)} {what} "
+                f"(orderable calibration questions: {counts}; the fewest is quoted).",
+                GateCalibrationWarning,
+                stacklevel=3,
+            )
 
 
 def _certifies(n: int, cap: float, delta: float) -> bool:
@@ -264,7 +299,10 @@ def calibrate(
         )
     gains, logits = gains[keep], logits[keep]
     why = uncertifiable(len(gains), cap, delta) if method == "ltt" else None
-    if why:
+    held = _HELD.get()
+    if held is not None and method == "ltt":
+        held.append((len(gains), cap, delta, why))
+    elif why:
         warnings.warn(why, GateCalibrationWarning, stacklevel=2)
     temperature = fit_temperature(logits, gains > 1e-12)
     probabilities = _sigmoid(logits / temperature)

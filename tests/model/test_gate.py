@@ -268,6 +268,36 @@ def test_a_calibration_too_small_for_its_cap_says_so_and_what_would_do():
     assert opened.threshold <= 1.0
 
 
+def test_calibrations_of_one_fit_warn_once_that_they_cannot_certify():
+    """A fit calibrates a gate per round and a nested run per outer fold: the "cannot certify"
+    warning comes once for all of them, with how many could not open and their sizes (a
+    seventh walk read it once per fold)."""
+    import warnings
+
+    from fincrowd_ltr.model.calibration import GateCalibrationWarning, one_uncertifiable_warning
+
+    def calibrate_n(n):
+        ids = [f"q{i}" for i in range(n)]
+        return calibrate(np.zeros(n), np.full(n, 0.1), ids, 0.03, min_queries=1)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with one_uncertifiable_warning("rounds"):
+            for n in (30, 50):
+                calibrate_n(n)
+            with one_uncertifiable_warning("inner rounds"):  # adds to the outer block
+                calibrate_n(80)
+                calibrate_n(40)
+        after = calibrate_n(20)  # outside any block: warned at once, as before
+    messages = [str(w.message) for w in caught if w.category is GateCalibrationWarning]
+    assert len(messages) == 2
+    assert messages[0].startswith("Learn-then-Test cannot certify a regression cap of 0.03")
+    assert "with 30 orderable" in messages[0]  # the fewest is quoted
+    assert "3 of 4 rounds (orderable calibration questions: 30, 50, 40" in messages[0]
+    assert "with 20 orderable" in messages[1] and "rounds" not in messages[1]
+    assert after.threshold > 1.0
+
+
 def test_extreme_gate_logits_calibrate_without_overflow_warnings():
     """A gate logit far below zero (a residual that makes one bank's gate certain) is a
     probability of 0, not a numpy overflow warning in the user's console."""
