@@ -25,6 +25,7 @@ from fincrowd_ltr.api.corpus import bank_spec, banks_of, load_dataset, read_run
 from fincrowd_ltr.api.synthetic import (
     SyntheticExamples,
     SyntheticSettings,
+    check_named_share,
     synthesis_in_background,
     synthetic_examples,
     synthetic_scorer,
@@ -63,7 +64,7 @@ from fincrowd_ltr.progress import Progress
 from fincrowd_ltr.retrieval.banks import BankSet
 from fincrowd_ltr.retrieval.build import BankSpec, FirstStages
 from fincrowd_ltr.retrieval.rankers import reader_of, recipe_of, scorer_recipe
-from fincrowd_ltr.settings import DataSettings, FitSettings
+from fincrowd_ltr.settings import AUTO, DataSettings, FitSettings
 from fincrowd_ltr.synthesis import page_table_questions, taught, writes_teaching_questions
 from fincrowd_ltr.training.calibration import fit_calibration, gate_rows, orderable_rows
 
@@ -496,6 +497,10 @@ class _CrossValidation:
         cross-validation's test folds' texts included."""
         held = set(self.held or ())
         asked = [q.text for qid, q in self.data.queries.items() if qid not in held]
+        share = self.synthetic.named_share
+        if share != AUTO and asked:  # as `synthesize` warns, before the questions are written
+            option = "synthetic named_share 'auto' (--synthetic-named-share auto)"
+            check_named_share(float(share), asked, self.extractor, "fit", option)
         return synthesis_in_background(self.synthetic, self.data, self.extractor, asked)
 
     def _teaching(self, pending: Forked | None):

@@ -60,7 +60,7 @@ def synthesize(
     texts = [q.text for q in data.queries.values()]
     share = resolve_named_share(named_share, texts, extractor)
     if share == named_share and texts:  # not 'auto' (the default 1 included): is it far off?
-        _check_named_share(float(share), texts, extractor)
+        check_named_share(float(share), texts, extractor)
     found = _synthesize(
         data, n, seed, companies=companies, generator=generator, name=data.name + SYNTHETIC_SUFFIX,
         extractor=extractor, named_share=share, line_items=line_items,
@@ -73,16 +73,22 @@ def synthesize(
     return found
 
 
-def _check_named_share(share: float, questions: list[str], extractor: FieldExtractor) -> None:
+def check_named_share(
+    share: float,
+    questions: list[str],
+    extractor: FieldExtractor,
+    who: str = "synthesize",
+    option: str = "named_share='auto' (--named-share auto)",
+) -> None:
     """Warn when ``share`` is far (``_NAMED_SHARE_GAP`` or more) from the share of ``questions``
     that name a company: a residual trained on the synthetic ones would lean on names the real
-    ones rarely (or mostly) give."""
+    ones rarely (or mostly) give. ``who`` and ``option`` word it for the caller."""
     yours = named_share_of(questions, extractor)
     if abs(yours - share) >= _NAMED_SHARE_GAP:
         warnings.warn(
-            f"synthesize: {yours:.0%} of the dataset's {len(questions)} questions name a company, "
+            f"{who}: {yours:.0%} of the dataset's {len(questions)} questions name a company, "
             f"and named_share {share:g} makes {share:.0%} of the synthetic ones name theirs; pass "
-            "named_share='auto' (--named-share auto) to match your questions",
+            f"{option} to match your questions",
             stacklevel=3,
         )
 

@@ -797,10 +797,20 @@ def test_an_auto_named_share_is_read_from_the_questions_texts(tmp_path):
     assert 0 < sum(named) < len(named)
 
     settings = SyntheticSettings(n=24, labelled=False, named_share="auto")
-    model, _ = fc.fit_correction(
-        data, "bm25", synthetic=settings, folds=4, test_fold=0, grid=None, gate=False,
-        first_stage="bm25", cache_dir=tmp_path / "c", progress=False,
-    )  # fmt: skip
+    fit = dict(folds=4, test_fold=0, grid=None, gate=False, first_stage="bm25", progress=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model, _ = fc.fit_correction(
+            data, "bm25", synthetic=settings, cache_dir=tmp_path / "c", **fit
+        )
+    assert not [w for w in caught if "to match your questions" in str(w.message)]
+    # the default share (every question names its company), far from the user's: a fit warns
+    # as `synthesize` does (a seventh walk's fit said nothing)
+    with pytest.warns(UserWarning, match=r"fit: \d+% of the dataset's \d+ questions name a co"):
+        fc.fit_correction(
+            data, "bm25", synthetic=dataclasses.replace(settings, named_share=1.0),
+            cache_dir=tmp_path / "c", **fit,
+        )  # fmt: skip
     held = set(FoldPlan.by_group(data, 4, 0).folds[0])
     asked = [q.text for qid, q in data.queries.items() if qid not in held]
     model.save_pretrained(tmp_path / "ckpt")
