@@ -222,8 +222,10 @@ class _Folds:
         calibrates: bool = True,
         gate_rows: str = "labelled",
         gate_labels: str = "improved",
+        covered: set[str] | None = None,
     ) -> None:
         self.plan, self.examples = plan, examples
+        self.covered = covered
         self.gate_rows, self.gate_labels = gate_rows, gate_labels
         self._synthetic_data: Dataset | None = None
         self.train_mode, self.val_mode = train_mode, val_mode
@@ -260,7 +262,14 @@ class _Folds:
 
     def split(self, train, fold: int) -> tuple[list[BankExample], list[BankExample]]:
         """The training and validation banks of the residual trained on folds ``train``."""
-        return self.train(train), self.of(self.val_mode, self.validating(train, fold))
+        return self.train(train), self.validation(self.validating(train, fold))
+
+    def validation(self, folds) -> list[BankExample]:
+        """The banks of ``folds`` that validate: covered questions only (one whose relevant
+        pages are outside the corpus, or that has none judged, scores nDCG@10 0 whatever the
+        residual does: it would only shrink the score and a fold's weight among folds)."""
+        found = self.of(self.val_mode, folds)
+        return found if self.covered is None else [e for e in found if e.qid in self.covered]
 
     def selection_splits(self, train, fold: int) -> list[tuple[list, list]]:
         """The (training, validation) banks a residual's settings are compared on: for a refit,
@@ -268,8 +277,7 @@ class _Folds:
         if not self.refits:
             return [self.split(train, fold)]
         return [
-            (self.train(tuple(f for f in train if f != j)), self.of(self.val_mode, [j]))
-            for j in train
+            (self.train(tuple(f for f in train if f != j)), self.validation([j])) for j in train
         ]
 
     def gate_banks(self, fold: int, data: Dataset) -> list[tuple[str, Dataset, list]]:
@@ -474,7 +482,7 @@ class _CrossValidation:
         self.ex = _Folds(
             plan, self.examples, b.train_mode, extra, self.syn, self.synthetic, fold_groups,
             held_groups, b.val_mode, s.calibration.gate, self.gate_rows,
-            s.calibration.gate_labels,
+            s.calibration.gate_labels, {q for q in data.queries if data.covered(q)},
         )  # fmt: skip
         gated = s.calibration.gate  # a gated final model leaves its calibration fold out
         final = _final_round(data, plan)[1].train if gated else tuple(range(len(plan)))

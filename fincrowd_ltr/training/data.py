@@ -185,8 +185,10 @@ class BankDataModule(L.LightningDataModule):
             examples = [source[q] for q in qids if q in source]
             kept = [e for e in examples if e.has_support]
             self.skipped_without_support[part] = len(examples) - len(kept)
-            # validation and test keep every bank: metrics count banks without support as 0
-            self.examples[part] = kept if part == "train" else examples
+            # validation and test keep every covered question's bank (as `evaluate` does): one
+            # without support scores 0 (the first stage missed it); an uncovered one is left out
+            held = [e for e in examples if data.covered(e.qid)]
+            self.examples[part] = kept if part == "train" else held
         self.dataset = data
 
     def all_examples(self, mode: str) -> dict[str, BankExample]:

@@ -300,7 +300,8 @@ def choose_setting(
 ) -> tuple[int, list[float], int]:
     """The grid setting and epoch count with the best validation nDCG@10 averaged over
     ``splits`` (``(train, val)`` pairs, e.g. the folds of an inner cross-validation): each
-    setting's validation curves are averaged epoch by epoch (over the epochs every fit reached;
+    setting's validation curves are averaged epoch by epoch, each weighted by its number of
+    validation banks (every validation question counts once; over the epochs every fit reached;
     early stopping ends each one ``PATIENCE`` epochs after its best) and the best epoch of the
     mean curve is its score (the first setting and epoch win ties). Returns the setting's index,
     every setting's score and the epoch count of a refit on all of the splits' banks."""
@@ -322,7 +323,9 @@ def validate_grid(
     for setting in grid:
         curves = [fits.get(train, val, setting, seed)[0].val_curve for train, val in splits]
         n = min(len(c) for c in curves)
-        mean = np.mean([c[:n] for c in curves], axis=0) if n else np.full(1, -np.inf)
+        sizes = [len(val) for _, val in splits]
+        found = np.array([c[:n] for c in curves])
+        mean = np.average(found, axis=0, weights=sizes) if n and sum(sizes) else np.full(1, -np.inf)
         mean = np.where(np.isfinite(mean), mean, -np.inf)  # a diverged epoch is never the best
         best = int(np.argmax(mean))  # the first of equal scores
         scores.append(float(mean[best]))

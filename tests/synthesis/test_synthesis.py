@@ -367,6 +367,8 @@ def test_the_calibration_fold_never_validates_a_residual(tmp_path, labelled):
     from fincrowd_ltr.settings import FitSettings
 
     data = filings_corpus(companies=10)
+    # an unjudged (not covered) question never validates: it scores 0 whatever the residual does
+    data.queries["q-unjudged"] = fc.Query("q-unjudged", "Firm0's net sales in FY2020?", "Firm0")
     settings = FitSettings().replace(
         folds=5, grid=None, first_stage="bm25", cache_dir=tmp_path / "c",
         synthetic=SyntheticSettings(n=40, labelled=labelled),
@@ -374,6 +376,8 @@ def test_the_calibration_fold_never_validates_a_residual(tmp_path, labelled):
     cv = _CrossValidation(data, "bm25", settings, None, {}, False)
     plan, ex = cv.plan, cv.ex
     assert ex.refits == labelled
+    banked = set(cv.examples["retrieved"]) - {"q-unjudged"}
+    assert "q-unjudged" in cv.examples["retrieved"]
 
     def qids(examples):
         return {e.qid for e in examples if not e.synthetic}
@@ -391,11 +395,11 @@ def test_the_calibration_fold_never_validates_a_residual(tmp_path, labelled):
             selection = ex.selection_splits(r.train, validation)
             assert len(selection) == len(r.train)
             for (train, val), fold in zip(selection, r.train, strict=True):
-                assert qids(val) == set(plan.qids([fold])) & set(cv.examples["retrieved"])
+                assert qids(val) == set(plan.qids([fold])) & banked
                 assert not qids(train) & (calibration | qids(val))
             continue
         assert qids(validating) and not qids(validating) & calibration
-        assert qids(validating) == set(plan.qids(r.train)) & set(cv.examples["retrieved"])
+        assert qids(validating) == set(plan.qids(r.train)) & banked
         for inner_test, inner_train, inner_val in splits:
             assert all(e.synthetic for e in inner_train)
             assert qids(inner_val) and not qids(inner_val) & calibration

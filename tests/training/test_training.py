@@ -116,7 +116,8 @@ def test_parallel_fits_equal_the_fits_of_one_process(tmp_path, monkeypatch, fork
 
 def test_a_refit_trains_the_chosen_epochs_without_validation_banks(tmp_path):
     """``choose_setting`` averages each setting's validation curves over several splits, epoch
-    by epoch, and keeps the best setting and epoch count of the mean curves; a setting with
+    by epoch, each weighted by its validation banks (every question counts once, not every
+    split), and keeps the best setting and epoch count of the mean curves; a setting with
     ``epochs`` trains exactly that many epochs and reads no validation banks; a fit with neither
     or both is refused."""
     import numpy as np
@@ -125,7 +126,7 @@ def test_a_refit_trains_the_chosen_epochs_without_validation_banks(tmp_path):
     from fincrowd_ltr.training.fitting import ResidualFits, choose_setting, fit_residual
 
     banks = _toy_banks(tmp_path)
-    splits = [(banks[2:], banks[:2]), (banks[:-2], banks[-2:])]
+    splits = [(banks[1:], banks[:1]), (banks[:-3], banks[-3:])]
     fits = ResidualFits()
     grid = ({"alpha": 1.0}, {"alpha": 4.0})
     index, scores, epochs = choose_setting(splits, grid, 0, fits)
@@ -133,7 +134,7 @@ def test_a_refit_trains_the_chosen_epochs_without_validation_banks(tmp_path):
         curves = [fits.get(t, v, g)[0].val_curve for t, v in splits]
         n = min(map(len, curves))
         assert n >= 1 and all(len(c) <= 60 for c in curves)
-        mean = [(a + b) / 2 for a, b in zip(curves[0][:n], curves[1][:n], strict=True)]
+        mean = [(a + 3 * b) / 4 for a, b in zip(curves[0][:n], curves[1][:n], strict=True)]
         assert score == pytest.approx(max(mean))
         if g == grid[index]:
             assert epochs == int(np.argmax(mean)) + 1
@@ -145,6 +146,50 @@ def test_a_refit_trains_the_chosen_epochs_without_validation_banks(tmp_path):
         fit_residual(banks, [], {})
     with pytest.raises(ValueError, match="not both"):
         fit_residual(banks, banks[:2], {"epochs": 2})
+
+
+def test_an_epoch_count_over_splits_weighs_each_split_by_its_validation_questions():
+    """One question validating a split counts once: a split of 1 question that peaks late does
+    not outvote a split of 3 that peaks early (equal weights would pick epoch 2, not 1)."""
+    from types import SimpleNamespace
+
+    from fincrowd_ltr.training.fitting import validate_grid
+
+    curves = {1: [0.0, 1.0], 3: [0.7, 0.3]}  # by number of validation banks
+
+    class Curves:  # the fits' validation curves, as ResidualFits.get returns them
+        def get(self, train, val, setting, seed):
+            return SimpleNamespace(val_curve=curves[len(val)]), None
+
+    splits = [(["t"], ["a"]), (["t"], ["b", "c", "d"])]
+    scores, epochs = validate_grid(splits, ({},), 0, Curves())
+    assert epochs == [1] and scores[0] == pytest.approx((0.0 + 3 * 0.7) / 4)
+
+
+def test_the_data_modules_validation_and_test_parts_hold_covered_questions_only(tmp_path):
+    """An unjudged question scores nDCG@10 0 whatever the model does: the validation and test
+    parts leave it out (as `evaluate` does) instead of averaging it in as a 0."""
+    import json
+
+    root = tmp_path / "corpus"
+    write_corpus(root)
+    with open(root / "queries.jsonl", "a") as fh:
+        for c in range(12):
+            company = f"Company{c}"
+            unjudged = {"_id": f"u{c}", "text": f"{company} revenue in 2019?", "group": company}
+            fh.write(json.dumps(unjudged) + "\n")
+    dm = BankDataModule(
+        dataset="beir",
+        ranker="bm25",
+        source=DataSettings(data_root=str(root), cache_dir=tmp_path / "cache"),
+        banks=BankSettings(bank_size=6, train_mode="retrieved"),
+        folds=FoldSettings(folds=3, test_fold=0),
+    )
+    dm.setup()
+    assert not dm.dataset.covered("u0") and "u0" in dm.dataset.queries
+    for part in ("val", "test"):
+        qids = [e.qid for e in dm.examples[part]]
+        assert qids and all(q.startswith("qCompany") for q in qids), part
 
 
 def test_a_checkpoint_of_a_python_built_data_module_exports(tmp_path):
