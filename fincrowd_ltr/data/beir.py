@@ -252,9 +252,15 @@ def load_beir(
             f"{', '.join(map(str, files))}: {n} judgements name passages outside the corpus; "
             f"{len(missing)} questions count as not covered"
         )
-    for qid, query in queries.items():  # no group given: the pages of its answer
-        if not query.group:
-            queries[qid] = replace(query, group=" ".join(sorted(qrels.get(qid, ()))) or qid)
+    ungrouped = [qid for qid, query in queries.items() if not query.group]
+    for qid in ungrouped:  # no group given: the pages of its answer
+        queries[qid] = replace(queries[qid], group=" ".join(sorted(qrels.get(qid, ()))) or qid)
+    if ungrouped:
+        notes.append(
+            f"{len(ungrouped)} of {len(queries)} questions give no `group` or "
+            "`metadata.company`: each is grouped with the questions answered by the same pages "
+            "(folds keep a group together; intervals resample groups, not companies)"
+        )
     dataset = Dataset(
         name=name or root.name,
         queries=queries,

@@ -77,8 +77,9 @@ def evaluate_bankset(dataset: Dataset, bankset: BankSet, rankers: list[str]) -> 
         "bank_size": bankset.size,
         "coverage_note": "metrics average over the questions whose gold evidence is all in the "
         "corpus (n_covered); the others are counted in n_queries",
-        "interval_note": "95% percentile bootstrap over query groups (companies, contexts), "
-        "2,000 resamples of whole groups",
+        "interval_note": "95% percentile bootstrap over query groups (n_groups: FinanceBench's "
+        "companies, TAT-QA's contexts, a BEIR question's group or company, else the pages of "
+        "its answer), 2,000 resamples of whole groups",
         "n_groups": len({dataset.queries[q].group for q in qids}),
         "systems": {},
         "contamination@10": {},

@@ -236,6 +236,8 @@ def test_questions_without_a_group_answered_by_the_same_pages_share_one(tmp_path
     groups = {q: v.group for q, v in data.queries.items()}
     assert groups == {"q1": "a b", "q2": "a b", "q3": "a", "q4": "q4", "q5": "mine", "q6": "Beta"}
     assert "1 of 6 questions have no positive judgement in the qrels (first: 'q4')" in data.notes[0]
+    # said, so that a fold or an interval over "groups" is read as what it is
+    assert "4 of 6 questions give no `group` or `metadata.company`" in data.notes[-1]
 
 
 def test_beir_unknown_qrels_id_and_empty_query(tmp_path):
