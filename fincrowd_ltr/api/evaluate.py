@@ -101,6 +101,12 @@ def evaluate(
         evaluate_bankset(corpus, banks, [r for r in names if r in banks.rankers])
     )
     report["notes"] = list(corpus.notes) + list(banks.notes)
+    if len(corpus.passages) <= banks.size:
+        report["notes"].append(
+            f"the corpus holds {len(corpus.passages)} passages, no more than a bank's "
+            f"{banks.size}: every bank may hold it all, so Recall@{banks.size} says nothing of "
+            "the first stage (a smaller --bank-size measures it)"
+        )
     if added:
         report["notes"].append(added)
     if stage_checked is not None:  # banks made here: say whose candidates they hold
