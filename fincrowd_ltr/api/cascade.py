@@ -24,6 +24,7 @@ from fincrowd_ltr.evaluation.reports import CascadeReport
 from fincrowd_ltr.evaluation.results import compare
 from fincrowd_ltr.features.examples import make_examples
 from fincrowd_ltr.fields import FieldExtractor
+from fincrowd_ltr.model.calibration import one_uncertifiable_warning
 from fincrowd_ltr.retrieval.banks import BankSet
 from fincrowd_ltr.retrieval.build import BankSpec
 from fincrowd_ltr.retrieval.cascade import CascadeSettings, settings_grid
@@ -80,7 +81,8 @@ def correction_folds(
         examples[mode] = {
             e.qid: e for e in make_examples(data, bankset, ranker, featurizer, cache=cache)
         }
-    ex = _Folds(plan, examples, b.train_mode, val_mode=b.val_mode)
+    covered = {q for q in data.queries if data.covered(q)}  # only those validate
+    ex = _Folds(plan, examples, b.train_mode, val_mode=b.val_mode, covered=covered)
     stage = BankSpec(first_stage=b.first_stage).stage(data)  # as fit records it
     injected = b.train_mode == "injected"
     other = "" if injected else "gold-injected training banks (--train-mode injected) or "
@@ -138,6 +140,7 @@ def fold_corrections(
     return train_corrections(correction_folds(data, ranker, plan, banks, cache_dir=cache_dir), seed)
 
 
+@one_uncertifiable_warning("gate calibrations of the cascade")
 def gated_cascade(
     data: Dataset,
     plan: FoldPlan,

@@ -394,7 +394,10 @@ def fit_correction(
     data = load_dataset(dataset, s.data.data_root, s.data.split)
     data.require_covered("train on")
     # --workers 1: no worker process at all; one "cannot certify" warning for every round
-    with worker_cap(s.training.workers), one_uncertifiable_warning("gate calibrations of the fit"):
+    with (
+        worker_cap(s.training.workers),
+        one_uncertifiable_warning("gate calibrations of the fit", "the saved model's"),
+    ):
         cv = _CrossValidation(data, ranker, s, read_run(run, data), banks or {}, progress)
         report = cv.cross_validate()
         final = cv.final_model()
@@ -505,10 +508,6 @@ class _CrossValidation:
         cross-validation's test folds' texts included."""
         held = set(self.held or ())
         asked = [q.text for qid, q in self.data.queries.items() if qid not in held]
-        share = self.synthetic.named_share
-        if share != AUTO and asked:  # as `synthesize` warns, before the questions are written
-            option = "synthetic named_share 'auto' (--synthetic-named-share auto)"
-            check_named_share(float(share), asked, self.extractor, "fit", option)
         return synthesis_in_background(self.synthetic, self.data, self.extractor, asked)
 
     def _teaching(self, pending: Forked | None):
@@ -532,6 +531,10 @@ class _CrossValidation:
             b.bank_size, self.s.data.cache_dir, self.progress, found=pending.result(),
             stages=stages, static_questions=b.static_questions, teaching=self.teaching,
         )  # fmt: skip
+        if self.synthetic.named_share != AUTO:  # as `synthesize` warns (every question's text)
+            option = "synthetic named_share 'auto' (--synthetic-named-share auto)"
+            asked = [q.text for q in data.queries.values()]
+            check_named_share(syn.synthesis, asked, self.extractor, "fit", option)
         written, n, draws = len(syn.synthesis.questions), self.synthetic.n, self.synthetic.draws
         if syn.examples and draws > 1 and written < n * draws:  # short draws weigh as full ones
             short = [k + 1 for k in range(draws) if written < n * (k + 1)]

@@ -34,6 +34,7 @@ from fincrowd_ltr.synthesis import Synthesis, named_share_of, page_table_questio
 from fincrowd_ltr.synthesis import synthesize as _synthesize
 
 _NAMED_SHARE_GAP = 0.25
+_NAMED_SHARE_SAMPLE = 500  # synthetic questions read for their share naming a company
 _GROUPS = 10  # groups a synthetic folder's unit needs: twice the default 5 folds
 
 
@@ -59,12 +60,12 @@ def synthesize(
     extractor = FieldExtractor.from_passages(data.passages.values())
     texts = [q.text for q in data.queries.values()]
     share = resolve_named_share(named_share, texts, extractor)
-    if share == named_share and texts:  # not 'auto' (the default 1 included): is it far off?
-        check_named_share(float(share), texts, extractor)
     found = _synthesize(
         data, n, seed, companies=companies, generator=generator, name=data.name + SYNTHETIC_SUFFIX,
         extractor=extractor, named_share=share, line_items=line_items,
     )  # fmt: skip
+    if share == named_share:  # not 'auto' (the default 1 included): is it far off?
+        check_named_share(found, texts, extractor)
     if difficulty and found.questions:
         cache = None if cache_dir is None else Path(cache_dir)
         found.measure_difficulty(BM25Index.build(found.passages, cache_dir=cache, progress=False))
@@ -74,21 +75,29 @@ def synthesize(
 
 
 def check_named_share(
-    share: float,
+    synthetic: Synthesis,
     questions: list[str],
     extractor: FieldExtractor,
     who: str = "synthesize",
     option: str = "named_share='auto' (--named-share auto)",
 ) -> None:
-    """Warn when ``share`` is far (``_NAMED_SHARE_GAP`` or more) from the share of ``questions``
-    that name a company: a residual trained on the synthetic ones would lean on names the real
-    ones rarely (or mostly) give. ``who`` and ``option`` word it for the caller."""
+    """Warn when the share of ``synthetic``'s questions that name their company is far
+    (``_NAMED_SHARE_GAP`` or more) from the share of ``questions`` (the user's texts) that name
+    one: a residual trained on them would lean on names the real ones rarely (or mostly) give.
+    Read from the questions written (up to ``_NAMED_SHARE_SAMPLE``, evenly spread), not the share
+    asked: pages that name no company give no question that names one. ``who`` and ``option``
+    word it for the caller."""
+    written = synthetic.questions
+    if not written or not questions:
+        return
+    step = max(1, len(written) // _NAMED_SHARE_SAMPLE)
+    theirs = named_share_of((q.text for q in written[::step]), extractor)
     yours = named_share_of(questions, extractor)
-    if abs(yours - share) >= _NAMED_SHARE_GAP:
+    if abs(yours - theirs) >= _NAMED_SHARE_GAP:
         warnings.warn(
             f"{who}: {yours:.0%} of the dataset's {len(questions)} questions name a company, "
-            f"and named_share {share:g} makes {share:.0%} of the synthetic ones name theirs; pass "
-            f"{option} to match your questions",
+            f"and {theirs:.0%} of the synthetic ones name theirs (named_share "
+            f"{synthetic.named_share:g}); pass {option} to match your questions",
             stacklevel=3,
         )
 

@@ -259,7 +259,8 @@ def load_beir(
         notes.append(
             f"{len(ungrouped)} of {len(queries)} questions give no `group` or "
             "`metadata.company`: each is grouped with the questions answered by the same pages "
-            "(folds keep a group together; intervals resample groups, not companies)"
+            "(one with no judged page, alone; folds keep a group together; intervals resample "
+            "groups, not companies)"
         )
     dataset = Dataset(
         name=name or root.name,

@@ -91,30 +91,36 @@ _HELD: ContextVar[list | None] = ContextVar("held_uncertifiable", default=None)
 
 
 @contextmanager
-def one_uncertifiable_warning(what: str = "calibrations") -> Iterator[None]:
+def one_uncertifiable_warning(
+    what: str = "calibrations", last: str | None = None
+) -> Iterator[None]:
     """Within the block, Learn-then-Test's "cannot certify" warnings are held and given once,
     for every calibration of the block together (a fit calibrates a gate per cross-validation
-    round, and a nested run per outer fold), naming how many of them (``what``) could not open
-    and the fewest orderable questions any had. A block inside another adds to the outer one."""
+    round, and a nested run per outer fold), naming how many of them (``what``) could not open,
+    their sizes and, with ``last`` (e.g. "the saved model's"), whether the block's last one
+    could. A block inside another adds to the outer one; a block left by an exception says
+    nothing (the exception does)."""
     if _HELD.get() is not None:
         yield
         return
     token = _HELD.set([])
     try:
         yield
-    finally:
         held = _HELD.get() or []
+    finally:
         _HELD.reset(token)
-        failed = [h for h in held if h[3]]
-        if failed:
-            n, cap, delta, _ = min(failed)
-            counts = ", ".join(str(h[0]) for h in failed)
-            warnings.warn(
-                f"{uncertifiable(n, cap, delta)} So for {len(failed)} of {len(held)} {what} "
-                f"(orderable calibration questions: {counts}; the fewest is quoted).",
-                GateCalibrationWarning,
-                stacklevel=3,
-            )
+    failed = [h for h in held if h[3]]
+    if not failed:
+        return
+    n, cap, delta, _ = min(failed)
+    counts = ", ".join(str(h[0]) for h in failed)
+    message = (
+        f"{uncertifiable(n, cap, delta)} This is so for {len(failed)} of {len(held)} {what} "
+        f"(orderable calibration questions: {counts}; the fewest is quoted)"
+    )
+    if last:
+        message += f"; {last} is {'one of them' if held[-1][3] else 'not'}"
+    warnings.warn(message + ".", GateCalibrationWarning, stacklevel=3)
 
 
 def _certifies(n: int, cap: float, delta: float) -> bool:

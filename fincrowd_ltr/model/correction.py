@@ -20,7 +20,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-import numbers
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -117,26 +116,43 @@ class BankResult:
 
 
 def checked_base_scores(base_scores, n: int) -> np.ndarray:
-    """``base_scores`` as ``n`` finite floats, or a ``DataError`` naming the first bad one: a
-    string (``"4"``), ``None``, a boolean, NaN or an infinity is refused, not converted."""
+    """``base_scores`` (a list, tuple, NumPy array or tensor of numbers) as ``n`` finite floats,
+    or a ``DataError`` naming the first bad one: a string (``"4"``), ``None``, a boolean, NaN or
+    an infinity is refused, not converted."""
+    refused = DataError("base_scores must be a list of numbers, one per candidate", "base_scores")
+    if isinstance(base_scores, str | bytes | dict | set | frozenset):
+        raise refused
+    if hasattr(base_scores, "__array__") and not isinstance(base_scores, np.ndarray):
+        if hasattr(base_scores, "detach"):  # a tensor: its values, not its graph
+            base_scores = base_scores.detach().cpu()
+        try:  # a tensor, a pandas Series
+            base_scores = np.asarray(base_scores)
+        except (TypeError, ValueError):
+            raise refused from None
     if isinstance(base_scores, np.ndarray):
-        values = base_scores.tolist() if base_scores.ndim == 1 else None
+        if base_scores.ndim != 1:
+            raise refused
+        values = base_scores.tolist()  # Python numbers; booleans and strings checked below
     else:
         try:
             values = list(base_scores)
         except TypeError:
-            values = None
-    if values is None:
-        raise DataError("base_scores must be a list of numbers", "base_scores")
+            raise refused from None
     if len(values) != n:
         raise DataError(f"base_scores has {len(values)} values for {n} candidates", "base_scores")
+    found = np.empty(n, dtype=np.float64)
     for i, v in enumerate(values):
         field = f"base_scores[{i}]"
-        if isinstance(v, bool) or not isinstance(v, numbers.Real):
-            raise DataError(f"{field} is {type(v).__name__} {v!r}, not a number", field)
-        if not math.isfinite(v):
+        try:
+            if isinstance(v, str | bytes | bool | np.bool_):
+                raise TypeError
+            found[i] = float(v)
+        except (TypeError, ValueError, OverflowError):
+            shown = repr(v) if len(repr(v)) <= 40 else repr(v)[:37] + "..."
+            raise DataError(f"{field} is {type(v).__name__} {shown}, not a number", field) from None
+        if not math.isfinite(found[i]):
             raise DataError(f"{field} is not finite ({v})", field)
-    return np.asarray(values, dtype=np.float64)
+    return found
 
 
 class GatedCorrection:

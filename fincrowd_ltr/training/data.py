@@ -13,7 +13,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from fincrowd_ltr.data import load_dataset as _load_dataset
-from fincrowd_ltr.data.schema import Dataset
+from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.data.splits import fold_split
 from fincrowd_ltr.features import FEATURE_NAMES, BankFeaturizer
 from fincrowd_ltr.features.examples import BankExample, make_examples, no_support_error
@@ -188,6 +188,12 @@ class BankDataModule(L.LightningDataModule):
             # validation and test keep every covered question's bank (as `evaluate` does): one
             # without support scores 0 (the first stage missed it); an uncovered one is left out
             held = [e for e in examples if data.covered(e.qid)]
+            if part != "train" and qids and not held:
+                raise DataError(
+                    f"the {part} part's {len(qids)} questions include no covered one (all of its "
+                    "relevant pages in the corpus): nothing to measure; draw other folds "
+                    "(--seed, fewer --folds) or name other questions"
+                )
             self.examples[part] = kept if part == "train" else held
         self.dataset = data
 

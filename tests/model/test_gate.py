@@ -293,9 +293,19 @@ def test_calibrations_of_one_fit_warn_once_that_they_cannot_certify():
     assert len(messages) == 2
     assert messages[0].startswith("Learn-then-Test cannot certify a regression cap of 0.03")
     assert "with 30 orderable" in messages[0]  # the fewest is quoted
-    assert "3 of 4 rounds (orderable calibration questions: 30, 50, 40" in messages[0]
+    assert "so for 3 of 4 rounds (orderable calibration questions: 30, 50, 40" in messages[0]
     assert "with 20 orderable" in messages[1] and "rounds" not in messages[1]
     assert after.threshold > 1.0
+    # whether the last (a fit's saved model) could open; a block left by an error says nothing
+    last_opens = one_uncertifiable_warning("calibrations", "the saved model's")
+    with pytest.warns(GateCalibrationWarning, match="; the saved model's is not.$"), last_opens:
+        calibrate_n(30)
+        calibrate_n(80)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(KeyError), one_uncertifiable_warning():
+            calibrate_n(30)
+            raise KeyError("the fit failed")
 
 
 def test_extreme_gate_logits_calibrate_without_overflow_warnings():

@@ -245,6 +245,27 @@ def test_bad_input_is_named(checkpoint, cands, scores, message):
         reranker.rerank(QUERY, cands, scores, domain="open")
 
 
+def test_base_scores_come_as_any_sequence_or_array_of_numbers(checkpoint):
+    """A tensor (one that requires grad too), a NumPy array, Decimals or 0-d tensors rerank as
+    the same floats; a dict (whose keys are no scores) is refused."""
+    import decimal
+
+    import torch
+
+    reranker = GatedCorrection.from_pretrained(checkpoint)
+    expected = reranker.rerank(QUERY, candidates(), BASE, domain="open")
+    for scores in (
+        torch.tensor(BASE, requires_grad=True),
+        np.asarray(BASE, dtype=np.float32).astype(np.float64),
+        [decimal.Decimal(repr(b)) for b in BASE],
+        [torch.tensor(b, dtype=torch.float64) for b in BASE],
+    ):
+        found = reranker.rerank(QUERY, candidates(), scores, domain="open")
+        assert found.ranking == expected.ranking and np.allclose(found.scores, expected.scores)
+    with pytest.raises(DataError, match="base_scores must be a list of numbers"):
+        reranker.rerank(QUERY, candidates(), dict(enumerate(BASE)), domain="open")
+
+
 def test_onnx_runtime_reranks_like_pytorch_without_torch(checkpoint, tmp_path):
     """The torch-free runtime (residual.onnx, gate.onnx, NumPy features and decision) returns
     the same order, scores and gate decision as PyTorch; a subprocess shows torch never loads."""

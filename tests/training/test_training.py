@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from fincrowd_ltr.data.schema import DataError
 from fincrowd_ltr.settings import BankSettings, DataSettings, FoldSettings
 from fincrowd_ltr.training.data import BankDataModule
 from fincrowd_ltr.training.module import ResidualModule, batch_ndcg
@@ -190,6 +191,13 @@ def test_the_data_modules_validation_and_test_parts_hold_covered_questions_only(
     for part in ("val", "test"):
         qids = [e.qid for e in dm.examples[part]]
         assert qids and all(q.startswith("qCompany") for q in qids), part
+    # a part of unjudged questions only has nothing to measure: said, not an empty loader
+    only = BankDataModule(
+        dataset="beir", ranker="bm25", source=dm.source, banks=dm.banks,
+        parts={"train": ["qCompany1", "qCompany2"], "val": ["u0", "u3"], "test": []},
+    )  # fmt: skip
+    with pytest.raises(DataError, match="the val part's 2 questions include no covered one"):
+        only.setup()
 
 
 def test_a_checkpoint_of_a_python_built_data_module_exports(tmp_path):
