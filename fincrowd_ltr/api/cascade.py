@@ -81,8 +81,8 @@ def correction_folds(
         examples[mode] = {
             e.qid: e for e in make_examples(data, bankset, ranker, featurizer, cache=cache)
         }
-    covered = {q for q in data.queries if data.covered(q)}  # only those validate
-    ex = _Folds(plan, examples, b.train_mode, val_mode=b.val_mode, covered=covered)
+    # only covered questions validate
+    ex = _Folds(plan, examples, b.train_mode, val_mode=b.val_mode, covered=data)
     stage = BankSpec(first_stage=b.first_stage).stage(data)  # as fit records it
     injected = b.train_mode == "injected"
     other = "" if injected else "gold-injected training banks (--train-mode injected) or "

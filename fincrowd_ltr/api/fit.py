@@ -222,10 +222,10 @@ class _Folds:
         calibrates: bool = True,
         gate_rows: str = "labelled",
         gate_labels: str = "improved",
-        covered: set[str] | None = None,
+        covered: Dataset | None = None,
     ) -> None:
         self.plan, self.examples = plan, examples
-        self.covered = covered
+        self.covered = covered  # the dataset whose covered questions alone validate
         self.gate_rows, self.gate_labels = gate_rows, gate_labels
         self._synthetic_data: Dataset | None = None
         self.train_mode, self.val_mode = train_mode, val_mode
@@ -268,8 +268,7 @@ class _Folds:
         """The banks of ``folds`` that validate: covered questions only (one whose relevant
         pages are outside the corpus, or that has none judged, scores nDCG@10 0 whatever the
         residual does: it would only shrink the score and a fold's weight among folds)."""
-        found = self.of(self.val_mode, folds)
-        return found if self.covered is None else [e for e in found if e.qid in self.covered]
+        return self.of(self.val_mode, folds, self.covered)
 
     def selection_splits(self, train, fold: int) -> list[tuple[list, list]]:
         """The (training, validation) banks a residual's settings are compared on: for a refit,
@@ -485,7 +484,7 @@ class _CrossValidation:
         self.ex = _Folds(
             plan, self.examples, b.train_mode, extra, self.syn, self.synthetic, fold_groups,
             held_groups, b.val_mode, s.calibration.gate, self.gate_rows,
-            s.calibration.gate_labels, {q for q in data.queries if data.covered(q)},
+            s.calibration.gate_labels, data,
         )  # fmt: skip
         gated = s.calibration.gate  # a gated final model leaves its calibration fold out
         final = _final_round(data, plan)[1].train if gated else tuple(range(len(plan)))

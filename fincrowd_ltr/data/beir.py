@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fincrowd_ltr.data.jsonl import read_jsonl, require_fields, require_file
+from fincrowd_ltr.data.jsonl import TEXT_ENCODING, read_jsonl, require_fields, require_file
 from fincrowd_ltr.data.metadata import METADATA_FIELDS, normalise_metadata, unread_keys
 from fincrowd_ltr.data.schema import (
     MAX_SERVED_TEXT_CHARS,
@@ -53,7 +53,7 @@ def read_qrels(path: Path, lines: dict | None = None) -> dict[str, dict[str, int
     given, receives the line number of every ``(qid, pid)`` (for errors found later)."""
     require_file(path, "qrels file")
     qrels: dict[str, dict[str, int]] = {}
-    with open(path, encoding="utf-8-sig") as fh:
+    with open(path, encoding=TEXT_ENCODING) as fh:
         for lineno, line in enumerate(fh, start=1):
             parts = _fields(line)
             if not parts:
@@ -289,7 +289,7 @@ def read_trec_run(path: Path, dataset: Dataset | None = None) -> dict[str, dict[
     run: dict[str, dict[str, float]] = {}
     others: dict[str, dict[str, float]] = {}  # questions the dataset does not hold
     outside: dict[str, str] = {}  # their ids -> where each first appears
-    with open(path, encoding="utf-8-sig") as fh:
+    with open(path, encoding=TEXT_ENCODING) as fh:
         for lineno, line in enumerate(fh, start=1):
             parts = line.split()
             if not parts:

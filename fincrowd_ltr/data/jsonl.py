@@ -17,10 +17,14 @@ def require_file(path: Path, what: str = "file") -> Path:
     return path
 
 
+# how a user's text files are read: UTF-8, past a leading byte-order mark (editors on Windows)
+TEXT_ENCODING = "utf-8-sig"
+
+
 def _open_text(path: Path):
     if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8-sig")
-    return open(path, encoding="utf-8-sig")  # a leading byte-order mark is read past
+        return gzip.open(path, "rt", encoding=TEXT_ENCODING)
+    return open(path, encoding=TEXT_ENCODING)
 
 
 def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:

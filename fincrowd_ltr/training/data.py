@@ -185,16 +185,19 @@ class BankDataModule(L.LightningDataModule):
             examples = [source[q] for q in qids if q in source]
             kept = [e for e in examples if e.has_support]
             self.skipped_without_support[part] = len(examples) - len(kept)
+            if part == "train":
+                self.examples[part] = kept
+                continue
             # validation and test keep every covered question's bank (as `evaluate` does): one
             # without support scores 0 (the first stage missed it); an uncovered one is left out
             held = [e for e in examples if data.covered(e.qid)]
-            if part != "train" and qids and not held:
+            if qids and not held:
                 raise DataError(
                     f"the {part} part's {len(qids)} questions include no covered one (all of its "
                     "relevant pages in the corpus): nothing to measure; draw other folds "
                     "(--seed, fewer --folds) or name other questions"
                 )
-            self.examples[part] = kept if part == "train" else held
+            self.examples[part] = held
         self.dataset = data
 
     def all_examples(self, mode: str) -> dict[str, BankExample]:

@@ -320,10 +320,10 @@ def validate_grid(
     compares them."""
     fits = fits or ResidualFits()
     scores, epochs = [], []
+    sizes = [len(val) for _, val in splits]  # each split's curve weighs by its questions
     for setting in grid:
         curves = [fits.get(train, val, setting, seed)[0].val_curve for train, val in splits]
         n = min(len(c) for c in curves)
-        sizes = [len(val) for _, val in splits]
         found = np.array([c[:n] for c in curves])
         mean = np.average(found, axis=0, weights=sizes) if n and sum(sizes) else np.full(1, -np.inf)
         mean = np.where(np.isfinite(mean), mean, -np.inf)  # a diverged epoch is never the best
