@@ -34,7 +34,7 @@ from fincrowd_ltr.defaults import (
 )
 
 MODES = BANK_MODES
-GATE_CALIBRATIONS = ("pooled", "fold")
+GATE_CALIBRATIONS = ("auto", "pooled", "fold", "none")
 GATE_ROWS = ("auto", "labelled", "synthetic", "both")
 GATE_LABELS = ("improved", "decisive")
 OBJECTIVES = ("pairwise", "listnet", "lambdarank")
@@ -339,10 +339,13 @@ class CalibrationSettings:
         metadata=_opt("fewest labelled calibration queries accepted"),
     )
     gate_calibration: str = field(
-        default="pooled",
+        default="auto",
         metadata=_opt(
-            "calibrate the gate on the calibration fold pooled with the training folds' "
-            "cross-fitted rows (default: more questions), or on the calibration fold alone",
+            "how the saved model's gate domain is calibrated: pooled (the calibration fold with "
+            "the training folds' cross-fitted rows: more questions), fold (the calibration fold "
+            "alone) or none (no domain: every fold trains, and `calibrate` fits your domain "
+            "later); auto: none on a folder of synthetic questions (which cannot calibrate a "
+            "gate for real ones), else pooled",
             choices=GATE_CALIBRATIONS,
         ),
     )

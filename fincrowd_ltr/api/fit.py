@@ -9,8 +9,9 @@ only, the labelled training folds validate; without a gate, fold ``k + 1`` valid
 gate's labels come from cross-fitting inside the training folds. Every residual is fitted once
 (:class:`~fincrowd_ltr.training.fitting.ResidualFits`) and reused by the residual rows, the gated
 rows and the cross-fitting. The final model is trained on every fold but the one that calibrates
-its domain (or, with ``gate=False``, on every fold). ``test_fold`` holds a fold out of everything,
-so ``evaluate`` can report on it.
+its domain (or, with ``gate=False`` or ``gate_calibration="none"``, on every fold: the latter
+trains the gate's predictor too, and calibrates no domain). ``test_fold`` holds a fold out of
+everything, so ``evaluate`` can report on it.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from fincrowd_ltr.api.synthetic import (
     synthetic_scorer,
 )
 from fincrowd_ltr.data.schema import SYNTHETIC_SUFFIX, DataError, Dataset
-from fincrowd_ltr.data.splits import FoldPlan
+from fincrowd_ltr.data.splits import FoldPlan, Round
 from fincrowd_ltr.defaults import AVERAGED, BANK_MODES, MIXING_KEYS, SMALL_HELD_OUT
 from fincrowd_ltr.diagnostics.crowding import crowded_labels, repair_counts
 from fincrowd_ltr.engine import Forked, worker_cap
@@ -181,6 +182,16 @@ def require_gate_rows(s: FitSettings) -> None:
         )
     if why:
         raise DataError(f"gate_rows {c.gate_rows!r}: {why}", "gate_rows")
+
+
+def resolved_gate_calibration(s: FitSettings, data: Dataset) -> str:
+    """How the saved model's gate domain is calibrated: ``auto`` is ``none`` on a dataset of
+    synthetic questions (a gate calibrated on them says little about real questions: the user
+    calibrates a domain of their own later) and ``pooled`` on any other."""
+    asked = s.calibration.gate_calibration
+    if asked != AUTO:
+        return asked
+    return "none" if data.name.endswith(SYNTHETIC_SUFFIX) else "pooled"
 
 
 def _gate_rows(s: FitSettings, has_synthetic: bool) -> str:
@@ -381,7 +392,9 @@ def fit_correction(
             validation banks; default the package defaults only), ``test_fold`` (held out of
             training and calibration entirely), ``gate_calibration`` (``pooled``: the training
             domain's gate is calibrated on the calibration fold together with the training folds'
-            cross-fitted rows; ``fold``: the calibration fold alone), ``extra_training`` (other
+            cross-fitted rows; ``fold``: the calibration fold alone; ``none``: no domain, every
+            fold trains, ``calibrate_domain`` fits one later; ``auto``, the default: ``none`` on
+            a dataset of synthetic questions, else ``pooled``), ``extra_training`` (other
             labelled datasets whose banks join every training set), ``synthetic`` (questions
             synthesised from the corpus's own pages, no labels, in the training sets their
             scope allows, never validation, calibration or test), ``monotone``.
@@ -472,7 +485,14 @@ class _CrossValidation:
                 pending.cancel()
             raise
         self.gate_rows = _gate_rows(s, self.syn is not None)
-        if s.calibration.gate and data.name.endswith(SYNTHETIC_SUFFIX):
+        self.gate_calibration = resolved_gate_calibration(s, data)
+        # rounds calibrate their held-out gates pooled unless the fold alone is asked for
+        self.pooled = self.gate_calibration != "fold"
+        if (
+            s.calibration.gate
+            and self.gate_calibration != "none"
+            and data.name.endswith(SYNTHETIC_SUFFIX)
+        ):
             warnings.warn(
                 synthetic_domain_note(s.calibration.domain or data.name),
                 SyntheticDomainWarning,
@@ -486,12 +506,10 @@ class _CrossValidation:
             held_groups, b.val_mode, s.calibration.gate, self.gate_rows,
             s.calibration.gate_labels, data,
         )  # fmt: skip
-        gated = s.calibration.gate  # a gated final model leaves its calibration fold out
-        final = _final_round(data, plan)[1].train if gated else tuple(range(len(plan)))
-        trains = [r.train for r in plan.rounds()] + [final]
+        trains = [r.train for r in plan.rounds()] + [self.final_round()[1].train]
         self.ex.require_support(trains)
-        if gated:
-            self.ex.require_synthetic_gate_rows(trains, s.calibration.gate_calibration == "pooled")
+        if s.calibration.gate:
+            self.ex.require_synthetic_gate_rows(trains, self.pooled)
         groups = {**extra_groups, **{q: query.group or q for q, query in data.queries.items()}}
         if self.syn is not None:
             groups.update(self.syn.groups)
@@ -566,6 +584,12 @@ class _CrossValidation:
         self.notes.append(found + alone)
         return None
 
+    def final_round(self) -> tuple[int | None, Round, int]:
+        """The final model's calibration fold (None: it calibrates no domain), its round and
+        the fold its round names as validating (see ``_final_round``)."""
+        calibrates = self.s.calibration.gate and self.gate_calibration != "none"
+        return _final_round(self.data, self.plan, calibrates)
+
     def model(self, scorer, gate_module=None, domains=None) -> GatedCorrection:
         return GatedCorrection(
             scorer,
@@ -585,8 +609,7 @@ class _CrossValidation:
         """Train every fit the run needs; returns each round's (module, setting, val scores)."""
         seed, rounds, ex = self.s.training.seed, self.plan.rounds(), self.ex
         gate = self.s.calibration.gate
-        if gate:  # the final model's calibration fold, round and validation fold
-            _, final, val = _final_round(self.data, self.plan)
+        _, final, val = self.final_round()
         choices = [ex.selection_splits(r.train, r.validation) for r in rounds]
         if gate:  # the final model's setting is chosen on its own training folds
             choices.append(ex.selection_splits(final.train, val))
@@ -600,12 +623,11 @@ class _CrossValidation:
         if gate:
             for r, (setting, _) in zip(rounds, chosen, strict=True):
                 jobs += self._gate_jobs(r, r.validation, setting)
-            jobs.append((*ex.split(final.train, val), self.setting, seed))
             jobs += self._gate_jobs(final, val, self.setting)
         else:
             best = _best_setting([row[1] for row in chosen])[0]
             self.setting = averaged([self.grid[i] for i in self._mixed(best)])
-            jobs.append((*ex.split(tuple(range(len(self.plan))), 0), self.setting, seed))
+        jobs.append((*ex.split(final.train, val), self.setting, seed))
         self.fits.prefetch([m for job in round_jobs + jobs for m in self.fits.members(*job)])
         return [(self.fits.deployed(*job)[0], setting, scores)
                 for job, (setting, scores) in zip(round_jobs, chosen, strict=True)]  # fmt: skip
@@ -668,7 +690,7 @@ class _CrossValidation:
         c = self.s.calibration
         gate_module, oof = _fit_gate(
             self.data, self.ex, self.fits, self.model, r.train, r.validation, setting,
-            self.s.training.seed, c.gate_calibration == "pooled",
+            self.s.training.seed, self.pooled,
         )  # fmt: skip
         gated = self.model(module.scorer, gate_module)
         calibration = fit_calibration(
@@ -719,7 +741,7 @@ class _CrossValidation:
             },
             "committee": s.training.committee,
             "regression_cap": s.calibration.regression_cap,
-            "gate_calibration": s.calibration.gate_calibration,
+            "gate_calibration": self.gate_calibration,
             "gate_rows": self.gate_rows,
             "gate_labels": s.calibration.gate_labels,
             "gate_folds": gate_folds,
@@ -753,8 +775,8 @@ class _CrossValidation:
         data, s, plan = self.data, self.s, self.plan
         c, b, t = s.calibration, s.banks, s.training
         final = _fit_final(
-            data, self.ex, self.fits, self.model, plan, self.setting, t.seed, c.gate, c,
-            c.domain or data.name, c.gate_calibration == "pooled",
+            data, self.ex, self.fits, self.model, self.final_round(), self.setting, t.seed,
+            c.gate, c, c.domain or data.name, self.gate_calibration == "pooled",
         )  # fmt: skip
         calibration_qids = set(final.summary.extra.pop("calibration_qids", []))
         # every question of the plan's folds trained or validated some fit (a question without a
@@ -1014,9 +1036,13 @@ def _gate_splits(ex, train, validation):
         yield (inner.test, *ex.split(inner.train, inner_val))
 
 
-def _final_round(data, plan):
+def _final_round(data, plan, calibrates: bool = True) -> tuple[int | None, Round, int]:
     """The final model's calibration fold (the one with most covered questions), its round and
-    the fold its round names as validating (which validates only where ``_Folds`` says so)."""
+    the fold its round names as validating (which validates only where ``_Folds`` says so);
+    without a calibration (``calibrates`` false: no gate, or none asked for) every fold trains
+    and fold 0 is named."""
+    if not calibrates:
+        return None, Round(None, 0, tuple(range(len(plan)))), 0
     covered = [sum(data.covered(q) for q in fold) for fold in plan.folds]
     calib = max(range(len(plan)), key=lambda f: (covered[f], -f))
     r = plan.final(calib)
@@ -1045,26 +1071,29 @@ def _first_best(scores: list[float]) -> int:
     return max(range(len(scores)), key=lambda i: (scores[i], -i))
 
 
-def _fit_final(data, ex, fits, model, plan, setting, seed, gate, c, domain, pooled=False):
-    if not gate:
-        train = tuple(range(len(plan)))
-        module, _ = fits.deployed(*ex.split(train, 0), setting, seed)
-        final = model(module.scorer)
-        final.summary.train_banks = sum(e.has_support for e in ex.train(train))
-        return final
-    calib, r, val = _final_round(data, plan)  # the largest calibration set
+def _fit_final(data, ex, fits, model, final, setting, seed, gate, c, domain, pooled=False):
+    """The model a user keeps: the residual of the ``final`` round (``final_round``'s triple)
+    and, with ``gate``, its gate's predictor and (where the round has a calibration fold) the
+    calibration of ``domain``."""
+    calib, r, val = final
     module, _ = fits.deployed(*ex.split(r.train, val), setting, seed)
-    gate_module, oof = _fit_gate(data, ex, fits, model, r.train, val, setting, seed, pooled)
-    final = model(module.scorer, gate_module)
+    gate_module, oof = (
+        _fit_gate(data, ex, fits, model, r.train, val, setting, seed, pooled)
+        if gate
+        else (None, None)
+    )
+    out = model(module.scorer, gate_module)
+    out.summary.train_banks = sum(e.has_support for e in ex.train(r.train))
+    if calib is None:  # no gate, or gate_calibration "none": the user calibrates a domain later
+        return out
     calibration = fit_calibration(
-        final, data, ex.of("retrieved", [calib]), c.regression_cap, c.min_calibration,
+        out, data, ex.of("retrieved", [calib]), c.regression_cap, c.min_calibration,
         cross_fitted=oof, delta=c.delta, method=c.gate_method,
     )  # fmt: skip
-    final = final.with_domain(domain, calibration)
-    final.summary.calibration_fold = calib
-    final.summary.train_banks = sum(e.has_support for e in ex.train(r.train))
-    final.summary.extra["calibration_qids"] = plan.qids([calib])
-    return final
+    out = out.with_domain(domain, calibration)
+    out.summary.calibration_fold = calib
+    out.summary.extra["calibration_qids"] = ex.plan.qids([calib])
+    return out
 
 
 # each row drops these families: all typed fields at once, every family alone, and every source of

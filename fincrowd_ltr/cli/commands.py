@@ -361,12 +361,19 @@ def fit_residual(args: argparse.Namespace) -> None:
     _write(args.report, report)
     model.save_pretrained(args.out, onnx=args.onnx)
     s = model.summary
-    where = (
-        f"; domain {sorted(model.domains)} calibrated on fold {s.calibration_fold_in_plan} of "
-        f"{s.folds}" + (f" (fold {s.test_fold} held out)" if s.test_fold is not None else "")
-        if model.domains
-        else ""
-    )
+    if model.domains:
+        where = (
+            f"; domain {sorted(model.domains)} calibrated on fold {s.calibration_fold_in_plan} "
+            f"of {s.folds}" + (f" (fold {s.test_fold} held out)" if s.test_fold is not None else "")
+        )
+    elif model.gate is not None:  # --gate-calibration none (auto, on synthetic questions)
+        where = (
+            "; its gate calibrated for no domain: fit one on labelled questions of yours the "
+            "correction never saw (`fincrowd calibrate --checkpoint "
+            f"{args.out} --domain NAME`) before gating with it"
+        )
+    else:
+        where = ""
     print(f"{_trained(s, fit.synthetic)}{where}; saved to {args.out} "
           f"({report.info['residual_fits']} residual fits)")  # fmt: skip
 

@@ -244,10 +244,31 @@ def test_pooled_gate_calibration_adds_the_cross_fitted_training_rows():
     assert pooled.n_queries > alone.n_queries  # the training folds' cross-fitted rows join
     assert pooled.query_ids == alone.query_ids  # only the held-out fold counts as calibration
     assert not set(pooled.query_ids) & set(model.summary.query_ids)
-    assert report.info["gate_calibration"] == "pooled"
+    assert report.info["gate_calibration"] == "pooled"  # "auto" on a labelled corpus
     assert all(f["query_ids"] > 4 for f in report.info["gate_folds"])
     with pytest.raises(fc.DataError, match="gate_calibration must be one of"):
         fc.fit_correction(data, "bm25", folds=4, cache_dir=None, gate_calibration="all")
+
+
+def test_a_fit_without_gate_calibration_trains_on_every_fold_and_calibrates_later():
+    """``gate_calibration="none"``: the gate's predictor is trained, no domain is calibrated,
+    every question trains; ``calibrate_domain`` fits a domain on questions it never saw."""
+    data = user_corpus()
+    model, report = fc.fit_correction(
+        data, "bm25", folds=5, test_fold=0, min_calibration=2, cache_dir=None,
+        gate_calibration="none",
+    )  # fmt: skip
+    assert report.info["gate_calibration"] == "none" and report.info["gate_folds"]
+    assert model.gate is not None and not model.domains
+    held = set(model.summary.extra["held_out_query_ids"])
+    assert set(model.summary.query_ids) == set(data.queries) - held
+    assert model.summary.calibration_fold is None and model.summary.calibrate_hint() == ""
+    with pytest.raises(fc.DataError, match=r"calibrated: none\); calibrate it first"):
+        model.rerank("q", [{"id": "a", "text": "x"}], [1.0], domain="mycorpus")
+    calibrated, calibration = fc.calibrate_domain(
+        model, "mine", data, qids=sorted(held), min_calibration=1, cache_dir=None
+    )
+    assert list(calibrated.domains) == ["mine"] and calibration.n_queries >= 1
 
 
 def test_a_committee_fit_is_recorded_trains_every_member_once_and_serves(tmp_path, fit_log):

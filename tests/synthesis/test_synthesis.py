@@ -20,6 +20,7 @@ from fincrowd_ltr.data.beir import load_beir, write_trec_run
 from fincrowd_ltr.data.splits import FoldPlan
 from fincrowd_ltr.features.examples import BankExample
 from fincrowd_ltr.fields import FieldExtractor
+from fincrowd_ltr.model.correction import SyntheticDomainWarning
 from fincrowd_ltr.synthesis import read_table, synthesize
 from fincrowd_ltr.synthesis.questions import filing_kind_of
 from fincrowd_ltr.synthesis.tables import figure_key
@@ -837,8 +838,9 @@ def test_an_auto_named_share_is_read_from_the_questions_texts(tmp_path):
 
 def test_zero_label_journey_synthesize_fit_calibrate_evaluate(tmp_path, capsys):
     """The README's journey from the command line: a corpus and no labelled training questions;
-    synthesise, fit residual and gate on the synthetic folder, calibrate the gate on a few
-    labelled questions, evaluate on the others; the correction lifts the asked year's page."""
+    synthesise, fit residual and gate on the synthetic folder (every fold trains; no domain is
+    calibrated on synthetic questions), calibrate the gate on a few labelled questions, evaluate
+    on the others; the correction lifts the asked year's page."""
     from fincrowd_ltr.cli import main
 
     data = filings_corpus(companies=16)
@@ -854,12 +856,23 @@ def test_zero_label_journey_synthesize_fit_calibrate_evaluate(tmp_path, capsys):
            "--first-stage=bm25", "--no-select", "--monotone", "--min-calibration=1",
            f"--out={ckpt}"]  # fmt: skip
     capsys.readouterr()
-    with pytest.warns(UserWarning, match="'beir-synthetic' is calibrated on synthetic questions"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SyntheticDomainWarning)
         assert main(fit) == 0
-    assert "beir-synthetic bm25: held-out folds" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "beir-synthetic bm25: held-out folds" in printed
+    assert "its gate calibrated for no domain" in printed and "--domain NAME" in printed
     model = fc.GatedCorrection.from_pretrained(ckpt)
-    assert model.summary.query_ids and all(q.startswith("syn-") for q in model.summary.query_ids)
-    assert list(model.domains) == ["beir-synthetic"]  # never the name of the user's own corpus
+    synthetic = load_beir(tmp_path / "syn")
+    # no calibration fold: every synthetic question trained the residual or its gate
+    assert sorted(model.summary.query_ids) == sorted(synthetic.queries)
+    assert model.gate is not None and not model.domains
+    assert model.summary.calibration_fold is None
+    # a domain calibrated on synthetic questions, asked for, says what it is good for
+    pooled = tmp_path / "ckpt-pooled"
+    with pytest.warns(UserWarning, match="'beir-synthetic' is calibrated on synthetic questions"):
+        assert main([*fit[:-1], "--gate-calibration=pooled", f"--out={pooled}"]) == 0
+    assert list(fc.GatedCorrection.from_pretrained(pooled).domains) == ["beir-synthetic"]
     calibrate = ["calibrate", *mine, f"--checkpoint={ckpt}", "--domain=mine", "--fold=0",
                  "--folds=4", "--first-stage=bm25", "--min-calibration=1"]  # fmt: skip
     assert main(calibrate) == 0
@@ -868,8 +881,9 @@ def test_zero_label_journey_synthesize_fit_calibrate_evaluate(tmp_path, capsys):
                 "--domain=mine", f"--out={out}"]  # fmt: skip
     assert main([*evaluate[:-2], "--domain=beir", f"--out={out}"]) == 2  # not calibrated
     # gating real questions with the synthetic domain says what it is (a sixth walk: silent)
+    synthetic_gate = [*evaluate[:-3], f"--checkpoint={pooled}", "--domain=beir-synthetic"]
     with pytest.warns(UserWarning, match="'beir-synthetic' is calibrated on synthetic questions"):
-        assert main([*evaluate[:-2], "--domain=beir-synthetic", f"--out={out}"]) == 0
+        assert main([*synthetic_gate, f"--out={out}"]) == 0
     assert main(evaluate) == 0
     systems = json.loads(out.read_text())["systems"]
     held = set(FoldPlan.by_group(data, 4, 0).folds[0])
