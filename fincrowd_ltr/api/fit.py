@@ -187,11 +187,19 @@ def require_gate_rows(s: FitSettings) -> None:
 def resolved_gate_calibration(s: FitSettings, data: Dataset) -> str:
     """How the saved model's gate domain is calibrated: ``auto`` is ``none`` on a dataset of
     synthetic questions (a gate calibrated on them says little about real questions: the user
-    calibrates a domain of their own later) and ``pooled`` on any other."""
-    asked = s.calibration.gate_calibration
-    if asked != AUTO:
-        return asked
-    return "none" if data.name.endswith(SYNTHETIC_SUFFIX) else "pooled"
+    calibrates a domain of their own later) unless a domain is named, and ``pooled`` on any
+    other; ``none`` with a named domain is refused (a ``DataError``)."""
+    c = s.calibration
+    if c.gate_calibration == "none" and c.domain is not None and c.gate:
+        raise DataError(
+            f"gate_calibration 'none' calibrates no domain, so domain {c.domain!r} would be "
+            "dropped: name no domain, or calibrate it (gate_calibration 'pooled' or 'fold')",
+            "gate_calibration",
+        )
+    if c.gate_calibration != AUTO:
+        return c.gate_calibration
+    synthetic = data.name.endswith(SYNTHETIC_SUFFIX) and c.domain is None
+    return "none" if synthetic else "pooled"
 
 
 def _gate_rows(s: FitSettings, has_synthetic: bool) -> str:
@@ -405,10 +413,13 @@ def fit_correction(
     s = (settings or FitSettings()).replace(**shortcuts)
     data = load_dataset(dataset, s.data.data_root, s.data.split)
     data.require_covered("train on")
+    saved = resolved_gate_calibration(s, data) != "none"  # the saved model calibrates a domain
     # --workers 1: no worker process at all; one "cannot certify" warning for every round
     with (
         worker_cap(s.training.workers),
-        one_uncertifiable_warning("gate calibrations of the fit", "the saved model's"),
+        one_uncertifiable_warning(
+            "gate calibrations of the fit", "the saved model's" if saved else None
+        ),
     ):
         cv = _CrossValidation(data, ranker, s, read_run(run, data), banks or {}, progress)
         report = cv.cross_validate()

@@ -27,7 +27,7 @@ from fincrowd_ltr.metrics import METRICS, bootstrap_ci, per_query
 from fincrowd_ltr.model.calibration import one_uncertifiable_warning
 from fincrowd_ltr.retrieval.bm25 import BM25Config, BM25Index
 from fincrowd_ltr.retrieval.first_stage import FIRST_STAGES
-from fincrowd_ltr.settings import FitSettings
+from fincrowd_ltr.settings import AUTO, FitSettings
 
 SYSTEMS = ("base", "residual", "gated")
 _COUNTS = ("crowded_repaired", "crowded_failures")
@@ -71,6 +71,14 @@ def nested_cross_validation(
     s = (settings or FitSettings()).replace(**shortcuts)
     if not s.calibration.gate:
         raise DataError("nested_cross_validation reports the gated system: it needs gate=True")
+    if s.calibration.gate_calibration == "none":
+        raise DataError(
+            "nested_cross_validation reports the gated system with the domain each outer fit "
+            "calibrates: gate_calibration 'none' calibrates none (use 'pooled' or 'fold')",
+            "gate_calibration",
+        )
+    if s.calibration.gate_calibration == AUTO:  # each outer fit calibrates, synthetic or not
+        s = s.replace(gate_calibration="pooled")
     if s.synthetic.active and s.synthetic.scope != "folds":
         raise DataError(
             "nested_cross_validation keeps the held-out companies out of every choice: use "

@@ -369,8 +369,8 @@ def fit_residual(args: argparse.Namespace) -> None:
     elif model.gate is not None:  # --gate-calibration none (auto, on synthetic questions)
         where = (
             "; its gate calibrated for no domain: fit one on labelled questions of yours the "
-            "correction never saw (`fincrowd calibrate --checkpoint "
-            f"{args.out} --domain NAME`) before gating with it"
+            "correction never saw (`fincrowd calibrate --dataset beir --data-root YOUR_CORPUS "
+            f"--checkpoint {args.out} --domain NAME`) before gating with it"
         )
     else:
         where = ""

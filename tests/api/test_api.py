@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import fincrowd_ltr as fc
+from fincrowd_ltr.model.calibration import GateCalibrationWarning
 from tests.conftest import user_corpus
 
 
@@ -250,14 +251,17 @@ def test_pooled_gate_calibration_adds_the_cross_fitted_training_rows():
         fc.fit_correction(data, "bm25", folds=4, cache_dir=None, gate_calibration="all")
 
 
-def test_a_fit_without_gate_calibration_trains_on_every_fold_and_calibrates_later():
+def test_a_fit_without_gate_calibration_trains_on_every_fold_and_calibrates_later(tmp_path):
     """``gate_calibration="none"``: the gate's predictor is trained, no domain is calibrated,
     every question trains; ``calibrate_domain`` fits a domain on questions it never saw."""
     data = user_corpus()
-    model, report = fc.fit_correction(
-        data, "bm25", folds=5, test_fold=0, min_calibration=2, cache_dir=None,
-        gate_calibration="none",
-    )  # fmt: skip
+    with pytest.warns(GateCalibrationWarning) as held:  # the rounds' calibrations only
+        model, report = fc.fit_correction(
+            data, "bm25", folds=5, test_fold=0, min_calibration=2, cache_dir=None,
+            gate_calibration="none",
+        )  # fmt: skip
+    said = [str(w.message) for w in held if issubclass(w.category, GateCalibrationWarning)]
+    assert said and not any("saved model" in m for m in said)
     assert report.info["gate_calibration"] == "none" and report.info["gate_folds"]
     assert model.gate is not None and not model.domains
     held = set(model.summary.extra["held_out_query_ids"])
@@ -265,10 +269,17 @@ def test_a_fit_without_gate_calibration_trains_on_every_fold_and_calibrates_late
     assert model.summary.calibration_fold is None and model.summary.calibrate_hint() == ""
     with pytest.raises(fc.DataError, match=r"calibrated: none\); calibrate it first"):
         model.rerank("q", [{"id": "a", "text": "x"}], [1.0], domain="mycorpus")
+    model.save_pretrained(tmp_path / "ckpt")  # a gate and no domain: saved and loaded as such
+    assert fc.GatedCorrection.from_pretrained(tmp_path / "ckpt").gate is not None
     calibrated, calibration = fc.calibrate_domain(
-        model, "mine", data, qids=sorted(held), min_calibration=1, cache_dir=None
+        tmp_path / "ckpt", "mine", data, qids=sorted(held), min_calibration=1, cache_dir=None
     )
     assert list(calibrated.domains) == ["mine"] and calibration.n_queries >= 1
+    assert list(fc.GatedCorrection.from_pretrained(tmp_path / "ckpt").domains) == ["mine"]
+    with pytest.raises(fc.DataError, match="domain 'mine' would be dropped"):
+        fc.fit_correction(data, "bm25", cache_dir=None, gate_calibration="none", domain="mine")
+    with pytest.raises(fc.DataError, match="calibrates none"):
+        fc.nested_cross_validation(data, "bm25", cache_dir=None, gate_calibration="none")
 
 
 def test_a_committee_fit_is_recorded_trains_every_member_once_and_serves(tmp_path, fit_log):
