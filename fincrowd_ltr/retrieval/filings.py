@@ -5,8 +5,9 @@ report restates 2019 in its comparative columns; a 10-Q or an earnings release o
 too, but the question does not ask for a quarter. This module scores each filing (not each page) in
 ``[0, 1]`` from the corpus metadata (``period``, ``doc_type``) and the question text only:
 
-- period: the filing's own fiscal year is one of the question's years -> 1; an annual filing of the
-  year after (which restates it) -> ``RESTATED``; anything else -> 0;
+- period: the filing's own fiscal year (the latest of its periods: a 10-K given the years its
+  tables print, ``2014,2015,2016``, is the 2016 report) is one of the question's years -> 1; an
+  annual filing of the year after (which restates it) -> ``RESTATED``; anything else -> 0;
 - quarter: when the question names a quarter, a quarterly filing (or release) of another quarter of
   that year keeps only ``OTHER_QUARTER``;
 - type: the filing type the question implies (annual: "10-K", "annual report", "fiscal year";
@@ -27,7 +28,7 @@ import numpy as np
 
 from fincrowd_ltr.data.schema import Passage
 
-VERSION = 1  # bump when the scores change (part of the bank cache key)
+VERSION = 2  # bump when the scores change (part of the bank cache key)
 RESTATED = 0.5
 OTHER_QUARTER = 0.25
 OTHER_TYPE = 0.5
@@ -52,12 +53,22 @@ def implied_kinds(question: str) -> frozenset[str]:
     return frozenset(kind for kind, pattern in _HINTS.items() if pattern.search(question))
 
 
+def own_period(period: str | None) -> str | None:
+    """A filing's own period among its canonical periods (``2014,2015,2016`` -> ``2016``;
+    ``2023Q3,2023Q2`` -> ``2023Q3``): the latest, since earlier columns are comparatives;
+    None when none states a year."""
+    found = [p for p in (period or "").split(",") if p[:4].isdigit()]
+    return max(found, key=lambda p: (p[:4], "Q" not in p, p)) if found else None
+
+
 def filing_score(
     period: str | None, doc_type: str | None, asked: frozenset[str], hint: frozenset[str]
 ) -> float:
-    """Compatibility in ``[0, 1]`` of one filing with the question's periods ``asked``
-    (``YYYY``/``YYYYQn``) and implied kinds ``hint``."""
-    if not period or not period[:4].isdigit():
+    """Compatibility in ``[0, 1]`` of one filing (its canonical ``period``, the latest of
+    several being its own) with the question's periods ``asked`` (``YYYY``/``YYYYQn``) and
+    implied kinds ``hint``."""
+    period = own_period(period)
+    if period is None:
         return 0.0
     year, kind = int(period[:4]), filing_kind(doc_type)
     years = {int(p[:4]) for p in asked}

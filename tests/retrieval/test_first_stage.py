@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from fincrowd_ltr.data import load_dataset
+from fincrowd_ltr.data.metadata import normalise_metadata
 from fincrowd_ltr.data.schema import DataError, Passage
 from fincrowd_ltr.defaults import AUTO_FALLBACK, AUTO_FIRST_STAGE
 from fincrowd_ltr.evaluation.first_stage import ablation, retrieve_runs
@@ -115,6 +116,23 @@ def test_filing_scores_follow_period_restatement_quarter_and_type():
     assert filing_score("2023", "10k", q2, hint) == 0.5
     assert filing_score("2023Q2", "earnings", q2, frozenset()) == 0.5  # no hint: annual first
     assert implied_kinds("What did the 8-K say?") == {"release"}
+
+
+def test_a_filing_given_the_years_its_tables_print_is_its_latest_years_report():
+    """docs/data.md: give a 10-K the years its tables print (a range, or a list): the filing
+    prior reads its own year as the latest of them (the eighth walk: it read the earliest, so
+    a question on FY2015 lifted the 2017 report and dropped the 2015 one)."""
+    asked, annual = frozenset({"2015"}), implied_kinds("What was FY2015 capex?")
+    canonical = normalise_metadata({"period": "2013-2015"}, "x")["period"]
+    assert canonical == "2013,2014,2015"
+    assert filing_score(canonical, "10k", asked, annual) == 1.0  # the 2015 report
+    assert filing_score("2014,2015,2016", "10k", asked, annual) == 0.5  # restates 2015
+    assert filing_score("2015,2016,2017", "10k", asked, annual) == 0.0
+    assert filing_score("2016,2015,2014", "10k", asked, annual) == 0.5  # order does not matter
+    q2 = frozenset({"2023Q2"})
+    hint = implied_kinds("What was revenue in Q2 2023 per the 10-Q?")
+    assert filing_score("2023Q2,2022Q2", "10q", q2, hint) == 1.0
+    assert filing_score("2023Q3,2023Q2", "10q", q2, hint) == 0.25  # the Q3 report
 
 
 def test_filing_first_stage_lifts_the_asked_filing_and_falls_back_without_a_year(tmp_path):
