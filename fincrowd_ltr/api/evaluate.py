@@ -155,8 +155,18 @@ def add_correction_rows(
         raise DataError(
             f"the correction was fitted for base ranker {ranker!r}; add it to the rankers"
         )
-    if domain is not None:
-        model.rule(domain, fallback)  # an unknown domain fails before any work
+    notes = report.setdefault("notes", [])
+    if domain is None:
+        notes.append(
+            "no domain given: the correction rows are the always-on residual (`--domain NAME`, "
+            f"calibrated: {', '.join(sorted(model.domains)) or 'none'}, adds the gated rows)"
+        )
+    elif model.rule(domain, fallback) == "identity":  # an unknown domain fails before any work
+        notes.append(
+            f"domain {domain!r} is not calibrated in this checkpoint (calibrated: "
+            f"{', '.join(sorted(model.domains)) or 'none'}): with the identity fallback the "
+            "gated rows keep the base order"
+        )
     roles = model.seen_by_role(data)
     seen = set().union(*roles.values())  # every question it saw, whichever domain is asked
     qids = [q for q in data.queries if q in banks.banks and data.covered(q) and q not in seen]
@@ -211,7 +221,8 @@ def add_correction_rows(
     groups = len({data.queries[q].group for q in qids})
     if len(qids) < SMALL_HELD_OUT or groups < 3:
         report.setdefault("notes", []).append(
-            f"the correction rows rest on {len(qids)} questions of {groups} groups: a bootstrap "
+            f"the correction rows rest on {len(qids)} questions of {groups} "
+            f"group{'' if groups == 1 else 's'}: a bootstrap "
             "over so few groups understates the uncertainty (a zero-width interval is not "
             "certainty)"
         )

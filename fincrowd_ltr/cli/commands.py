@@ -269,8 +269,8 @@ def synthesize(args: argparse.Namespace) -> None:
     unit, groups = folder_groups(found)
     if unit != "company":  # a fit's folds keep a group together
         print(
-            f"questions grouped by {unit} ({len(set(groups.values()))} groups): {companies} "
-            "are too few for a fit's company folds"
+            f"questions grouped by {unit} ({len(set(groups.values()))} groups): too few "
+            f"companies for a fit's company folds ({companies})"
         )
     if report["difficulty"]:
         d = report["difficulty"]
@@ -369,8 +369,10 @@ def fit_residual(args: argparse.Namespace) -> None:
     elif model.gate is not None:  # --gate-calibration none (auto, on synthetic questions)
         where = (
             "; its gate calibrated for no domain: fit one on labelled questions of yours the "
-            "correction never saw (`fincrowd calibrate --dataset beir --data-root YOUR_CORPUS "
-            f"--checkpoint {args.out} --domain NAME`) before gating with it"
+            "correction never saw before gating with it, e.g. on half of them (`fincrowd "
+            f"calibrate --dataset beir --data-root YOUR_CORPUS --checkpoint {args.out} --domain "
+            "NAME --fold 0 --folds 2`), then `fincrowd evaluate ... --checkpoint "
+            f"{args.out} --domain NAME` reports on the other half"
         )
     else:
         where = ""
@@ -452,6 +454,11 @@ def calibrate(args: argparse.Namespace) -> None:
 def _promise(cal) -> str:
     """What a calibration promises, in words (its method's own guarantee)."""
     bound = f"{cal.risk_bound:.3f}" if cal.risk_bound is not None else "n/a"
+    if not cal.can_open:
+        return (
+            f"{cal.method}: the gate never opens (too few orderable questions to certify an "
+            f"opening at cap {cal.regression_cap}), so it keeps your base order"
+        )
     if cal.method == "ltt":
         chance = f">= {1 - cal.delta:.2f}" if cal.delta is not None else "1 - delta"
         return (

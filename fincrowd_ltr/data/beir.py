@@ -159,7 +159,8 @@ def _read_corpus(path: Path) -> tuple[dict[str, Passage], list[str]]:
 def _read_queries(path: Path, notes: list[str]) -> tuple[dict[str, Query], bool]:
     """The questions of ``queries.jsonl`` (none, with a note, when the file is absent: a corpus
     alone) and whether every record carries the ``source`` and ``template`` that ``fincrowd
-    synthesize`` writes. A question without ``group`` or ``metadata.company`` gets ``""``."""
+    synthesize`` writes. A question without ``group`` or ``metadata.company`` gets ``""``; its
+    ``metadata.company`` is its company (read by evaluation diagnostics only)."""
     if not path.exists():  # a corpus and no questions: what `synthesize` starts from
         notes.append(f"{path.parent}: no queries.jsonl, a corpus without questions")
         return {}, False
@@ -172,8 +173,14 @@ def _read_queries(path: Path, notes: list[str]) -> tuple[dict[str, Query], bool]
             raise DataError(f"{path}:{lineno}: duplicate query id {qid!r}")
         if not str(row["text"]).strip():
             raise DataError(f"{path}:{lineno}: query {qid!r} has empty text")
-        group = row.get("group") or (row.get("metadata") or {}).get("company")
-        queries[qid] = Query(qid=qid, text=str(row["text"]), group=str(group or ""))
+        company = (row.get("metadata") or {}).get("company")
+        group = row.get("group") or company
+        queries[qid] = Query(
+            qid=qid,
+            text=str(row["text"]),
+            group=str(group or ""),
+            company=str(company) if company else None,  # evaluation only (other-company share)
+        )
         written += "source" in row and "template" in row
     if not queries:
         raise DataError(f"{path}: no queries (the file is empty)")

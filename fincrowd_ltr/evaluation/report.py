@@ -45,17 +45,21 @@ def system_metrics(
 def contamination(
     dataset: Dataset, rankings: dict[str, list[str]], qids: list[str], k: int = TOP_K_CONTEXT
 ) -> dict[str, float]:
-    """Share of the top-``k`` from another fiscal period than the gold filing(s), or another
-    company than the question's. Uses gold metadata: an evaluation diagnostic, not a feature."""
+    """Share of the top-``k`` from another fiscal period than the gold filing(s) (none of its
+    periods among theirs: a 10-K given ``2014,2015,2016`` is not off-period for gold of
+    ``2015,2016,2017``), or another company than the question's. Uses gold metadata: an
+    evaluation diagnostic, not a feature."""
     off_period, other_company, counted_p, counted_c = 0, 0, 0, 0
     for qid in qids:
-        gold_periods = {dataset.passages[p].period for p in dataset.qrels[qid]} - {None}
+        gold_periods = set().union(
+            *(_periods(dataset.passages[p].period) for p in dataset.qrels[qid])
+        )
         company = dataset.queries[qid].company
         for pid in rankings[qid][:k]:
             passage = dataset.passages[pid]
             if gold_periods and passage.period is not None:
                 counted_p += 1
-                off_period += passage.period not in gold_periods
+                off_period += not _periods(passage.period) & gold_periods
             if company and passage.company is not None:
                 counted_c += 1
                 other_company += passage.company != company
@@ -63,6 +67,11 @@ def contamination(
         "off_period": off_period / counted_p if counted_p else float("nan"),
         "other_company": other_company / counted_c if counted_c else float("nan"),
     }
+
+
+def _periods(period: str | None) -> set[str]:
+    """A passage's canonical periods (``"2014,2015"`` -> ``{"2014", "2015"}``)."""
+    return {p for p in (period or "").split(",") if p}
 
 
 def evaluate_bankset(dataset: Dataset, bankset: BankSet, rankers: list[str]) -> dict:

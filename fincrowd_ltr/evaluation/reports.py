@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fincrowd_ltr.data.schema import DataError
+from fincrowd_ltr.data.schema import SYNTHETIC_SUFFIX, DataError
 from fincrowd_ltr.evaluation.results import Report, write_report
 from fincrowd_ltr.evaluation.results import format_number as _number
 
@@ -102,10 +102,26 @@ class EvaluationReport(WorkflowReport):
         for system, shares in self.get("contamination@10", {}).items():
             off, other = (_number(shares[k]) for k in ("off_period", "other_company"))
             lines.append(f"{system}: top-10 off-period share {off}, other-company share {other}")
+        if self.get("contamination@10"):
+            unread = [why for k, why in _UNREAD_SHARES.items() if _all_unread(self, k)]
+            lines += [f"note: {why}" for why in unread]
         return "\n".join(lines)
 
     def to_markdown(self) -> str:
         return Report.from_dict(self).to_markdown()
+
+
+# why a top-10 share reads "-" on every system
+_UNREAD_SHARES = {
+    "off_period": "off-period share -: no gold passage gives a period (passage metadata.period)",
+    "other_company": "other-company share -: no question gives its company (metadata.company in "
+    "queries.jsonl) or no ranked passage gives one",
+}
+
+
+def _all_unread(report: dict, share: str) -> bool:
+    values = [s[share] for s in report["contamination@10"].values()]
+    return all(v is None or v != v for v in values)  # None or nan
 
 
 class AblationReport(WorkflowReport):
@@ -234,6 +250,12 @@ class CrossValidationReport(WorkflowReport):
             )
             gated = {k: v for k, v in res.items() if k.startswith("gated")}
             parts.append(_paired_rows(title, gated))
+        if self["dataset"].endswith(SYNTHETIC_SUFFIX):
+            parts.append(
+                "\nthese are synthetic questions, each round's gate calibrated on them: the rows "
+                "say how well the templates' questions are answered, not how yours will be "
+                "(calibrate a domain on your labelled questions and `evaluate` on others)"
+            )
         if self.get("synthetic_held_out"):
             parts.append("\n" + _label_free_line(self["synthetic_held_out"]))
         return "\n".join(parts)

@@ -174,7 +174,9 @@ class GateCalibration:
 
     def guarantee(self) -> dict:
         """What this calibration promises (returned with every gated decision): ``delta`` only
-        for ``ltt`` (its probability), ``exact`` False for pooled rows or the empirical rule."""
+        for ``ltt`` (its probability), ``exact`` False for pooled rows or the empirical rule,
+        ``can_open`` False when no probability reaches the threshold (the cap then holds
+        because the gate never opens: too few calibration questions to certify an opening)."""
         return {
             "method": self.method,
             "cap": self.regression_cap,
@@ -183,7 +185,13 @@ class GateCalibration:
             "n_calibration": self.n_queries,
             "n_orderable": self.n_orderable,
             "exact": self.method != "empirical" and not self.pooled,
+            "can_open": self.can_open,
         }
+
+    @property
+    def can_open(self) -> bool:
+        """Whether any gate probability (at most 1) reaches the threshold."""
+        return self.threshold <= 1.0
 
     def probability(self, logits: np.ndarray) -> np.ndarray:
         return _sigmoid(np.asarray(logits, dtype=np.float64) / self.temperature)

@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from fincrowd_ltr.data.ranking import rank_order
-from fincrowd_ltr.data.schema import DataError, Dataset, Query
+from fincrowd_ltr.data.schema import SYNTHETIC_SUFFIX, DataError, Dataset, Query
+from fincrowd_ltr.defaults import AUTO_FALLBACK, AUTO_FIRST_STAGE
 from fincrowd_ltr.fields.extractor import extractor_fingerprint
 from fincrowd_ltr.retrieval.banks import (
     DEFAULT_BANK_SIZE,
@@ -30,7 +31,12 @@ from fincrowd_ltr.retrieval.banks import (
 )
 from fincrowd_ltr.retrieval.bm25 import BM25Config, BM25Index
 from fincrowd_ltr.retrieval.filings import VERSION as FILINGS_VERSION
-from fincrowd_ltr.retrieval.first_stage import RUN, make_first_stage, resolve_first_stage
+from fincrowd_ltr.retrieval.first_stage import (
+    AUTO,
+    RUN,
+    make_first_stage,
+    resolve_first_stage,
+)
 from fincrowd_ltr.retrieval.page_vectors import PRODUCTS_VERSION, PageVectors
 from fincrowd_ltr.retrieval.query import synonyms_fingerprint
 from fincrowd_ltr.retrieval.rankers import (
@@ -243,7 +249,28 @@ def build_banks(
     bankset.key = key
     if "run" in rankers:
         _score_run(bankset, dataset, run)
+    note = _plain_auto_note(dataset, spec.first_stage, stage_name)
+    if note and note not in bankset.notes:
+        bankset.notes.append(note)
     return bankset
+
+
+def _plain_auto_note(dataset: Dataset, asked: str, used: str) -> str | None:
+    """Where ``auto`` is plain BM25 only because the corpus is not one the package chose a
+    stage for, and its pages carry the filing metadata the filing-aware stage reads: say so."""
+    own = dataset.name.removesuffix(SYNTHETIC_SUFFIX) not in AUTO_FIRST_STAGE
+    if asked != AUTO or used != AUTO_FALLBACK or not own or not dataset.passages:
+        return None
+    filed = sum(bool(p.company and p.period) for p in dataset.passages.values())
+    if filed < len(dataset.passages) / 2:
+        return None
+    return (
+        f"first stage 'auto' is plain BM25 on a corpus it was not chosen for, but {filed} of "
+        f"{len(dataset.passages)} pages give a company and a period, which the filing-aware "
+        "stage reads: compare stages on your labelled questions (`fincrowd first-stage "
+        "--dataset beir --data-root YOUR_CORPUS --variants "
+        "bm25,bm25+query+entity,bm25+query+entity+filing`) and pass the best as --first-stage"
+    )
 
 
 def _score_run(bankset: BankSet, dataset: Dataset, run) -> None:

@@ -90,6 +90,10 @@ class Guarantee(BaseModel):
     exact: bool = Field(
         description="false: the empirical rule, or rows pooled with cross-fitted training rows"
     )
+    can_open: bool = Field(
+        True, description="false: the gate never opens (the cap holds trivially: too few "
+        "calibration questions to certify an opening)"
+    )  # fmt: skip
 
 
 class Gate(BaseModel):

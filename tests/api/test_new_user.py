@@ -279,3 +279,58 @@ def test_a_fit_says_which_questions_it_cannot_use_and_what_it_saved(tmp_path, ca
     out = capsys.readouterr()
     assert "have no positive judgement in the qrels (first: 'unjudged')" in out.err
     assert "the saved model's setting: the package defaults" in out.out
+
+
+def test_the_eighth_walks_silences_are_said(tmp_path):
+    """An eighth walk (2026-12-07, 10-K pages of three companies, zero labels): a BEIR question's
+    `metadata.company` was never read, so the other-company share was "-" with no reason; a
+    filing given a range of periods was off-period for gold sharing its years; `evaluate` kept
+    silent about an uncalibrated domain under the identity fallback and about no domain at all;
+    a calibration that can never open printed its guarantee as if it could."""
+    root = tmp_path / "mine"
+    write_corpus(root)
+    rows = [json.loads(line) for line in (root / "queries.jsonl").read_text().splitlines()]
+    for row in rows:  # the question's company, as queries.jsonl may give it
+        row["metadata"] = {"company": row.pop("group")}
+    (root / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    data = load_beir(root)
+    assert data.queries["qCompany0"].company == "Company0" == data.queries["qCompany0"].group
+    report = fc.evaluate(data, "bm25", first_stage="bm25", cache_dir=None, progress=False)
+    shares = report["contamination@10"]["base:bm25"]
+    assert 0 < shares["other_company"] < 1 and 0 < shares["off_period"] < 1
+    assert "other-company share -" not in str(report)
+    assert not any("first stage 'auto' is plain BM25" in n for n in report["notes"])
+    auto = fc.evaluate(data, "bm25", cache_dir=None, progress=False)  # filings metadata: said
+    assert any("36 of 36 pages give a company and a period" in n for n in auto["notes"])
+
+    from fincrowd_ltr.evaluation.report import contamination
+
+    ranges = fc.Dataset(
+        "r", {"q": Query("q", "FY2016 revenue?", "g", "Acme")},
+        {"gold": fc.Passage("gold", "a", company="Acme", period="2014,2015,2016"),
+         "next": fc.Passage("next", "b", company="Acme", period="2015,2016,2017"),
+         "old": fc.Passage("old", "c", company="Acme", period="2011,2012,2013")},
+        {"q": {"gold": 1}},
+    )  # fmt: skip
+    shares = contamination(ranges, {"q": ["gold", "next", "old"]}, ["q"])
+    assert shares["off_period"] == pytest.approx(1 / 3)  # only the report sharing no year
+
+    unnamed = fc.evaluate(user_corpus(), "bm25", first_stage="bm25", cache_dir=None)
+    assert math.isnan(unnamed["contamination@10"]["base:bm25"]["other_company"])
+    assert "other-company share -: no question gives its company" in str(unnamed)
+
+    model, _ = fc.fit_correction(
+        data, "bm25", folds=5, test_fold=0, min_calibration=2, cache_dir=None,
+        gate_calibration="none", first_stage="bm25", progress=False,
+    )  # fmt: skip
+    held = fc.evaluate(data, "bm25", first_stage="bm25", checkpoint=model, cache_dir=None)
+    assert any(n.startswith("no domain given: the correction rows are the always-on") for n in
+               held["notes"])  # fmt: skip
+    fallback = fc.evaluate(data, "bm25", first_stage="bm25", checkpoint=model, domain="nosuch",
+                           fallback="identity", cache_dir=None)  # fmt: skip
+    assert any("'nosuch' is not calibrated in this checkpoint" in n for n in fallback["notes"])
+
+    never = GateCalibration(1.0, 1.0000000000000002, 0.03, 4, 0.0, 0.0, 0.0, method="ltt",
+                            delta=0.1, n_orderable=4, risk_bound=0.0)  # fmt: skip
+    assert not never.can_open and never.guarantee()["can_open"] is False
+    assert "the gate never opens" in _promise(never) and "probability" not in _promise(never)
