@@ -157,10 +157,13 @@ def add_correction_rows(
         )
     notes = report.setdefault("notes", [])
     if domain is None:
-        notes.append(
-            "no domain given: the correction rows are the always-on residual (`--domain NAME`, "
-            f"calibrated: {', '.join(sorted(model.domains)) or 'none'}, adds the gated rows)"
+        gated = (
+            f"`--domain NAME`, calibrated: {', '.join(sorted(model.domains)) or 'none'}, adds "
+            "the gated rows"
+            if model.has_gate
+            else "this checkpoint has no gate"
         )
+        notes.append(f"no domain given: the correction rows are the always-on residual ({gated})")
     elif model.rule(domain, fallback) == "identity":  # an unknown domain fails before any work
         notes.append(
             f"domain {domain!r} is not calibrated in this checkpoint (calibrated: "

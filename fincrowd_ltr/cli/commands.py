@@ -455,9 +455,17 @@ def _promise(cal) -> str:
     """What a calibration promises, in words (its method's own guarantee)."""
     bound = f"{cal.risk_bound:.3f}" if cal.risk_bound is not None else "n/a"
     if not cal.can_open:
+        from fincrowd_ltr.model.calibration import uncertifiable
+
+        few = cal.method == "ltt" and cal.n_orderable is not None and cal.delta is not None
+        why = (
+            "too few orderable questions to certify an opening"
+            if few and uncertifiable(cal.n_orderable, cal.regression_cap, cal.delta)
+            else "no threshold opened with a positive mean gain within the cap"
+        )
         return (
-            f"{cal.method}: the gate never opens (too few orderable questions to certify an "
-            f"opening at cap {cal.regression_cap}), so it keeps your base order"
+            f"{cal.method}: the gate never opens ({why} at cap {cal.regression_cap}), so it "
+            "keeps your base order"
         )
     if cal.method == "ltt":
         chance = f">= {1 - cal.delta:.2f}" if cal.delta is not None else "1 - delta"

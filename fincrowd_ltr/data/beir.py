@@ -175,6 +175,9 @@ def _read_queries(path: Path, notes: list[str]) -> tuple[dict[str, Query], bool]
             raise DataError(f"{path}:{lineno}: query {qid!r} has empty text")
         company = (row.get("metadata") or {}).get("company")
         group = row.get("group") or company
+        if company:  # the form passages' companies take (evaluation compares the two)
+            where = f"{path}:{lineno}: field 'metadata'"
+            company = normalise_metadata({"company": company}, where).get("company")
         queries[qid] = Query(
             qid=qid,
             text=str(row["text"]),

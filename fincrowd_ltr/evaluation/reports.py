@@ -113,7 +113,8 @@ class EvaluationReport(WorkflowReport):
 
 # why a top-10 share reads "-" on every system
 _UNREAD_SHARES = {
-    "off_period": "off-period share -: no gold passage gives a period (passage metadata.period)",
+    "off_period": "off-period share -: no gold passage, or no ranked passage, gives a period "
+    "(passage metadata.period)",
     "other_company": "other-company share -: no question gives its company (metadata.company in "
     "queries.jsonl) or no ranked passage gives one",
 }
@@ -251,10 +252,11 @@ class CrossValidationReport(WorkflowReport):
             gated = {k: v for k, v in res.items() if k.startswith("gated")}
             parts.append(_paired_rows(title, gated))
         if self["dataset"].endswith(SYNTHETIC_SUFFIX):
+            gated = ", each round's gate calibrated on them" if self.get("gated") else ""
             parts.append(
-                "\nthese are synthetic questions, each round's gate calibrated on them: the rows "
-                "say how well the templates' questions are answered, not how yours will be "
-                "(calibrate a domain on your labelled questions and `evaluate` on others)"
+                f"\nthese are synthetic questions{gated}: the rows say how well the templates' "
+                "questions are answered, not how yours will be (calibrate a domain on your "
+                "labelled questions and `evaluate` on others)"
             )
         if self.get("synthetic_held_out"):
             parts.append("\n" + _label_free_line(self["synthetic_held_out"]))

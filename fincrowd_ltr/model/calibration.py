@@ -176,7 +176,8 @@ class GateCalibration:
         """What this calibration promises (returned with every gated decision): ``delta`` only
         for ``ltt`` (its probability), ``exact`` False for pooled rows or the empirical rule,
         ``can_open`` False when no probability reaches the threshold (the cap then holds
-        because the gate never opens: too few calibration questions to certify an opening)."""
+        because the gate never opens: no threshold gained within the cap, or too few
+        calibration questions to certify one)."""
         return {
             "method": self.method,
             "cap": self.regression_cap,

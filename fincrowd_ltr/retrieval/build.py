@@ -21,7 +21,7 @@ import numpy as np
 
 from fincrowd_ltr.data.ranking import rank_order
 from fincrowd_ltr.data.schema import SYNTHETIC_SUFFIX, DataError, Dataset, Query
-from fincrowd_ltr.defaults import AUTO_FALLBACK, AUTO_FIRST_STAGE
+from fincrowd_ltr.defaults import AUTO_FALLBACK
 from fincrowd_ltr.fields.extractor import extractor_fingerprint
 from fincrowd_ltr.retrieval.banks import (
     DEFAULT_BANK_SIZE,
@@ -256,21 +256,27 @@ def build_banks(
 
 
 def _plain_auto_note(dataset: Dataset, asked: str, used: str) -> str | None:
-    """Where ``auto`` is plain BM25 only because the corpus is not one the package chose a
-    stage for, and its pages carry the filing metadata the filing-aware stage reads: say so."""
-    own = dataset.name.removesuffix(SYNTHETIC_SUFFIX) not in AUTO_FIRST_STAGE
-    if asked != AUTO or used != AUTO_FALLBACK or not own or not dataset.passages:
+    """On a corpus of the user's own (not a bundled dataset, whose ``auto`` was chosen by its
+    own ablation, nor a synthetic folder), where ``auto`` is plain BM25 although most pages
+    carry the company and period the filing-aware stage reads: say so."""
+    from fincrowd_ltr.data.registry import DATASETS
+
+    bundled = dataset.name in DATASETS or dataset.name.endswith(SYNTHETIC_SUFFIX)
+    if asked != AUTO or used != AUTO_FALLBACK or bundled or not dataset.passages:
         return None
-    filed = sum(bool(p.company and p.period) for p in dataset.passages.values())
-    if filed < len(dataset.passages) / 2:
-        return None
-    return (
-        f"first stage 'auto' is plain BM25 on a corpus it was not chosen for, but {filed} of "
-        f"{len(dataset.passages)} pages give a company and a period, which the filing-aware "
-        "stage reads: compare stages on your labelled questions (`fincrowd first-stage "
-        "--dataset beir --data-root YOUR_CORPUS --variants "
-        "bm25,bm25+query+entity,bm25+query+entity+filing`) and pass the best as --first-stage"
-    )
+    half, filed = len(dataset.passages) / 2, 0
+    for p in getattr(dataset.passages, "headers", dataset.passages).values():  # no page text
+        filed += bool(p.company and p.period)
+        if filed >= half:
+            return (
+                "first stage 'auto' is plain BM25 on a corpus of your own, but most of its "
+                "pages give a company and a period, which the filing-aware stage reads: "
+                "compare stages on your labelled questions (`fincrowd first-stage --dataset "
+                "beir --data-root YOUR_CORPUS --variants "
+                "bm25,bm25+query+entity,bm25+query+entity+filing`) and pass the best as "
+                "--first-stage"
+            )
+    return None
 
 
 def _score_run(bankset: BankSet, dataset: Dataset, run) -> None:

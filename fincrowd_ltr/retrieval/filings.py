@@ -53,12 +53,16 @@ def implied_kinds(question: str) -> frozenset[str]:
     return frozenset(kind for kind, pattern in _HINTS.items() if pattern.search(question))
 
 
-def own_period(period: str | None) -> str | None:
-    """A filing's own period among its canonical periods (``2014,2015,2016`` -> ``2016``;
-    ``2023Q3,2023Q2`` -> ``2023Q3``): the latest, since earlier columns are comparatives;
-    None when none states a year."""
+def own_period(period: str | None, doc_type: str | None = None) -> str | None:
+    """A filing's own period among its canonical periods: the latest, since earlier columns
+    are comparatives (``2014,2015,2016`` -> ``2016``; ``2023Q3,2023Q2`` -> ``2023Q3``), of
+    its kind's form where it gives one (an annual filing's years, a quarterly filing's or a
+    release's quarters: a 10-Q given ``2023,2023Q3`` is ``2023Q3``); None when none states a
+    year."""
     found = [p for p in (period or "").split(",") if p[:4].isdigit()]
-    return max(found, key=lambda p: (p[:4], "Q" not in p, p)) if found else None
+    quarterly = filing_kind(doc_type) != ANNUAL
+    of_kind = [p for p in found if ("Q" in p) == quarterly] or found
+    return max(of_kind, key=lambda p: (p[:4], p)) if of_kind else None
 
 
 def filing_score(
@@ -67,7 +71,7 @@ def filing_score(
     """Compatibility in ``[0, 1]`` of one filing (its canonical ``period``, the latest of
     several being its own) with the question's periods ``asked`` (``YYYY``/``YYYYQn``) and
     implied kinds ``hint``."""
-    period = own_period(period)
+    period = own_period(period, doc_type)
     if period is None:
         return 0.0
     year, kind = int(period[:4]), filing_kind(doc_type)

@@ -91,8 +91,8 @@ class Guarantee(BaseModel):
         description="false: the empirical rule, or rows pooled with cross-fitted training rows"
     )
     can_open: bool = Field(
-        True, description="false: the gate never opens (the cap holds trivially: too few "
-        "calibration questions to certify an opening)"
+        True, description="false: the gate never opens (the cap holds trivially: no "
+        "threshold gained within the cap, or too few calibration questions to certify one)"
     )  # fmt: skip
 
 

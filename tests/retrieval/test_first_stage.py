@@ -133,6 +133,8 @@ def test_a_filing_given_the_years_its_tables_print_is_its_latest_years_report():
     hint = implied_kinds("What was revenue in Q2 2023 per the 10-Q?")
     assert filing_score("2023Q2,2022Q2", "10q", q2, hint) == 1.0
     assert filing_score("2023Q3,2023Q2", "10q", q2, hint) == 0.25  # the Q3 report
+    assert filing_score("2023,2023Q3", "10q", q2, hint) == 0.25  # a 10-Q's own: its quarter
+    assert filing_score("2023,2024Q1", "10k", frozenset({"2023"}), annual) == 1.0  # a 10-K's: year
 
 
 def test_filing_first_stage_lifts_the_asked_filing_and_falls_back_without_a_year(tmp_path):
