@@ -28,7 +28,7 @@ import numpy as np
 
 from fincrowd_ltr.data.schema import Passage
 
-VERSION = 2  # bump when the scores change (part of the bank cache key)
+VERSION = 3  # bump when the scores change (part of the bank cache key)
 RESTATED = 0.5
 OTHER_QUARTER = 0.25
 OTHER_TYPE = 0.5
