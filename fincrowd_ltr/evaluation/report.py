@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fincrowd_ltr.data.metadata import periods_of
 from fincrowd_ltr.data.quirks import collapse_duplicates
 from fincrowd_ltr.data.schema import Dataset
 from fincrowd_ltr.metrics import METRICS, bootstrap_ci, per_query
@@ -51,15 +52,15 @@ def contamination(
     evaluation diagnostic, not a feature."""
     off_period, other_company, counted_p, counted_c = 0, 0, 0, 0
     for qid in qids:
-        gold_periods = set().union(
-            *(_periods(dataset.passages[p].period) for p in dataset.qrels[qid])
+        gold_periods = frozenset().union(
+            *(periods_of(dataset.passages[p].period) for p in dataset.qrels[qid])
         )
         company = dataset.queries[qid].company
         for pid in rankings[qid][:k]:
             passage = dataset.passages[pid]
             if gold_periods and passage.period is not None:
                 counted_p += 1
-                off_period += not _periods(passage.period) & gold_periods
+                off_period += not periods_of(passage.period) & gold_periods
             if company and passage.company is not None:
                 counted_c += 1
                 other_company += passage.company != company
@@ -67,11 +68,6 @@ def contamination(
         "off_period": off_period / counted_p if counted_p else float("nan"),
         "other_company": other_company / counted_c if counted_c else float("nan"),
     }
-
-
-def _periods(period: str | None) -> set[str]:
-    """A passage's canonical periods (``"2014,2015"`` -> ``{"2014", "2015"}``)."""
-    return {p for p in (period or "").split(",") if p}
 
 
 def evaluate_bankset(dataset: Dataset, bankset: BankSet, rankers: list[str]) -> dict:

@@ -26,6 +26,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from fincrowd_ltr.data.metadata import periods_of
 from fincrowd_ltr.data.schema import Passage
 
 VERSION = 3  # bump when the scores change (part of the bank cache key)
@@ -59,7 +60,7 @@ def own_period(period: str | None, doc_type: str | None = None) -> str | None:
     its kind's form where it gives one (an annual filing's years, a quarterly filing's or a
     release's quarters: a 10-Q given ``2023,2023Q3`` is ``2023Q3``); None when none states a
     year."""
-    found = [p for p in (period or "").split(",") if p[:4].isdigit()]
+    found = [p for p in periods_of(period) if p[:4].isdigit()]
     quarterly = filing_kind(doc_type) != ANNUAL
     of_kind = [p for p in found if ("Q" in p) == quarterly] or found
     return max(of_kind, key=lambda p: (p[:4], p)) if of_kind else None
