@@ -25,13 +25,23 @@ import numpy as np
 from scipy import sparse
 
 from fincrowd_ltr.data.schema import Passage
+from fincrowd_ltr.features.lexical import VERSION as LEXICAL_VERSION
 from fincrowd_ltr.features.lexical import TermCounter, bank_bm25, local_concentration
+from fincrowd_ltr.features.page_cues import VERSION as CUES_VERSION
 from fincrowd_ltr.features.page_cues import metric_row, page_role, text_periods
 from fincrowd_ltr.fields.compatibility import Compatibility, compare_field, compare_period
 from fincrowd_ltr.fields.extractor import FIELD_NAMES, FieldExtractor, FinancialFields
+from fincrowd_ltr.retrieval.filings import VERSION as FILINGS_VERSION
 from fincrowd_ltr.retrieval.filings import filing_score, implied_kinds
 
 PAGE_ROLES = ("statement", "notes", "mdna", "other")
+# the versions of the code that computes the features beside the extractor's: a checkpoint
+# records them, and the feature cache's key holds them
+FEATURE_VERSIONS: dict[str, int] = {
+    "page_cues": CUES_VERSION,
+    "filings": FILINGS_VERSION,
+    "lexical": LEXICAL_VERSION,
+}
 FEATURE_NAMES: tuple[str, ...] = (
     "lexical",
     "coverage",

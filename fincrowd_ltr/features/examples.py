@@ -16,12 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from fincrowd_ltr.data.schema import DataError, Dataset
-from fincrowd_ltr.features.bank_features import FEATURE_NAMES, BankFeaturizer
-from fincrowd_ltr.features.lexical import VERSION as LEXICAL_VERSION
-from fincrowd_ltr.features.page_cues import VERSION as CUES_VERSION
+from fincrowd_ltr.features.bank_features import FEATURE_NAMES, FEATURE_VERSIONS, BankFeaturizer
 from fincrowd_ltr.fields.extractor import extractor_fingerprint
 from fincrowd_ltr.retrieval.banks import BankSet
-from fincrowd_ltr.retrieval.filings import VERSION as FILINGS_VERSION
 
 
 @dataclass
@@ -86,9 +83,7 @@ def vocabulary_key(featurizer: BankFeaturizer) -> str:
     blob = json.dumps(
         [
             extractor_fingerprint(),
-            CUES_VERSION,
-            FILINGS_VERSION,
-            LEXICAL_VERSION,
+            *FEATURE_VERSIONS.values(),  # page cues, filings, lexical: the key's old order
             list(FEATURE_NAMES),
             sorted(featurizer.extractor.companies.items()),
             sorted(featurizer.extractor.segment_names.items()),

@@ -19,10 +19,11 @@ import hashlib
 import json
 import os
 import shutil
+import warnings
 from pathlib import Path
 
 from fincrowd_ltr.data.schema import DataError
-from fincrowd_ltr.features.bank_features import FEATURE_NAMES
+from fincrowd_ltr.features.bank_features import FEATURE_NAMES, FEATURE_VERSIONS
 from fincrowd_ltr.fields.vocabulary import EXTRACTOR_VERSION
 from fincrowd_ltr.model.calibration import GateCalibration
 from fincrowd_ltr.model.gate_features import GATE_FEATURE_NAMES
@@ -35,6 +36,10 @@ RESIDUAL_ONNX = "residual.onnx"
 GATE_ONNX = "gate.onnx"
 MANIFEST = "manifest.json"
 FILES = (CONFIG, WEIGHTS, GATE_WEIGHTS, RESIDUAL_ONNX, GATE_ONNX)
+
+
+class FeatureVersionWarning(UserWarning):
+    """A checkpoint fitted with another version of the code that computes its features."""
 
 
 def file_digest(path: Path) -> str:
@@ -164,6 +169,7 @@ def make_config(
         "kind": "fincrowd-residual",
         "feature_names": list(FEATURE_NAMES),
         "extractor_version": EXTRACTOR_VERSION,
+        "feature_versions": dict(FEATURE_VERSIONS),
         "alpha": alpha,
         "gamma": gamma,
         "base_ranker": ranker,
@@ -216,10 +222,31 @@ def read_config(directory: Path) -> dict:
             f"{path}: fitted with field extractor {config.get('extractor_version')}, this "
             f"version has {EXTRACTOR_VERSION}; refit or use a matching fincrowd_ltr"
         )
+    _check_feature_versions(config.get("feature_versions"), path)
     gate = config.get("gate")
     if gate is not None and gate.get("feature_names") != list(GATE_FEATURE_NAMES):
         raise DataError(f"{path}: gate features differ from this version's")
     return config
+
+
+def _check_feature_versions(recorded: dict | None, path: Path) -> None:
+    """Warn when a checkpoint's features were computed by other code than this version's (a
+    checkpoint saved before the versions were recorded is not checked)."""
+    if recorded is None:
+        return
+    moved = [
+        f"{name} {recorded.get(name)} (now {version})"
+        for name, version in FEATURE_VERSIONS.items()
+        if recorded.get(name) != version
+    ]
+    if moved:
+        warnings.warn(
+            f"{path}: fitted with other feature code ({', '.join(moved)}): on some corpora its "
+            "features now take other values than the ones it was trained on (CHANGELOG says "
+            "which); refit it to be sure",
+            FeatureVersionWarning,
+            stacklevel=3,
+        )
 
 
 def domains_of(config: dict, where: Path) -> dict[str, GateCalibration]:

@@ -318,6 +318,30 @@ def test_extractor_version_mismatch_is_refused(checkpoint):
         GatedCorrection.from_pretrained(checkpoint)
 
 
+def test_a_checkpoint_of_other_feature_code_is_flagged(checkpoint):
+    """A checkpoint records the versions of the code computing its features (the filing prior's
+    among them); one fitted with another loads with a warning naming it, and one saved before
+    the versions were recorded loads silently."""
+    import warnings
+
+    from fincrowd_ltr.features.bank_features import FEATURE_VERSIONS
+    from fincrowd_ltr.model.checkpoint import FeatureVersionWarning
+
+    config = json.loads((checkpoint / "config.json").read_text())
+    assert config["feature_versions"] == FEATURE_VERSIONS
+    old = {**FEATURE_VERSIONS, "filings": FEATURE_VERSIONS["filings"] - 1}
+    (checkpoint / "config.json").write_text(json.dumps({**config, "feature_versions": old}))
+    write_manifest(checkpoint)
+    with pytest.warns(FeatureVersionWarning, match=r"other feature code \(filings \d+ \(now"):
+        GatedCorrection.from_pretrained(checkpoint)
+    del config["feature_versions"]
+    (checkpoint / "config.json").write_text(json.dumps(config))
+    write_manifest(checkpoint)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FeatureVersionWarning)
+        GatedCorrection.from_pretrained(checkpoint)
+
+
 def test_a_serve_worker_caps_torch_and_blas_threads_and_quiets_libraries(checkpoint):
     """Each ``serve --workers N`` process (the command's ``worker_app``) takes its share of the
     cores for torch and for BLAS (only torch's was capped: N workers could each start a BLAS
