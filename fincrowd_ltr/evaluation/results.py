@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fincrowd_ltr.data.metadata import periods_of
 from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.metrics import METRICS, bootstrap_ci, per_query
 
@@ -249,16 +250,16 @@ def ideal_order(dataset: Dataset, ranking: list[str], qid: str) -> list[str]:
 
 
 def gold_metadata_filter(dataset: Dataset, ranking: list[str], qid: str) -> list[str]:
-    """A ranking with every candidate removed whose filing conflicts with the gold filing's
-    company or period (uses gold metadata: a reference row, not a system and not an upper
-    bound: a reordering can beat it; called "metadata_oracle" before 0.3)."""
+    """A ranking with every candidate removed whose filing is another company's than the gold
+    filings' or shares none of their periods (uses gold metadata: a reference row, not a system
+    and not an upper bound: a reordering can beat it; called "metadata_oracle" before 0.3)."""
     gold = [dataset.passages[p] for p in dataset.qrels.get(qid, {})]
     companies = {p.company for p in gold} - {None}
-    periods = {p.period for p in gold} - {None}
+    periods = frozenset().union(*(periods_of(p.period) for p in gold))
 
     def conflicts(p) -> bool:
         if companies and p.company is not None and p.company not in companies:
             return True
-        return bool(periods) and p.period is not None and p.period not in periods
+        return bool(periods) and p.period is not None and not periods_of(p.period) & periods
 
     return [pid for pid in ranking if not conflicts(dataset.passages[pid])]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fincrowd_ltr.data.metadata import periods_of
 from fincrowd_ltr.data.schema import Passage
 from fincrowd_ltr.features.lexical import TermCounter, cosine_similarities
 from fincrowd_ltr.fields import FieldExtractor
@@ -91,7 +92,7 @@ class PruningPolicy:
 def _matches(passage: Passage, name: str, value: str, extractor: FieldExtractor) -> bool:
     if name == "company":
         return passage.company is not None and extractor.canonical_company(passage.company) == value
-    return passage.period is not None and str(passage.period).startswith(str(value))
+    return any(p.startswith(str(value)) for p in periods_of(passage.period))
 
 
 POLICIES = (

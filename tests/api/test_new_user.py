@@ -318,6 +318,10 @@ def test_the_eighth_walks_silences_are_said(tmp_path):
     )  # fmt: skip
     shares = contamination(ranges, {"q": ["gold", "next", "old"]}, ["q"])
     assert shares["off_period"] == pytest.approx(1 / 3)  # only the report sharing no year
+    from fincrowd_ltr.evaluation.results import gold_metadata_filter
+
+    # the reference row drops the report sharing no year, not the next one sharing two
+    assert gold_metadata_filter(ranges, ["old", "next", "gold"], "q") == ["next", "gold"]
 
     unnamed = fc.evaluate(user_corpus(), "bm25", first_stage="bm25", cache_dir=None)
     assert math.isnan(unnamed["contamination@10"]["base:bm25"]["other_company"])

@@ -134,6 +134,20 @@ def test_constraint_quotas_keep_evidence_for_each_requested_period():
     assert sum(p.period == "2019" for p in kept) == 2
 
 
+def test_constraint_quotas_read_every_period_of_a_multi_year_filing():
+    """A 10-K given the years its tables print (``"2018,2019,2020"``) holds evidence of 2020 too:
+    the quota read only the string's start, so it counted such a filing for 2018 alone."""
+    extractor = FieldExtractor.from_passages([Passage("x", "", company="Acme")])
+    ranked = [
+        Passage(f"old-{i}", f"Acme {WORDS[i]} in 2017", company="Acme", period="2016,2017")
+        for i in range(6)
+    ] + [Passage("k", "Acme revenue table", company="Acme", period="2018,2019,2020")]
+    kept = PruningPolicy("constraint", 2, quota=1).select(
+        "Acme revenue in 2020?", ranked, extractor
+    )
+    assert "k" in [p.pid for p in kept]
+
+
 def test_near_duplicates_on_hand_written_passages():
     texts = [
         "The Company is exposed to market risk from changes in interest rates and currency "
