@@ -212,15 +212,6 @@ def add_correction_rows(
         "n_scored": len(qids),
         "by_role": {role: len(found) for role, found in roles.items() if found},
     }
-    if seen:
-        why = ", ".join(f"{n} {role}" for role, n in report["excluded"]["by_role"].items())
-        report.setdefault("notes", []).append(
-            f"{len(seen)} questions the correction trained, validated or calibrated on (any "
-            f"domain; matched by content, question text and gold evidence, or by id and text) are "
-            "left out of the "
-            f"correction rows (by role, where a question may hold several: {why}; {len(qids)} "
-            "scored)"
-        )
     groups = len({data.queries[q].group for q in qids})
     if len(qids) < SMALL_HELD_OUT or groups < 3:
         report.setdefault("notes", []).append(

@@ -9,6 +9,7 @@ every JSON contract is unchanged; ``print(report)`` shows the table the command 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from fincrowd_ltr.data.schema import SYNTHETIC_SUFFIX, DataError
@@ -93,7 +94,9 @@ class EvaluationReport(WorkflowReport):
             why = ", ".join(f"{n} {role}" for role, n in ex["by_role"].items())
             lines.append(
                 f"correction rows leave out {ex['n_excluded']} questions the checkpoint saw "
-                f"(by role, where a question may hold several: {why}); {ex['n_scored']} scored"
+                "(trained, validated or calibrated on, any domain; matched by content, question "
+                "text and gold evidence, or by id and text; by role, where a question may hold "
+                f"several: {why}); {ex['n_scored']} scored"
             )
         lines += [f"warning: {message}" for message in self.get("warnings", [])]
         lines += [f"note: {message}" for message in self.get("notes", [])]
@@ -185,14 +188,23 @@ class PackingReport(WorkflowReport):
             "| system | policy | order | first gold position (0 first, 1 last) | gold at an end |",
             "|---|---|---|---|---|",
         ]
+        empty = 0
         for system, policies in self["systems"].items():
             for policy, r in policies.items():
                 for order, o in r["orders"].items():
+                    position, end = o["first_gold_relative_position"], o["gold_at_an_end_share"]
+                    if _missing(position) and _missing(end):
+                        empty += 1  # no question's gold reached this context: nothing to place
+                        continue
                     lines.append(
-                        f"| {system} | {policy} | {order} | "
-                        f"{_number(o['first_gold_relative_position'])} | "
-                        f"{_number(o['gold_at_an_end_share'])} |"
+                        f"| {system} | {policy} | {order} | {_number(position)} | {_number(end)} |"
                     )
+        if empty:
+            lines += [
+                "",
+                f"{empty} system, policy and order rows left out: no question's gold passage "
+                "is in those contexts, so there is no position to give",
+            ]
         lines += [
             "",
             "| system | questions | top-20 over budget | a rank half still over budget "
@@ -371,6 +383,10 @@ def orderable_summary(s: dict) -> str:
     rate = s["regression_rate_orderable"]
     shown = "-" if rate is None or rate != rate else f"{rate:.3f}"
     return f"{shown} of {s['n_orderable']} orderable ({s['regression_rate']:.3f} of all)"
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def _share(stat: dict | None) -> str:

@@ -209,3 +209,5 @@ def test_packing_summary_prints_no_nan():
     }  # fmt: skip
     text = PackingReport(report).to_markdown()
     assert "nan" not in text.lower() and "no split" in text
+    # an order row with no gold in any context is left out, and the count said
+    assert "| base | p | score |" not in text and "1 system, policy and order rows left" in text

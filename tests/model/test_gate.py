@@ -151,6 +151,7 @@ def test_cli_fit_calibrate_and_evaluate_a_domain(tmp_path, capsys):
         assert report["systems"]["gated:bm25"]["n"] == report["excluded"]["n_scored"]
         printed = capsys.readouterr().out
         assert f"leave out {calibrated} questions the checkpoint saw" in printed
+        assert printed.count("trained, validated or calibrated on") == 1  # said once
     systems = report["systems"]
     assert {"base:bm25", "residual:bm25", "gated:bm25"} <= set(systems)
     assert 0.0 <= systems["gated:bm25"]["gate_open_share"] <= 1.0
