@@ -56,6 +56,7 @@ from fincrowd_ltr.model.summary import TrainingSummary, seen_questions
 
 ALWAYS_ON = None  # domain=None: apply the residual without consulting the gate
 FALLBACKS = ("error", "identity")
+_REQUEST_FIELDS = ("query", "candidates", "base_scores", "domain", "fallback")  # rerank_batch
 # each field's conflict column, in FIELD_NAMES' order
 _CONFLICT_COLUMNS = [FEATURE_NAMES.index(f"{f}_conflict") for f in FIELD_NAMES]
 
@@ -388,9 +389,26 @@ class GatedCorrection:
 
     def rerank_batch(self, requests: list[dict]) -> list[RerankResult]:
         """Many questions: each request is ``{"query", "candidates", "base_scores", "domain"?,
-        "fallback"?}``; errors name the request."""
+        "fallback"?}``; errors name the request, and a field not among these is refused (a
+        misspelt ``domain`` would otherwise serve the always-on correction)."""
         out = []
         for i, r in enumerate(requests):
+            if not isinstance(r, dict):
+                raise DataError(
+                    f"requests[{i}] must be a dict; got {type(r).__name__}", f"requests[{i}]"
+                )
+            unknown = sorted(set(r) - set(_REQUEST_FIELDS))
+            if unknown:
+                raise DataError(
+                    f"requests[{i}]: unknown field(s) {unknown}; a request takes "
+                    f"{', '.join(_REQUEST_FIELDS)}",
+                    f"requests[{i}].{unknown[0]}",
+                )
+            missing = [k for k in _REQUEST_FIELDS[:3] if k not in r]
+            if missing:
+                raise DataError(
+                    f"requests[{i}]: missing field(s) {missing}", f"requests[{i}].{missing[0]}"
+                )
             try:
                 out.append(
                     self.rerank(
@@ -401,10 +419,9 @@ class GatedCorrection:
                         r.get("fallback", "error"),
                     )
                 )
-            except KeyError as err:
-                raise DataError(f"requests[{i}]: missing field {err}") from None
             except DataError as err:
-                raise DataError(f"requests[{i}]: {err}") from None
+                where = f"requests[{i}]" + (f".{err.field}" if err.field else "")
+                raise DataError(f"requests[{i}]: {err}", where) from None
         return out
 
     def add_segment_names(self, passages: Iterable[Passage]) -> dict[str, list[str]]:

@@ -50,24 +50,26 @@ def parse_candidate(c: Candidate | dict, index: int) -> Candidate:
             f"candidates[{index}]: missing field(s) {missing}", f"candidates[{index}].{missing[0]}"
         )
     if is_dict:
-        cid, text, metadata = str(c["id"]), c["text"], c.get("metadata") or {}
+        cid, text, metadata = c["id"], c["text"], c.get("metadata") or {}
         title = c.get("title") or ""
     else:  # a Candidate, or any object with the same attributes
         cid, text, metadata = c.id, c.text, getattr(c, "metadata", {})
         title = getattr(c, "title", "") or ""
     where = f"candidates[{index}]"
-    if not str(cid).strip():
-        raise DataError(f"{where}.id must be a non-empty string", f"{where}.id")
+    if isinstance(cid, bool) or not isinstance(cid, str | int) or not str(cid).strip():
+        raise DataError(f"{where}.id must be a non-empty string; got {cid!r}", f"{where}.id")
     for name, value in (("text", text), ("title", title)):
         if not isinstance(value, str):
             raise DataError(f"{where}.{name} must be a string", f"{where}.{name}")
+    if not text.strip():  # as the corpus loader and the HTTP service refuse it
+        raise DataError(f"{where}.text is empty", f"{where}.text")
     if not isinstance(metadata, dict):
         raise DataError(f"{where}.metadata must be an object", f"{where}.metadata")
     metadata = normalise_metadata(metadata, f"{where}.metadata")
     text, document = titled(title, text, metadata.get("document"))
     if document is not None:
         metadata = {**metadata, "document": document}
-    return Candidate(cid, text, metadata)
+    return Candidate(str(cid) if is_dict else cid, text, metadata)
 
 
 def request_passage(key: str, c: Candidate) -> Passage:

@@ -2,8 +2,9 @@
 
 ``FinCrowdCompressor`` reorders the documents a retriever returns (and keeps the top ``top_n``).
 Base scores come from ``Document.metadata[score_key]`` when every document has one (e.g. a
-reranker's relevance score); otherwise the retriever's order is the base order. Filing metadata
-(company, period, doc_type, ...) is read from the documents' metadata.
+reranker's relevance score); otherwise the retriever's order is the base order (with a warning
+when only some have one). Filing metadata (company, period, doc_type, ...) is read from the
+documents' metadata (:mod:`fincrowd_ltr.serving.adapters`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Any
 from langchain_core.documents import BaseDocumentCompressor, Document
 from pydantic import ConfigDict
 
-from fincrowd_ltr.serving.reranker import METADATA_FIELDS, GatedCorrection
+from fincrowd_ltr.serving.adapters import adapter_request, check_top_n
+from fincrowd_ltr.serving.reranker import GatedCorrection
 
 
 class FinCrowdCompressor(BaseDocumentCompressor):
@@ -39,18 +41,13 @@ class FinCrowdCompressor(BaseDocumentCompressor):
     ) -> Sequence[Document]:
         if not documents:
             return []
-        if all(self.score_key in d.metadata for d in documents):
-            scores = [float(d.metadata[self.score_key]) for d in documents]
-        else:  # the retriever's order is the base order
-            scores = [float(len(documents) - i) for i in range(len(documents))]
-        candidates = [
-            {
-                "id": str(i),
-                "text": d.page_content,
-                "metadata": {k: d.metadata.get(k) for k in METADATA_FIELDS},
-            }
-            for i, d in enumerate(documents)
-        ]
+        check_top_n(self.top_n, "FinCrowdCompressor")
+        candidates, scores = adapter_request(
+            [d.page_content for d in documents],
+            [d.metadata for d in documents],
+            [d.metadata.get(self.score_key) for d in documents],
+            "FinCrowdCompressor",
+        )
         result = self.reranker.rerank(query, candidates, scores, domain=self.domain)
         out = []
         for cid, score in list(zip(result.ranking, result.scores, strict=True))[: self.top_n]:

@@ -1,7 +1,8 @@
 """A LlamaIndex node postprocessor: FinDeCrowd reranking inside a LlamaIndex query engine.
 
 ``FinCrowdPostprocessor`` reorders the retrieved nodes (and keeps the top ``top_n``). Base scores
-are the nodes' own scores when every node has one, else the retriever's order. Filing metadata
+are the nodes' own scores when every node has one, else the retriever's order (with a warning when
+only some have one). Filing metadata
 (company, period, doc_type, ...) is read from the nodes' metadata. The nodes returned are copies
 whose metadata adds ``fincrowd_conflicts`` and ``fincrowd_gate_applied``, excluded from the LLM's
 prompt and the embedding text; the caller's nodes are left unchanged.
@@ -15,7 +16,7 @@ from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from fincrowd_ltr.data.schema import DataError
 from fincrowd_ltr.model.correction import GatedCorrection
-from fincrowd_ltr.model.requests import METADATA_FIELDS
+from fincrowd_ltr.serving.adapters import adapter_request, check_top_n
 
 
 class FinCrowdPostprocessor(BaseNodePostprocessor):
@@ -44,18 +45,13 @@ class FinCrowdPostprocessor(BaseNodePostprocessor):
             return []
         if query_bundle is None:
             raise DataError("FinCrowdPostprocessor needs the query (query_bundle)")
-        if all(n.score is not None for n in nodes):
-            scores = [float(n.score) for n in nodes]
-        else:  # the retriever's order is the base order
-            scores = [float(len(nodes) - i) for i in range(len(nodes))]
-        candidates = [
-            {
-                "id": str(i),
-                "text": n.node.get_content(),
-                "metadata": {k: n.node.metadata.get(k) for k in METADATA_FIELDS},
-            }
-            for i, n in enumerate(nodes)
-        ]
+        check_top_n(self.top_n, "FinCrowdPostprocessor")
+        candidates, scores = adapter_request(
+            [n.node.get_content() for n in nodes],
+            [n.node.metadata for n in nodes],
+            [n.score for n in nodes],
+            "FinCrowdPostprocessor",
+        )
         result = self.model.rerank(query_bundle.query_str, candidates, scores, self.domain)
         out = []
         for cid, score in list(zip(result.ranking, result.scores, strict=True))[: self.top_n]:

@@ -55,3 +55,27 @@ def test_compressor_inside_a_contextual_compression_retriever(checkpoint):
     )
     docs = retriever.invoke(QUERY)
     assert [d.id for d in docs] == reranker.rerank(QUERY, candidates(), BASE, "open").ranking[:2]
+
+
+def test_the_ninth_walks_silent_adapter_inputs_are_said(checkpoint):
+    """A misspelt filing key was dropped without the warning `rerank` gives, one missing score
+    threw every score away without a word, and ``top_n=-1`` sliced off the last document."""
+    import pytest
+
+    from fincrowd_ltr.data.schema import DataError
+    from fincrowd_ltr.model.correction import UnreadMetadataWarning
+    from fincrowd_ltr.serving.adapters import BaseScoreWarning
+
+    reranker = GatedCorrection.from_pretrained(checkpoint)
+    compressor = FinCrowdCompressor(reranker=reranker, domain="closed")
+    docs = _documents(True)
+    del docs[2].metadata["relevance_score"]
+    with pytest.warns(BaseScoreWarning, match="1 of 6 documents have no score"):
+        kept = compressor.compress_documents(docs, QUERY)
+    assert [d.id for d in kept] == [d.id for d in docs]  # the retriever's order, as said
+    spelt = _documents(True)
+    spelt[0].metadata["Company"] = spelt[0].metadata.pop("company", "Acme")
+    with pytest.warns(UnreadMetadataWarning, match="'Company'.*did you mean 'company'"):
+        compressor.compress_documents(spelt, QUERY)
+    with pytest.raises(DataError, match="top_n must be a count"):
+        FinCrowdCompressor(reranker=reranker, top_n=-1).compress_documents(docs, QUERY)

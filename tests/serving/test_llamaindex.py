@@ -44,3 +44,16 @@ def test_closed_gate_keeps_the_retriever_order(checkpoint):
     nodes = _nodes(False)
     kept = post.postprocess_nodes(nodes, QueryBundle(QUERY))
     assert [n.node.node_id for n in kept] == [n.node.node_id for n in nodes]
+
+
+def test_a_node_without_a_score_is_said(checkpoint):
+    from fincrowd_ltr.serving.adapters import BaseScoreWarning
+
+    model = FinCrowdReranker.from_pretrained(checkpoint)
+    nodes = _nodes(True)
+    nodes[0].score = None
+    with pytest.warns(BaseScoreWarning, match="1 of 6 documents have no score"):
+        kept = FinCrowdPostprocessor(model=model, domain="closed").postprocess_nodes(
+            nodes, QueryBundle(QUERY)
+        )
+    assert [n.node.node_id for n in kept] == [n.node.node_id for n in nodes]

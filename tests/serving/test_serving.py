@@ -149,6 +149,14 @@ def test_explanation_and_gate_decision(checkpoint):
         [{"query": QUERY, "candidates": candidates(), "base_scores": BASE, "domain": "open"}] * 2
     )
     assert [r.ranking for r in batch] == [opened.ranking] * 2
+    # the ninth walk: a misspelt "domain" served the always-on correction without a word
+    typo = {"query": QUERY, "candidates": candidates(), "base_scores": BASE, "domian": "open"}
+    with pytest.raises(DataError, match=r"requests\[0\]: unknown field\(s\) \['domian'\]"):
+        reranker.rerank_batch([typo])
+    good = {"query": QUERY, "candidates": candidates(), "base_scores": BASE}
+    with pytest.raises(DataError) as err:  # the request's field is kept for services
+        reranker.rerank_batch([good, {**good, "base_scores": BASE[:3]}])
+    assert err.value.field.startswith("requests[1].base_scores")
 
 
 def test_a_title_is_read_as_the_corpus_loader_reads_it(checkpoint, tmp_path):
@@ -217,6 +225,8 @@ def test_unread_metadata_keys_are_named_not_dropped_silently(checkpoint):
         ([{"text": "t"}], [1.0], r"candidates\[0\]: missing field\(s\) \['id'\]"),
         ([{"id": " ", "text": "t"}], [1.0], r"candidates\[0\]\.id must be a non-empty string"),
         ([{"id": "a", "text": 3}], [1.0], r"candidates\[0\]\.text must be a string"),
+        ([{"id": None, "text": "t"}], [1.0], r"candidates\[0\]\.id must be a non-empty string"),
+        ([{"id": "a", "text": " "}], [1.0], r"candidates\[0\]\.text is empty"),
         (
             [{"id": "a", "text": "t"}, {"id": "b", "text": "t", "metadata": ["x"]}],
             [1.0, 2.0],
