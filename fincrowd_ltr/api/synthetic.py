@@ -56,7 +56,10 @@ def synthesize(
     not at all when ``difficulty``; ``named_share`` of them name their company (``"auto"``: as
     many as of the dataset's own questions, whose texts alone are read); ``line_items``: which
     table rows are asked about (``"known"`` metrics or ``"any"`` specific label)."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise DataError(f"synthesize: n must be a count of questions >= 0; got {n!r}", "n")
     data = load_dataset(dataset, data_root, "all") if isinstance(dataset, str) else dataset
+    _check_companies(companies, data)
     extractor = FieldExtractor.from_passages(data.passages.values())
     texts = [q.text for q in data.queries.values()]
     share = resolve_named_share(named_share, texts, extractor)
@@ -72,6 +75,29 @@ def synthesize(
     for note in found.notes:  # fewer questions than asked and why; interim filings' wording
         warnings.warn(f"synthesize: {note}", stacklevel=2)
     return found
+
+
+def _check_companies(companies, data: Dataset) -> None:
+    """Refuse a bare string (read as its letters) and names no page carries (the templates
+    would find nothing, and say that of the tables, not of the names)."""
+    if companies is None:
+        return
+    if isinstance(companies, str):
+        raise DataError(
+            f"synthesize: companies must be a list of names, not a string ({[companies]!r})",
+            "companies",
+        )
+    known = {p.company or p.document or "" for p in data.passages.values()}
+    unknown = sorted(set(companies) - known)
+    if unknown and len(unknown) == len(set(companies)):
+        names = sorted(k for k in known if k)
+        raise DataError(
+            f"synthesize: no page of {data.name} belongs to companies {unknown[:5]} (its pages' "
+            f"metadata.company, else document, e.g. {names[:5]}; names are matched exactly)",
+            "companies",
+        )
+    if unknown:
+        warnings.warn(f"synthesize: no page belongs to companies {unknown[:5]}", stacklevel=3)
 
 
 def check_named_share(

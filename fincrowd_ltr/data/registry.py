@@ -48,16 +48,19 @@ def load_dataset(
     Args:
         name: ``financebench``, ``tatqa``, ``finqa``; ``beir`` (the data root itself is a BEIR
             folder); or ``beir:SUBDIR`` (a BEIR folder below the data root, e.g.
-            ``beir:financerag_public/FinQABench``).
+            ``beir:financerag_public/FinQABench``, or an absolute path: the
+            same as ``beir`` with that folder as the data root).
         data_root: Folder holding the datasets (see :func:`resolve_data_root`).
         split: ``all`` or a split name/file understood by the dataset's loader.
         allow_unknown_qrels: BEIR folders: count judgements of unknown passages (the question is
             then not covered) instead of failing.
     """
+    sub = name.partition(":")[2] if name.startswith("beir:") else ""
+    if sub and Path(sub).expanduser().is_absolute():  # as ("beir", data_root=that folder)
+        return load_beir(Path(sub).expanduser(), "beir", allow_unknown_qrels, split)
     root = resolve_data_root(data_root)
-    if name == "beir" or name.startswith("beir:"):
-        folder = root / name.partition(":")[2] if ":" in name else root
-        return load_beir(folder, name, allow_unknown_qrels, split)
+    if name == "beir" or sub:
+        return load_beir(root / sub if sub else root, name, allow_unknown_qrels, split)
     if name not in DATASETS:
         raise DataError(f"unknown dataset {name!r}; choose from {sorted(DATASETS)} or beir[:DIR]")
     sub, loader = DATASETS[name]

@@ -50,7 +50,15 @@ class WorkflowReport(dict):
             raise DataError(f"{path}: malformed JSON (line {err.lineno}: {err.msg})") from None
         if not isinstance(data, dict):
             raise DataError(f"{path}: a report is a JSON object; got {type(data).__name__}")
-        return cls(data)
+        report = cls(data)
+        try:  # another workflow's report lacks what this one's table reads
+            report.table()
+        except KeyError as err:
+            raise DataError(
+                f"{path}: not a report {cls.__name__} can read (no {err}); load it with the "
+                "class of the workflow that wrote it"
+            ) from None
+        return report
 
 
 class EvaluationReport(WorkflowReport):

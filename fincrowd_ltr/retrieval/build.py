@@ -288,8 +288,8 @@ def _score_run(bankset: BankSet, dataset: Dataset, run) -> None:
     if unscored:
         bankset.notes.append(
             f"your run did not score {sum(unscored)} bank candidates in {len(unscored)} of "
-            f"{len(bankset.banks)} banks (mean {np.mean(list(ranker.missing.values())):.1f} "
-            "per bank); they rank after every scored candidate"
+            f"{len(bankset.banks)} banks (mean {np.mean(unscored):.1f} in each of those); "
+            "they rank after every scored candidate"
         )
     blank = [q for q, n in ranker.missing.items() if n and n == len(bankset.banks[q].pids)]
     if blank:

@@ -2,6 +2,7 @@
 rerank in a few lines; a held-out fold; the user's own ranker as base ranker and first stage."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -127,6 +128,9 @@ def test_own_ranker_as_base_and_as_first_stage():
     run = {q: {p: float(rng.normal()) for p in list(data.passages)[:30]} for q in data.queries}
     banks = fc.build_banks(data, ["bm25", "run"], run=run, size=10, cache_dir=None)
     assert any("did not score" in n for n in banks.notes)  # counted, never silent
+    said = next(n for n in banks.notes if "did not score" in n)  # the mean of the banks named
+    missed, where = (int(w) for w in re.findall(r"score (\d+) bank candidates in (\d+)", said)[0])
+    assert f"mean {missed / where:.1f} in each of those" in said
     assert not any("no score of your run" in n for n in banks.notes)
     # a question the run never scored keeps the first stage's order: named (a sixth walk)
     first = sorted(data.queries)[0]
@@ -275,6 +279,8 @@ def test_a_fit_without_gate_calibration_trains_on_every_fold_and_calibrates_late
         tmp_path / "ckpt", "mine", data, qids=sorted(held), min_calibration=1, cache_dir=None
     )
     assert list(calibrated.domains) == ["mine"] and calibration.n_queries >= 1
+    with pytest.raises(fc.DataError, match=r"qids: 1 of 2 are not questions of .*\['nope'\]"):
+        fc.calibrate_domain(model, "x", data, qids=[sorted(held)[0], "nope"], cache_dir=None)
     assert list(fc.GatedCorrection.from_pretrained(tmp_path / "ckpt").domains) == ["mine"]
     with pytest.raises(fc.DataError, match="domain 'mine' would be dropped"):
         fc.fit_correction(data, "bm25", cache_dir=None, gate_calibration="none", domain="mine")

@@ -57,6 +57,11 @@ def test_a_bad_report_file_is_named(tmp_path):
         WorkflowReport.load(bad)
     with pytest.raises(fc.DataError, match="no report there"):
         WorkflowReport.load(tmp_path / "missing.json")
+    from fincrowd_ltr.evaluation.reports import EvaluationReport
+
+    bad.write_text(json.dumps({"pools": {}}))  # another workflow's report (the ninth walk)
+    with pytest.raises(fc.DataError, match="not a report EvaluationReport can read"):
+        EvaluationReport.load(bad)
 
 
 def test_cross_validation_report_prints_held_out_and_gated_rows():

@@ -219,6 +219,14 @@ def test_synthesis_is_deterministic_balanced_and_scoped_to_companies():
     assert {q.company for q in scoped.questions} == {"Firm0", "Firm1"}
     with pytest.raises(fc.DataError, match="unknown template"):
         synthesize(data, templates=("poem",))
+    # the ninth walk: a string, unknown names and a negative count gave 0 questions, said as
+    # the tables' fault or not at all
+    with pytest.raises(fc.DataError, match="companies must be a list of names"):
+        fc.synthesize(data, n=5, companies="Firm0", cache_dir=None)
+    with pytest.raises(fc.DataError, match=r"no page of .* belongs to companies \['firm0'\]"):
+        fc.synthesize(data, n=5, companies=["firm0"], cache_dir=None)
+    with pytest.raises(fc.DataError, match="n must be a count"):
+        fc.synthesize(data, n=-3, cache_dir=None)
 
 
 def test_questions_from_interim_filings_are_counted_and_their_wording_named():
