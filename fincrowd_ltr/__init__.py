@@ -71,7 +71,7 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+    return sorted([*(g for g in globals() if g.startswith("__")), *_EXPORTS])
 
 
 __all__ = sorted(_EXPORTS)

@@ -532,7 +532,13 @@ def require_used(shortcuts: dict, used: tuple[str, ...], where: str) -> None:
     """Refuse settings ``where`` does not use (``TypeError`` naming them and the ones it does)."""
     unused = sorted(set(shortcuts) - set(used))
     if unused:
-        raise TypeError(f"{where} does not use setting(s) {unused}; it takes {', '.join(used)}")
+        import difflib
+
+        near = [m for u in unused for m in difflib.get_close_matches(u, used, n=1)]
+        hint = f" (did you mean {', '.join(map(repr, near))}?)" if near else ""
+        raise TypeError(
+            f"{where} does not use setting(s) {unused}{hint}; it takes {', '.join(used)}"
+        )
 
 
 def add_arguments(

@@ -75,9 +75,9 @@ def bank_spec(spec: BankSpec | None = None, **shortcuts) -> BankSpec:
     ``first_stage``, ``mode``, ``size``, ``static_questions``, ``stemmer``, ``dense_pooling``,
     ``dense_window`` changed; an unknown name is a ``TypeError``."""
     spec = spec or BankSpec(first_stage="auto")
-    unknown = sorted(set(shortcuts) - set(_SPEC_SHORTCUTS))
+    unknown = sorted(set(shortcuts) - set(SPEC_SHORTCUTS))
     if unknown:
-        raise TypeError(f"unknown bank setting(s) {unknown}; choose from {_SPEC_SHORTCUTS}")
+        raise TypeError(f"unknown bank setting(s) {unknown}; choose from {SPEC_SHORTCUTS}")
     plain = {k: shortcuts[k] for k in _PLAIN_SHORTCUTS if k in shortcuts}
     if "stemmer" in shortcuts:
         plain["bm25"] = dataclasses.replace(spec.bm25, stemmer=shortcuts["stemmer"])
@@ -99,7 +99,7 @@ def data_settings(data: DataSettings | None, shortcuts: dict) -> DataSettings:
 
 
 _PLAIN_SHORTCUTS = ("first_stage", "mode", "size", "static_questions")
-_SPEC_SHORTCUTS = (*_PLAIN_SHORTCUTS, "stemmer", "dense_pooling", "dense_window")
+SPEC_SHORTCUTS = (*_PLAIN_SHORTCUTS, "stemmer", "dense_pooling", "dense_window")
 
 
 def build_banks(

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
 
 from fincrowd_ltr.api.corpus import (
+    SPEC_SHORTCUTS,
     bank_spec,
     build_banks,
     data_settings,
@@ -30,6 +32,7 @@ _RENAMED = {"size": "bank_size", "method": "gate_method"}  # calibrate_domain's 
 _DATA = ("split", "data_root", "cache_dir")
 _LIMITS = ("regression_cap", "min_calibration", "delta", "gate_method")
 _CALIBRATE_USES = (*_DATA, "folds", "seed", "bank_size", *_LIMITS)
+_EVALUATE_USES = (*(f.name for f in fields(EvaluationSettings)), *_DATA, *SPEC_SHORTCUTS)
 
 
 def evaluate(
@@ -60,6 +63,7 @@ def evaluate(
     question reader and, on the dataset it was trained on, the first stage are those its
     training recorded unless ``static_questions`` or ``first_stage`` say.
     """
+    require_used(shortcuts, _EVALUATE_USES, "evaluate")
     systems = EvaluationSettings.take(systems, shortcuts)
     settings = data_settings(data, shortcuts)
     correction = None if systems.checkpoint is None else _loaded(systems.checkpoint)

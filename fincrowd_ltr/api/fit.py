@@ -395,14 +395,16 @@ def fit_correction(
         banks: Prebuilt banks by mode (``{"retrieved": ..., "injected": ...}``) instead of
             building them.
         shortcuts: Any field of the settings by its name, e.g. ``folds=4``, ``test_fold=0``,
-            ``gate=False``, ``grid=HPARAM_GRID``, ``regression_cap=0.02``, ``cache_dir=None``,
+            ``gate=False``, ``grid=None``, ``regression_cap=0.02``, ``cache_dir=None``,
             ``synthetic=400``. Notable ones: ``grid`` (residual settings chosen per fold on
-            validation banks; default the package defaults only), ``test_fold`` (held out of
-            training and calibration entirely), ``gate_calibration`` (``pooled``: the training
-            domain's gate is calibrated on the calibration fold together with the training folds'
-            cross-fitted rows; ``fold``: the calibration fold alone; ``none``: no domain, every
-            fold trains, ``calibrate_domain`` fits one later; ``auto``, the default: ``none`` on
-            a dataset of synthetic questions, else ``pooled``), ``extra_training`` (other
+            validation banks; default ``SELECTION_GRID``, 12 settings; ``None``: the package
+            defaults only, as ``--no-select``, about a fifth of the fits), ``test_fold`` (held
+            out of training and calibration entirely), ``gate_calibration`` (``pooled``: the
+            training domain's gate is calibrated on the calibration fold together with the
+            training folds' cross-fitted rows; ``fold``: the calibration fold alone;
+            ``none``: no domain, every fold trains, ``calibrate_domain`` fits one later;
+            ``auto``, the default: ``none`` on a dataset of synthetic questions, else
+            ``pooled``), ``extra_training`` (other
             labelled datasets whose banks join every training set), ``synthetic`` (questions
             synthesised from the corpus's own pages, no labels, in the training sets their
             scope allows, never validation, calibration or test), ``monotone``.

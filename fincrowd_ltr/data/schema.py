@@ -124,6 +124,13 @@ class Dataset:
     # contexts, fincrowd_ltr.evaluation.answers); absent when the answer is not figure-based
     answer_figures: dict[str, list[str]] = field(default_factory=dict)
 
+    def __repr__(self) -> str:  # the corpus itself would fill a notebook
+        judged = sum(1 for q in self.queries if self.qrels.get(q))
+        return (
+            f"Dataset({self.name!r}: {len(self.queries)} queries, {judged} judged, "
+            f"{len(self.passages)} passages, {len(self.notes)} notes)"
+        )
+
     def corpus_fingerprint(self) -> str:
         """A hash of every passage's id, text and metadata (computed once)."""
         cached = self.__dict__.get("_corpus_fingerprint")

@@ -563,6 +563,11 @@ class GatedCorrection:
             return list(self.domains.values())
         return [self.domains[calibration_of]] if calibration_of in self.domains else []
 
+    def __repr__(self) -> str:
+        gate = "no gate" if not self.has_gate else f"domains {sorted(self.domains)}"
+        where = f" from {self.source}" if self.source else ""
+        return f"GatedCorrection(base {self.base_ranker!r}, {gate}{where})"
+
     # --- files ------------------------------------------------------------------------------
     def save_pretrained(self, directory: str | Path, onnx: bool = False) -> Path:
         """Write config, weights (and with ``onnx`` the ONNX graphs) and a SHA-256 manifest of

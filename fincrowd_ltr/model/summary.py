@@ -40,6 +40,14 @@ class TrainingSummary:
     query_fingerprints: list[str] = field(default_factory=list)
     extra: dict = field(default_factory=dict)
 
+    def __repr__(self) -> str:  # ids and fingerprints by count, not one by one
+        parts = [
+            f"{k}=<{len(v)}>" if k in ("query_ids", "query_fingerprints") else f"{k}={v!r}"
+            for k, v in vars(self).items()
+            if k != "extra"
+        ]
+        return f"TrainingSummary({', '.join(parts)}, extra keys {sorted(self.extra)})"
+
     @property
     def static_questions(self) -> str:
         """Who read the questions of the static base ranker in training (``minilm`` where

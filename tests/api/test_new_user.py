@@ -345,3 +345,20 @@ def test_the_eighth_walks_silences_are_said(tmp_path):
     assert "probability" not in _promise(never)
     gainless = GateCalibration(**{**vars(never), "n_queries": 200, "n_orderable": 200})
     assert "no threshold opened with a positive mean gain" in _promise(gainless)
+
+
+def test_the_ninth_walks_python_surface_reads_in_a_notebook():
+    """A notebook echoed a whole corpus (7.6 MB) for ``ds``, every training id for a summary,
+    the default object repr for a model, and ``importlib`` in ``dir(fc)``."""
+    data = user_corpus()
+    assert repr(data).startswith(f"Dataset({data.name!r}: {len(data.queries)} queries")
+    assert len(repr(data)) < 200
+    model, _ = fc.fit_correction(
+        data, "bm25", folds=4, min_calibration=2, cache_dir=None, first_stage="bm25",
+        grid=None, progress=False,
+    )  # fmt: skip
+    assert repr(model).startswith("GatedCorrection(base 'bm25', domains [")
+    summary = repr(model.summary)
+    assert f"query_ids=<{len(model.summary.query_ids)}>" in summary
+    assert model.summary.query_ids[0] not in summary
+    assert "importlib" not in dir(fc) and "fit_correction" in dir(fc)

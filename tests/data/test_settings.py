@@ -57,8 +57,12 @@ def test_calibrate_domain_takes_settings_shortcuts_and_its_old_keywords(tmp_path
     named = [p for p in inspect.signature(calibrate_domain).parameters.values()
              if p.kind is not inspect.Parameter.VAR_KEYWORD]  # fmt: skip
     assert len(named) <= 10
-    with pytest.raises(TypeError, match="regresion_cap"):
+    with pytest.raises(TypeError, match=r"regresion_cap.*did you mean 'regression_cap'"):
         calibrate_domain(tmp_path, "d", "financebench", regresion_cap=0.02)
+    import fincrowd_ltr as fc  # the ninth walk: evaluate listed only the bank settings
+
+    with pytest.raises(TypeError, match=r"\['domian'\] \(did you mean 'domain'\?\).*fallback"):
+        fc.evaluate("financebench", "bm25", domian="mine")
     # 0.2.0's size= and method= still mean bank_size and gate_method (then: no checkpoint here)
     with pytest.raises(DataError, match="no residual checkpoint"):
         calibrate_domain(tmp_path, "d", "financebench", size=50, method="crc", folds=3)
