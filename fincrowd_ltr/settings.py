@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import numbers
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,6 +49,36 @@ def _data_error(message: str) -> Exception:
     from fincrowd_ltr.data.schema import DataError
 
     return DataError(message)
+
+
+_SIMPLE_TYPES = {
+    "int": numbers.Integral,
+    "float": numbers.Real,
+    "bool": bool,
+    "str": str,
+    "None": type(None),
+    "Path": os.PathLike,
+}
+
+
+def check_types(settings) -> None:
+    """Refuse a field whose value is not of its declared type (``folds="5"``, ``monotone="no"``:
+    a string is truthy, so the fit would run with it on), naming the field; a bool is not a
+    number here. Fields of other declared types (tuples, mappings, objects) are left to their
+    own checks."""
+    for f in dataclasses.fields(settings):
+        kinds = [k.strip() for k in str(f.type).split("|")]
+        if not all(k in _SIMPLE_TYPES for k in kinds):
+            continue
+        value = getattr(settings, f.name)
+        fits = any(isinstance(value, _SIMPLE_TYPES[k]) for k in kinds)
+        if isinstance(value, bool) and "bool" not in kinds:
+            fits = False
+        if not fits:
+            raise _data_error(
+                f"{type(settings).__name__}.{f.name} must be {' or '.join(kinds)}; got "
+                f"{value!r} ({type(value).__name__})"
+            )
 
 
 def _is_share(value) -> bool:
@@ -114,6 +145,7 @@ class SyntheticSettings:
     line_items: str = DEFAULT_LINE_ITEMS
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.line_items not in LINE_ITEMS:
             raise _data_error(
                 f"synthetic line_items must be one of {LINE_ITEMS}; got {self.line_items!r}"
@@ -186,6 +218,9 @@ class DataSettings:
     data_root: str | Path | None = None
     cache_dir: str | Path | None = DEFAULT_CACHE
 
+    def __post_init__(self) -> None:
+        check_types(self)
+
 
 @dataclass(frozen=True)
 class BankSettings:
@@ -214,6 +249,12 @@ class BankSettings:
     )
 
     def __post_init__(self) -> None:
+        check_types(self)
+        if self.bank_size < 1:
+            raise _data_error(f"bank_size must be >= 1; got {self.bank_size}")
+        for name in ("train_mode", "val_mode"):
+            if getattr(self, name) not in MODES:
+                raise _data_error(f"{name} must be one of {MODES}; got {getattr(self, name)!r}")
         if self.static_questions not in QUESTION_READERS:
             raise _data_error(
                 f"static_questions must be one of {QUESTION_READERS}; got {self.static_questions!r}"
@@ -282,6 +323,18 @@ class TrainingSettings:
     )
 
     def __post_init__(self) -> None:
+        check_types(self)
+        if self.folds < 1:
+            raise _data_error(f"folds must be >= 1; got {self.folds}")
+        if self.test_fold is not None and not 0 <= self.test_fold < self.folds:
+            raise _data_error(
+                f"test_fold must be one of the folds 0..{self.folds - 1} or None; got "
+                f"{self.test_fold}"
+            )
+        if self.objective not in OBJECTIVES:
+            raise _data_error(f"objective must be one of {OBJECTIVES}; got {self.objective!r}")
+        if self.extra_limit < 1:
+            raise _data_error(f"extra_limit must be >= 1; got {self.extra_limit}")
         if isinstance(self.committee, bool) or not isinstance(self.committee, numbers.Integral):
             raise _data_error(f"committee must be a whole number; got {self.committee!r}")
         if self.committee < 1:
@@ -305,6 +358,9 @@ class FoldSettings:
     folds: int = 5
     test_fold: int = 0
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_types(self)
 
 
 @dataclass(frozen=True)
@@ -375,6 +431,7 @@ class CalibrationSettings:
     )
 
     def __post_init__(self) -> None:
+        check_types(self)
         if self.gate_method not in GATE_METHODS:
             raise _data_error(
                 f"gate_method must be one of {GATE_METHODS}; got {self.gate_method!r}"
@@ -411,6 +468,9 @@ class CrossEncoderSettings:
     folds: int = field(default=5, metadata=_opt("group folds of the out-of-fold scores"))
     seed: int = field(default=0, metadata=_opt("seed of the fold plan and the training"))
 
+    def __post_init__(self) -> None:
+        check_types(self)
+
     def steps(self) -> dict:
         """The training loop's keywords."""
         return {
@@ -439,6 +499,9 @@ class EvaluationSettings:
     fallback: str = "error"
     cross_encoder: str | Path | None = None
     cascades: tuple = ()
+
+    def __post_init__(self) -> None:
+        check_types(self)
 
     @classmethod
     def take(cls, given: EvaluationSettings | None, shortcuts: dict) -> EvaluationSettings:
@@ -470,12 +533,12 @@ class FitSettings:
         }
         owner = {f: g for g, fields in groups.items() for f in fields}
         synthetic = shortcuts.pop("synthetic", self.synthetic)
-        if isinstance(synthetic, int):
+        if isinstance(synthetic, int) and not isinstance(synthetic, bool):
             seed = shortcuts.get("seed", self.synthetic.seed)
             synthetic = dataclasses.replace(self.synthetic, n=synthetic, seed=seed)
         unknown = sorted(set(shortcuts) - set(owner))
         if unknown:
-            raise TypeError(f"unknown setting(s) {unknown}: a field of FitSettings' groups")
+            require_used(shortcuts, tuple(owner) + ("synthetic",), "FitSettings")
         changes: dict[str, dict] = {}
         for key, value in shortcuts.items():
             if key == "extra_training":

@@ -7,6 +7,7 @@ import pytest
 
 from fincrowd_ltr import defaults
 from fincrowd_ltr.cli import build_parser
+from fincrowd_ltr.data.schema import DataError
 from fincrowd_ltr.settings import (
     CalibrationSettings,
     FitSettings,
@@ -30,6 +31,29 @@ def test_keyword_shortcuts_land_in_their_group_and_unknown_names_fail():
     assert FitSettings().replace(extra_training=["tatqa"]).training.extra_training == ("tatqa",)
     with pytest.raises(TypeError, match="regresion_cap"):
         FitSettings().replace(regresion_cap=0.02)
+
+
+@pytest.mark.parametrize(
+    "shortcut, said",
+    [
+        ({"monotone": "no"}, r"TrainingSettings.monotone must be bool; got 'no'"),  # truthy
+        ({"folds": "5"}, r"TrainingSettings.folds must be int; got '5'"),
+        ({"folds": 2.5}, r"TrainingSettings.folds must be int; got 2.5"),
+        ({"bank_size": "100"}, r"BankSettings.bank_size must be int"),
+        ({"regression_cap": "0.03"}, r"CalibrationSettings.regression_cap must be float"),
+        ({"folds": 0}, r"folds must be >= 1"),
+        ({"test_fold": 7}, r"test_fold must be one of the folds 0..4 or None"),
+        ({"objective": "lambdamart"}, r"objective must be one of"),
+        ({"bank_size": 0}, r"bank_size must be >= 1"),
+        ({"train_mode": "retrived"}, r"train_mode must be one of"),
+        ({"gate": 1}, r"CalibrationSettings.gate must be bool"),
+    ],
+)
+def test_a_settings_field_of_the_wrong_type_or_value_is_named_at_once(shortcut, said):
+    """The ninth walk: wrong types ran (``monotone="no"`` trained monotone) or failed deep
+    inside a fit with Python's own words; bad values failed only when read, after fitting."""
+    with pytest.raises(DataError, match=said):
+        FitSettings().replace(**shortcut)
 
 
 def test_the_command_line_defaults_are_the_settings_defaults():
