@@ -11,7 +11,7 @@ from fincrowd_ltr.data.schema import Dataset
 from fincrowd_ltr.diagnostics.diagnose import diagnose as _diagnose
 from fincrowd_ltr.diagnostics.stress import StressConfig
 from fincrowd_ltr.evaluation.reports import DiagnosisReport
-from fincrowd_ltr.settings import DataSettings
+from fincrowd_ltr.settings import DataSettings, require_used
 
 
 def diagnose(
@@ -36,9 +36,10 @@ def diagnose(
     periods, so compatible and incompatible distractors both exist. ``data`` (or ``split``,
     ``data_root``, ``cache_dir``) says where the data and caches are."""
     where = data_settings(data, shortcuts)
+    require_used(shortcuts, ("pool_sizes", "similarity", "caliper", "bins"), "diagnose")
     renamed = {"pool_sizes": "sizes", "similarity": "similarity_ranker"}
     fields = {renamed.get(k, k): v for k, v in shortcuts.items()}
-    if "sizes" in fields:
+    if isinstance(fields.get("sizes"), list):
         fields["sizes"] = tuple(fields["sizes"])
     config = dataclasses.replace(config or StressConfig(), **fields)
     similarity, split, cache_dir = config.similarity_ranker, where.split, where.cache_dir

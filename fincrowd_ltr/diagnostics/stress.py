@@ -49,6 +49,28 @@ class StressConfig:
     caliper: float = DEFAULT_CALIPER
     bins: int = DEFAULT_BINS
 
+    def __post_init__(self) -> None:
+        from fincrowd_ltr.data.schema import DataError
+        from fincrowd_ltr.retrieval.rankers import RANKERS
+
+        sizes = self.sizes
+        if isinstance(sizes, str | int) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in sizes
+        ):
+            raise DataError(
+                f"pool sizes must be a list of counts > 0, e.g. (10, 30); got {sizes!r}"
+            )
+        if self.similarity_ranker not in RANKERS:
+            raise DataError(f"similarity must be one of {RANKERS}; got {self.similarity_ranker!r}")
+        if (
+            isinstance(self.caliper, bool)
+            or not isinstance(self.caliper, int | float)
+            or not (self.caliper > 0)
+        ):
+            raise DataError(f"caliper must be a number > 0; got {self.caliper!r}")
+        if isinstance(self.bins, bool) or not isinstance(self.bins, int) or self.bins < 1:
+            raise DataError(f"bins must be a count >= 1; got {self.bins!r}")
+
 
 @dataclass
 class QueryCandidates:

@@ -233,3 +233,22 @@ def test_diagnose_on_a_beir_corpus_with_a_trec_run(tmp_path, capsys):
     assert main([*base, *argv]) == 0
     report = json.loads((filing / "report.json").read_text())
     assert report["first_stage"] == stage and report["stress"]["n_eligible"] == 4
+
+
+@pytest.mark.parametrize(
+    "shortcut, said",
+    [
+        ({"caliper": "x"}, "caliper must be a number > 0"),
+        ({"pool_sizes": 5}, "pool sizes must be a list of counts > 0"),
+        ({"similarity": "bm52"}, "similarity must be one of"),
+    ],
+)
+def test_diagnose_names_a_bad_setting_before_it_embeds_anything(shortcut, said):
+    """The ninth walk: a bad caliper failed in numpy after minutes of MiniLM, an int pool size
+    as 'not iterable', a misspelt keyword as an internal class's argument."""
+    import fincrowd_ltr as fc
+
+    with pytest.raises(fc.DataError, match=said):
+        fc.diagnose("nowhere", "bm25", **shortcut)
+    with pytest.raises(TypeError, match=r"diagnose does not use .*'simlarity'.*'similarity'"):
+        fc.diagnose("nowhere", "bm25", simlarity="bm25")
