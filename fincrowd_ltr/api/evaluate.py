@@ -87,7 +87,8 @@ def evaluate(
     if run is None and spec.first_stage == "run" and not named and banks is None:
         raise DataError(
             "the checkpoint was trained on the banks of your run (first stage 'run'): give the "
-            "run (--run), or name another first stage (--first-stage auto)"
+            "run (run=, --run), or name another first stage (first_stage='auto', "
+            "--first-stage auto)"
         )
     stage_checked = spec.first_stage if named or banks is None else None  # banks given: unknown
     if run is not None and "run" not in names:

@@ -174,7 +174,7 @@ def require_gate_rows(s: FitSettings) -> None:
     if not c.gate:
         why = "a fit without a gate has no gate predictor to train"
     elif not syn.active:
-        why = "the fit has no synthetic questions (--synthetic N)"
+        why = "the fit has no synthetic questions (synthetic=N, --synthetic N)"
     elif syn.scope != "folds":
         why = (
             "with synthetic scope 'transductive' every fit trains on every synthetic question, "
@@ -349,7 +349,7 @@ class _Folds:
                 raise DataError(
                     f"gate_rows 'synthetic': the gate trained on folds {[f + 1 for f in train]} "
                     f"finds synthetic banks in {len(found)} of them and needs {need}; synthesise "
-                    "more questions (--synthetic N), or use gate_rows 'both'",
+                    "more questions (synthetic=N, --synthetic N), or use gate_rows 'both'",
                     "gate_rows",
                 )
 
@@ -571,8 +571,8 @@ class _CrossValidation:
             self.notes.append(
                 f"synthetic draws {short} of {draws} hold fewer than {n} questions ({written} "
                 f"written of {n * draws} asked) yet weigh as much as the others; a draw without "
-                "questions trains on the labelled banks alone: ask fewer questions (--synthetic) "
-                "or draws"
+                "questions trains on the labelled banks alone: ask fewer questions (synthetic=, "
+                "--synthetic) or draws"
             )
         if syn.examples:
             return syn
@@ -884,7 +884,7 @@ def _warn_small_test_fold(data: Dataset, plan: FoldPlan, k: int) -> None:
         warnings.warn(
             f"the held-out fold {k} holds {sizes[k]} covered questions of {groups} groups "
             f"(covered questions per fold: {sizes}): its figures and intervals say little; "
-            "hold out a larger fold (--test-fold) or draw another plan (--seed)",
+            "hold out a larger fold (test_fold=, --test-fold) or draw another plan (seed=, --seed)",
             stacklevel=4,
         )
 

@@ -229,7 +229,12 @@ def load_beir(
         read.append((path, lines, read_qrels(path, lines)))
     if split != "all" and files:
         if files[0].name == "qrels.tsv":
-            notes.append(f"{files[0]}: one qrels file for every split; --split {split} not applied")
+            said = (
+                f"{files[0]}: one qrels file for every split, so split {split!r} is not applied: "
+                f"every question loads (give qrels/{split}.tsv to hold a split apart)"
+            )
+            notes.append(said)
+            warnings.warn(said, stacklevel=3)
         else:  # qrels/<split>.tsv: that split's questions only
             queries = {q: v for q, v in queries.items() if q in read[0][2]}
     qrels: dict[str, dict[str, int]] = {}
@@ -246,7 +251,8 @@ def load_beir(
                 raise DataError(
                     f"{qrels_path}:{lines[(qid, absent[0])]}: unknown passage id {absent[0]!r} "
                     f"(not in {corpus_path.name}); fix the qrels, or allow it "
-                    "(--allow-unknown-qrels) to count such questions as not covered"
+                    "(allow_unknown_qrels=True, --allow-unknown-qrels) to count such questions "
+                    "as not covered"
                 )
             if absent:
                 missing.setdefault(qid, []).extend(absent)

@@ -191,6 +191,10 @@ def _retrieval_lines(report: dict) -> list[str]:
         "",
         "## Top-k composition (retrieved banks)",
         "",
+        "The share of candidates whose period (entity) conflicts with the one the question "
+        "states, by the extractor's fields (no label read): not `evaluate`'s off-period share, "
+        "which compares with the gold passages' metadata.",
+        "",
         "| field | queries | whole bank | "
         + " | ".join(f"top-{k}" for k in report["off_target"]["period"]["top_k"])
         + " |",

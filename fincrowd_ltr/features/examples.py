@@ -53,7 +53,8 @@ class BankExample:
 
 
 NO_SUPPORT_ADVICE = (
-    "train on gold-injected banks (--train-mode injected), larger banks (--bank-size) or "
+    "train on gold-injected banks (train_mode='injected', --train-mode injected), larger "
+    "banks (bank_size=, --bank-size) or "
     "another first stage"
 )
 

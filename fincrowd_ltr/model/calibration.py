@@ -78,9 +78,9 @@ def uncertifiable(n: int, cap: float, delta: float) -> str | None:
     loosest = _loosest_cap(n, delta)
     if loosest is not None:
         why += (
-            f" With {n}, a cap of {loosest:.3f} can be certified (--regression-cap), and only at a"
-            " threshold that opens on no calibration question it makes worse: one such question"
-            " closes the gate."
+            f" With {n}, a cap of {loosest:.3f} can be certified (regression_cap=,"
+            " --regression-cap), and only at a threshold that opens on no calibration question"
+            " it makes worse: one such question closes the gate."
         )
     return why + " Gate method 'crc' bounds the expected rate instead."
 
@@ -309,8 +309,8 @@ def calibrate(
         raise DataError(
             f"calibration needs at least {min_queries} labelled queries with relevant evidence in "
             f"the bank; got {int(keep.sum())} (of {len(query_ids)}): calibrate on more questions "
-            "(fewer --folds make each fold larger; `calibrate` without --fold uses every one) or "
-            "accept fewer (--min-calibration)"
+            "(fewer folds make each fold larger; calibrating without a fold uses every one) or "
+            "accept fewer (min_calibration=, --min-calibration)"
         )
     gains, logits = gains[keep], logits[keep]
     why = uncertifiable(len(gains), cap, delta) if method == "ltt" else None

@@ -68,13 +68,13 @@ def scorer_warnings(ranker: str, trained_scorer: str | None, scorer: str | None)
         return [
             f"the correction does not record who read the questions of its {ranker!r} base "
             f"ranker in training; these banks' scores are {_recipe(scorer)}: refit it if it was "
-            "trained otherwise (--static-questions)"
+            "trained otherwise (static_questions=, --static-questions)"
         ]
     if scorer.endswith(trained_scorer):
         return []
     from fincrowd_ltr.retrieval.rankers import reader_of
 
-    how = "build the banks as it was trained (--static-questions) or refit it"
+    how = "build the banks as it was trained (static_questions=, --static-questions) or refit it"
     if reader_of(scorer) == reader_of(trained_scorer):  # another version of its table or scores
         how = "refit it"
     return [

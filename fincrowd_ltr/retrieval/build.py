@@ -187,7 +187,7 @@ def build_banks(
     stage_name = spec.stage(dataset)
     wants_run = "run" in rankers or stage_name == RUN
     if wants_run and run is None:
-        raise DataError("ranker or first stage 'run' needs your ranker's scores (--run FILE)")
+        raise DataError("ranker or first stage 'run' needs your ranker's scores (run=, --run FILE)")
     built_in = [r for r in rankers if r != "run"]
     cacheable = cache_dir is not None and stage_name != RUN
     key = spec.key(dataset, split) if cacheable else ""

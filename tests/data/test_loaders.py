@@ -287,3 +287,12 @@ def test_real_data_counts(financebench, tatqa, data_root):
     assert len(tatqa.queries) == 1668 and len(tatqa.passages) == 1634
     finqa = load_dataset("finqa", data_root)
     assert len(finqa.queries) == 300 and all(finqa.qrels[q] for q in finqa.queries)
+
+
+def test_a_split_asked_of_one_qrels_file_is_warned(tmp_path):
+    """The ninth walk: `split="test"` on a folder with one `qrels.tsv` loaded every question,
+    said only in `ds.notes`."""
+    make_beir(tmp_path / "mine")
+    with pytest.warns(UserWarning, match="split 'test' is not applied: every question loads"):
+        ds = load_dataset("beir:mine", tmp_path, split="test")
+    assert list(ds.queries) == ["q1"]
