@@ -174,7 +174,10 @@ class GateCalibration:
 
     def guarantee(self) -> dict:
         """What this calibration promises (returned with every gated decision): ``delta`` only
-        for ``ltt`` (its probability), ``exact`` False for pooled rows or the empirical rule,
+        for ``ltt`` (the cap holds with probability 1 - delta), ``risk_bound`` the upper
+        ``1 - bound_delta`` bound on the regression rate for every method (for ``crc`` and
+        ``empirical`` it may exceed the cap: they keep it in expectation or on the
+        calibration questions only), ``exact`` False for pooled rows or the empirical rule,
         ``can_open`` False when no probability reaches the threshold (the cap then holds
         because the gate never opens: no threshold gained within the cap, or too few
         calibration questions to certify one)."""
@@ -183,6 +186,7 @@ class GateCalibration:
             "cap": self.regression_cap,
             "delta": self.delta if self.method == "ltt" else None,
             "risk_bound": self.risk_bound,
+            "bound_delta": self.delta if self.risk_bound is not None else None,
             "n_calibration": self.n_queries,
             "n_orderable": self.n_orderable,
             "exact": self.method != "empirical" and not self.pooled,

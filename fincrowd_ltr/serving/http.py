@@ -85,6 +85,10 @@ class Guarantee(BaseModel):
     cap: float
     delta: float | None
     risk_bound: float | None
+    bound_delta: float | None = Field(
+        None, description="risk_bound is an upper 1 - bound_delta bound (for crc and empirical "
+        "it may exceed the cap)"
+    )  # fmt: skip
     n_calibration: int
     n_orderable: int | None
     exact: bool = Field(

@@ -241,6 +241,11 @@ def test_ltt_through_calibrate_with_orderable_rows_reports_its_guarantee():
     g = cal.guarantee()
     assert g["method"] == "ltt" and g["n_orderable"] == 300 and g["exact"] is True
     assert cal.risk_bound <= 0.03 and g["delta"] == 0.1
+    # the empirical rule's bound says at which confidence it holds (the ninth walk read a
+    # bound above the cap with no delta beside it)
+    loose = calibrate(logits, gains, [f"q{i}" for i in range(400)], 0.03, orderable=orderable,
+                      method="empirical").guarantee()  # fmt: skip
+    assert loose["delta"] is None and loose["bound_delta"] == 0.1 and loose["risk_bound"] > 0
     with pytest.raises(DataError, match="rows disagree"):
         calibrate(logits, gains, [], 0.03, orderable=orderable[:10])
 

@@ -128,7 +128,8 @@ def test_explanation_and_gate_decision(checkpoint):
     # a calibration written before the guarantee existed says what it promised: the empirical cap
     assert opened.gate["guarantee"] == {
         "method": "empirical", "cap": 0.03, "delta": None, "risk_bound": None,
-        "n_calibration": 20, "n_orderable": None, "exact": False, "can_open": True,
+        "bound_delta": None, "n_calibration": 20, "n_orderable": None, "exact": False,
+        "can_open": True,
     }  # fmt: skip
     assert opened.ranking[:2] == ["c2", "c3"]  # the FY2021 pages move to the top
     exp = opened.explanation
