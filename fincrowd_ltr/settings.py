@@ -533,12 +533,19 @@ class FitSettings:
         }
         owner = {f: g for g, fields in groups.items() for f in fields}
         synthetic = shortcuts.pop("synthetic", self.synthetic)
-        if isinstance(synthetic, int) and not isinstance(synthetic, bool):
+        if isinstance(synthetic, bool) or not isinstance(
+            synthetic, numbers.Integral | SyntheticSettings | None
+        ):
+            raise _data_error(
+                f"synthetic must be a count of questions or a SyntheticSettings; got {synthetic!r}"
+            )
+        if isinstance(synthetic, numbers.Integral):
+            synthetic = int(synthetic)
             seed = shortcuts.get("seed", self.synthetic.seed)
             synthetic = dataclasses.replace(self.synthetic, n=synthetic, seed=seed)
         unknown = sorted(set(shortcuts) - set(owner))
         if unknown:
-            require_used(shortcuts, tuple(owner) + ("synthetic",), "FitSettings")
+            require_used(shortcuts, tuple(owner) + ("synthetic",), "a fit (FitSettings)")
         changes: dict[str, dict] = {}
         for key, value in shortcuts.items():
             if key == "extra_training":

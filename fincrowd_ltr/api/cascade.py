@@ -85,7 +85,11 @@ def correction_folds(
     ex = _Folds(plan, examples, b.train_mode, val_mode=b.val_mode, covered=data)
     stage = BankSpec(first_stage=b.first_stage).stage(data)  # as fit records it
     injected = b.train_mode == "injected"
-    other = "" if injected else "gold-injected training banks (--train-mode injected) or "
+    other = (
+        ""
+        if injected
+        else "gold-injected training banks (train_mode='injected', --train-mode injected) or "
+    )
     ex.require_support(
         [r.train for r in plan.rounds()],
         detail=f" ({b.train_mode} banks of {b.bank_size} from first stage {stage!r})",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import sys
 from pathlib import Path
 
@@ -12,6 +13,12 @@ from fincrowd_ltr.diagnostics.diagnose import diagnose as _diagnose
 from fincrowd_ltr.diagnostics.stress import StressConfig
 from fincrowd_ltr.evaluation.reports import DiagnosisReport
 from fincrowd_ltr.settings import DataSettings, require_used
+
+# what diagnose takes (its named keywords too, for a misspelt one's hint)
+_DIAGNOSE_USES = (
+    "pool_sizes", "similarity", "caliper", "bins", "split", "data_root", "cache_dir", "out_dir",
+    "pool_depth", "run", "first_stage",
+)  # fmt: skip
 
 
 def diagnose(
@@ -36,11 +43,12 @@ def diagnose(
     periods, so compatible and incompatible distractors both exist. ``data`` (or ``split``,
     ``data_root``, ``cache_dir``) says where the data and caches are."""
     where = data_settings(data, shortcuts)
-    require_used(shortcuts, ("pool_sizes", "similarity", "caliper", "bins"), "diagnose")
+    require_used(shortcuts, _DIAGNOSE_USES, "diagnose")
     renamed = {"pool_sizes": "sizes", "similarity": "similarity_ranker"}
     fields = {renamed.get(k, k): v for k, v in shortcuts.items()}
-    if isinstance(fields.get("sizes"), list):
-        fields["sizes"] = tuple(fields["sizes"])
+    sizes = fields.get("sizes")
+    if sizes is not None and not isinstance(sizes, str | numbers.Number):
+        fields["sizes"] = tuple(sizes)  # any iterable of counts; a lone number is refused
     config = dataclasses.replace(config or StressConfig(), **fields)
     similarity, split, cache_dir = config.similarity_ranker, where.split, where.cache_dir
     corpus = load_dataset(dataset, where.data_root, split)

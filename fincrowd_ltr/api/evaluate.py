@@ -110,7 +110,7 @@ def evaluate(
         report["notes"].append(
             f"the corpus holds {len(corpus.passages)} passages, no more than a bank's "
             f"{banks.size}: every bank may hold it all, so Recall@{banks.size} says nothing of "
-            "the first stage (a smaller --bank-size measures it)"
+            "the first stage (a smaller bank, size=, --bank-size, measures it)"
         )
     if added:
         report["notes"].append(added)

@@ -899,8 +899,8 @@ def _retrieved_training(data: Dataset, found: dict[str, BankExample], held=None)
         return []
     return [
         f"training banks as retrieved: {missed} of {len(covered)} covered questions have no "
-        "relevant candidate in their bank and train nothing (--train-mode injected adds their "
-        "relevant pages)"
+        "relevant candidate in their bank and train nothing (train_mode='injected', "
+        "--train-mode injected, adds their relevant pages)"
     ]
 
 

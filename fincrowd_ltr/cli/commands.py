@@ -222,12 +222,9 @@ def _reader(args: argparse.Namespace) -> dict:
 
 def _source_folder(args: argparse.Namespace) -> Path | None:
     """The BEIR folder a ``beir`` / ``beir:SUBDIR`` dataset is read from (``None`` otherwise)."""
-    from fincrowd_ltr.data.registry import resolve_data_root
+    from fincrowd_ltr.data.registry import beir_folder
 
-    if args.dataset != "beir" and not str(args.dataset).startswith("beir:"):
-        return None
-    root = resolve_data_root(args.data_root)
-    return root / args.dataset.partition(":")[2] if ":" in args.dataset else root
+    return beir_folder(str(args.dataset), args.data_root)
 
 
 def synthesize(args: argparse.Namespace) -> None:

@@ -251,8 +251,8 @@ def load_beir(
                 raise DataError(
                     f"{qrels_path}:{lines[(qid, absent[0])]}: unknown passage id {absent[0]!r} "
                     f"(not in {corpus_path.name}); fix the qrels, or allow it "
-                    "(allow_unknown_qrels=True, --allow-unknown-qrels) to count such questions "
-                    "as not covered"
+                    "(load_dataset(..., allow_unknown_qrels=True), --allow-unknown-qrels) to "
+                    "count such questions as not covered"
                 )
             if absent:
                 missing.setdefault(qid, []).extend(absent)

@@ -121,6 +121,25 @@ def periods_of(canonical: str | None) -> frozenset[str]:
     return frozenset(canonical.split(",")) if canonical else frozenset()
 
 
+@lru_cache(maxsize=4096)
+def _canonical_periods(period: str) -> frozenset[str]:
+    return periods_of(normalise_period(period))
+
+
+def passage_periods(passage) -> frozenset[str]:
+    """A passage's metadata period(s) read as the metadata contract says (a ``Passage`` built in
+    Python may carry ``"FY2019"``, ``2019`` or ``"2018, 2019"``); empty when it has none; an
+    unreadable one is an error naming the passage. The field extractor reads them the same way
+    with its own copy (``_metadata_periods``): its source is hashed into every feature cache's
+    and page table's key, so it moves to this one with its next real change."""
+    if passage.period is None:
+        return frozenset()
+    try:
+        return _canonical_periods(str(passage.period))
+    except DataError as err:
+        raise DataError(f"passage {passage.pid!r}: {err}", "period") from None
+
+
 def _text(value, where: str) -> str | None:
     if value is None:
         return None

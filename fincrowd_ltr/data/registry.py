@@ -37,6 +37,18 @@ def resolve_data_root(data_root: str | Path | None = None) -> Path:
     return root
 
 
+def beir_folder(name: str, data_root: str | Path | None = None) -> Path | None:
+    """The folder a ``beir`` / ``beir:SUBDIR`` dataset is read from (an absolute ``SUBDIR``
+    without reading the data root); ``None`` for another dataset."""
+    if name != "beir" and not name.startswith("beir:"):
+        return None
+    sub = name.partition(":")[2]
+    if sub and Path(sub).expanduser().is_absolute():
+        return Path(sub).expanduser()
+    root = resolve_data_root(data_root)
+    return root / sub if sub else root
+
+
 def load_dataset(
     name: str,
     data_root: str | Path | None = None,
@@ -48,19 +60,17 @@ def load_dataset(
     Args:
         name: ``financebench``, ``tatqa``, ``finqa``; ``beir`` (the data root itself is a BEIR
             folder); or ``beir:SUBDIR`` (a BEIR folder below the data root, e.g.
-            ``beir:financerag_public/FinQABench``, or an absolute path: the
-            same as ``beir`` with that folder as the data root).
+            ``beir:financerag_public/FinQABench``, or an absolute path,
+            read without a data root).
         data_root: Folder holding the datasets (see :func:`resolve_data_root`).
         split: ``all`` or a split name/file understood by the dataset's loader.
         allow_unknown_qrels: BEIR folders: count judgements of unknown passages (the question is
             then not covered) instead of failing.
     """
-    sub = name.partition(":")[2] if name.startswith("beir:") else ""
-    if sub and Path(sub).expanduser().is_absolute():  # as ("beir", data_root=that folder)
-        return load_beir(Path(sub).expanduser(), "beir", allow_unknown_qrels, split)
+    folder = beir_folder(name, data_root)
+    if folder is not None:
+        return load_beir(folder, name, allow_unknown_qrels, split)
     root = resolve_data_root(data_root)
-    if name == "beir" or sub:
-        return load_beir(root / sub if sub else root, name, allow_unknown_qrels, split)
     if name not in DATASETS:
         raise DataError(f"unknown dataset {name!r}; choose from {sorted(DATASETS)} or beir[:DIR]")
     sub, loader = DATASETS[name]

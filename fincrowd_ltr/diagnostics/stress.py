@@ -50,25 +50,29 @@ class StressConfig:
     bins: int = DEFAULT_BINS
 
     def __post_init__(self) -> None:
+        import numbers
+
         from fincrowd_ltr.data.schema import DataError
         from fincrowd_ltr.retrieval.rankers import RANKERS
 
+        def count(n) -> bool:
+            return isinstance(n, numbers.Integral) and not isinstance(n, bool) and n > 0
+
         sizes = self.sizes
-        if isinstance(sizes, str | int) or not all(
-            isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in sizes
-        ):
+        if isinstance(sizes, str) or not isinstance(sizes, tuple) or not sizes:
             raise DataError(
                 f"pool sizes must be a list of counts > 0, e.g. (10, 30); got {sizes!r}"
             )
-        if self.similarity_ranker not in RANKERS:
-            raise DataError(f"similarity must be one of {RANKERS}; got {self.similarity_ranker!r}")
-        if (
-            isinstance(self.caliper, bool)
-            or not isinstance(self.caliper, int | float)
-            or not (self.caliper > 0)
-        ):
-            raise DataError(f"caliper must be a number > 0; got {self.caliper!r}")
-        if isinstance(self.bins, bool) or not isinstance(self.bins, int) or self.bins < 1:
+        if not all(count(n) for n in sizes):
+            raise DataError(f"pool sizes must be counts > 0; got {sizes!r}")
+        if self.similarity_ranker not in (*RANKERS, "run"):
+            raise DataError(
+                f"similarity must be one of {(*RANKERS, 'run')}; got {self.similarity_ranker!r}"
+            )
+        caliper = self.caliper
+        if isinstance(caliper, bool) or not isinstance(caliper, numbers.Real) or not caliper > 0:
+            raise DataError(f"caliper must be a number > 0; got {caliper!r}")
+        if not count(self.bins):
             raise DataError(f"bins must be a count >= 1; got {self.bins!r}")
 
 

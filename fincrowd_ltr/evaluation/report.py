@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fincrowd_ltr.data.metadata import periods_of
+from fincrowd_ltr.data.metadata import passage_periods
 from fincrowd_ltr.data.quirks import collapse_duplicates
 from fincrowd_ltr.data.schema import Dataset
 from fincrowd_ltr.metrics import METRICS, bootstrap_ci, per_query
@@ -53,14 +53,14 @@ def contamination(
     off_period, other_company, counted_p, counted_c = 0, 0, 0, 0
     for qid in qids:
         gold_periods = frozenset().union(
-            *(periods_of(dataset.passages[p].period) for p in dataset.qrels[qid])
+            *(passage_periods(dataset.passages[p]) for p in dataset.qrels[qid])
         )
         company = dataset.queries[qid].company
         for pid in rankings[qid][:k]:
             passage = dataset.passages[pid]
             if gold_periods and passage.period is not None:
                 counted_p += 1
-                off_period += not periods_of(passage.period) & gold_periods
+                off_period += not passage_periods(passage) & gold_periods
             if company and passage.company is not None:
                 counted_c += 1
                 other_company += passage.company != company

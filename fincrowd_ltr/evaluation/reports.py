@@ -56,7 +56,7 @@ class WorkflowReport(dict):
         except KeyError as err:
             raise DataError(
                 f"{path}: not a report {cls.__name__} can read (no {err}); load it with the "
-                "class of the workflow that wrote it"
+                "class of the workflow that wrote it, or WorkflowReport.load for any report"
             ) from None
         return report
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fincrowd_ltr.data.metadata import periods_of
+from fincrowd_ltr.data.metadata import passage_periods
 from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.metrics import METRICS, bootstrap_ci, per_query
 
@@ -255,11 +255,11 @@ def gold_metadata_filter(dataset: Dataset, ranking: list[str], qid: str) -> list
     and not an upper bound: a reordering can beat it; called "metadata_oracle" before 0.3)."""
     gold = [dataset.passages[p] for p in dataset.qrels.get(qid, {})]
     companies = {p.company for p in gold} - {None}
-    periods = frozenset().union(*(periods_of(p.period) for p in gold))
+    periods = frozenset().union(*(passage_periods(p) for p in gold))
 
     def conflicts(p) -> bool:
         if companies and p.company is not None and p.company not in companies:
             return True
-        return bool(periods) and p.period is not None and not periods_of(p.period) & periods
+        return bool(periods) and p.period is not None and not passage_periods(p) & periods
 
     return [pid for pid in ranking if not conflicts(dataset.passages[pid])]

@@ -162,14 +162,15 @@ def make_config(
     gate: dict | None,
     domains: dict[str, GateCalibration],
     segments: dict[str, list[str]] | None = None,
+    feature_versions: dict[str, int] | None = FEATURE_VERSIONS,
 ) -> dict:
-    """The ``config.json`` content."""
+    """The ``config.json`` content (``feature_versions``: those the model was fitted with; None
+    for a model saved before they were recorded, which stays unrecorded)."""
     config = {
         "format_version": FORMAT_VERSION,
         "kind": "fincrowd-residual",
         "feature_names": list(FEATURE_NAMES),
         "extractor_version": EXTRACTOR_VERSION,
-        "feature_versions": dict(FEATURE_VERSIONS),
         "alpha": alpha,
         "gamma": gamma,
         "base_ranker": ranker,
@@ -177,6 +178,8 @@ def make_config(
         # copies for readers of the config; loading uses the weights files
         "standardisation": {"feature_mean": feature_mean, "feature_std": feature_std},
     }
+    if feature_versions is not None:
+        config["feature_versions"] = dict(feature_versions)
     if companies is not None:
         from fincrowd_ltr.fields import vocabulary as V
 

@@ -30,7 +30,7 @@ import numpy as np
 from fincrowd_ltr.data.metadata import METADATA_FIELDS, unread_keys
 from fincrowd_ltr.data.ranking import rank_order
 from fincrowd_ltr.data.schema import SYNTHETIC_SUFFIX, DataError, Dataset, Passage
-from fincrowd_ltr.features.bank_features import FEATURE_NAMES, BankFeaturizer
+from fincrowd_ltr.features.bank_features import FEATURE_NAMES, FEATURE_VERSIONS, BankFeaturizer
 from fincrowd_ltr.features.corpus import CorpusFeaturizers
 from fincrowd_ltr.features.examples import BankExample, make_examples
 from fincrowd_ltr.fields import FieldExtractor
@@ -185,6 +185,7 @@ class GatedCorrection:
         source: Path | None = None,
         segments: dict[str, list[str]] | None = None,
         features: CorpusFeaturizers | None = None,
+        feature_versions: dict[str, int] | None = FEATURE_VERSIONS,
     ) -> None:
         if runtime is None and residual is not None:
             from fincrowd_ltr.model.runtime import TorchRuntime
@@ -199,6 +200,9 @@ class GatedCorrection:
         self.summary = summary or TrainingSummary()
         self.source = source
         self.features = features if features is not None else CorpusFeaturizers()
+        # the versions of the feature code it was fitted with (None: saved before they were
+        # recorded); saving writes them back, so a re-save never hides a mismatch
+        self.feature_versions = None if feature_versions is None else dict(feature_versions)
         self._requests = RequestCache(self.extractor)
 
     # --- identity -------------------------------------------------------------------------
@@ -229,6 +233,7 @@ class GatedCorrection:
             gate,
             self.domains,
             self.extractor.segment_names,
+            self.feature_versions,
         )
 
     # --- the decision ---------------------------------------------------------------------
@@ -616,17 +621,24 @@ class GatedCorrection:
         companies = (config.get("extractor") or {}).get("companies")
         segments = (config.get("extractor") or {}).get("segments")
         domains = io.domains_of(config, directory)
+        versions = config.get("feature_versions")
         if runtime == "onnx":
             from fincrowd_ltr.model.runtime import OnnxRuntime
 
             numerics = OnnxRuntime(directory, config.get("gate") is not None)
-            return cls(None, None, domains, companies, summary, numerics, directory, segments)
+            return cls(
+                None, None, domains, companies, summary, numerics, directory, segments,
+                feature_versions=versions,
+            )  # fmt: skip
         if runtime != "torch":
             raise DataError(f"runtime must be 'torch' or 'onnx'; got {runtime!r}")
         from fincrowd_ltr.model.runtime import load_torch
 
         scorer, gate = load_torch(directory, config)
-        return cls(scorer, gate, domains, companies, summary, source=directory, segments=segments)
+        return cls(
+            scorer, gate, domains, companies, summary, source=directory, segments=segments,
+            feature_versions=versions,
+        )  # fmt: skip
 
 
 def save_residual(

@@ -56,13 +56,11 @@ def parse_candidate(c: Candidate | dict, index: int) -> Candidate:
         cid, text, metadata = c.id, c.text, getattr(c, "metadata", {})
         title = getattr(c, "title", "") or ""
     where = f"candidates[{index}]"
-    if isinstance(cid, bool) or not isinstance(cid, str | int) or not str(cid).strip():
-        raise DataError(f"{where}.id must be a non-empty string; got {cid!r}", f"{where}.id")
+    if cid is None or isinstance(cid, bool) or not str(cid).strip():  # None read as "None"
+        raise DataError(f"{where}.id must be a non-empty id; got {cid!r}", f"{where}.id")
     for name, value in (("text", text), ("title", title)):
         if not isinstance(value, str):
             raise DataError(f"{where}.{name} must be a string", f"{where}.{name}")
-    if not text.strip():  # as the corpus loader and the HTTP service refuse it
-        raise DataError(f"{where}.text is empty", f"{where}.text")
     if not isinstance(metadata, dict):
         raise DataError(f"{where}.metadata must be an object", f"{where}.metadata")
     metadata = normalise_metadata(metadata, f"{where}.metadata")

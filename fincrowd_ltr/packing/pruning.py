@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fincrowd_ltr.data.metadata import periods_of
+from fincrowd_ltr.data.metadata import passage_periods
 from fincrowd_ltr.data.schema import Passage
 from fincrowd_ltr.features.lexical import TermCounter, cosine_similarities
 from fincrowd_ltr.fields import FieldExtractor
@@ -92,7 +92,7 @@ class PruningPolicy:
 def _matches(passage: Passage, name: str, value: str, extractor: FieldExtractor) -> bool:
     if name == "company":
         return passage.company is not None and extractor.canonical_company(passage.company) == value
-    return any(p.startswith(str(value)) for p in periods_of(passage.period))
+    return any(p.startswith(str(value)) for p in passage_periods(passage))
 
 
 POLICIES = (

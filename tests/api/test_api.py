@@ -81,7 +81,10 @@ def test_held_out_fold_is_left_out_of_training_and_reported(tmp_path):
     assert set(report["rankings"]) == set(report["systems"])  # every row's orders are kept
     for name, rankings in report["rankings"].items():
         assert set(rankings) == set(report["systems"][name]["per_query"]), name
-    assert any("left out" in n for n in report["notes"])
+    assert report["excluded"]["n_excluded"] > 0  # said once, in the report's own line
+    assert "correction rows leave out" in str(report) and not any(
+        "left out of the correction rows" in n for n in report["notes"]
+    )
     # 90 passages in banks of 100: a recall at the bank's depth is 1 whatever the first stage did
     assert any("the corpus holds 90 passages, no more than a bank's 100" in n
                for n in report["notes"])  # fmt: skip
@@ -337,8 +340,8 @@ def test_retrieved_training_banks_count_the_questions_they_leave_out():
     def note(missed: int, covered: int) -> list[str]:
         return [
             f"training banks as retrieved: {missed} of {covered} covered questions have no "
-            "relevant candidate in their bank and train nothing (--train-mode injected adds "
-            "their relevant pages)"
+            "relevant candidate in their bank and train nothing (train_mode='injected', "
+            "--train-mode injected, adds their relevant pages)"
         ]
 
     assert notes["default"] == note(len(missing), len(data.queries))

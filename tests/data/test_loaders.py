@@ -158,7 +158,10 @@ def test_beir_and_trec_run(tmp_path):
     assert ds.passages["d1"].company == "Acme" and ds.passages["d1"].period == "2021"
     # the ninth walk: an absolute folder read the (missing) default data root first
     own = load_dataset(f"beir:{tmp_path / 'mine'}", tmp_path / "nowhere")
-    assert own.name == "beir" and sorted(own.passages) == sorted(ds.passages)
+    assert own.name == f"beir:{tmp_path / 'mine'}" and sorted(own.passages) == sorted(ds.passages)
+    from fincrowd_ltr.data.registry import beir_folder  # what `synthesize` reads, too
+
+    assert beir_folder(f"beir:{tmp_path / 'mine'}", tmp_path / "nowhere") == tmp_path / "mine"
     assert ds.passages["d1"].text.startswith("ACME 10-K")
     run_path = tmp_path / "run.trec"
     write_trec_run(run_path, {"q1": {"d2": 2.0, "d1": 1.5}})

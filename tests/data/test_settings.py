@@ -47,6 +47,8 @@ def test_keyword_shortcuts_land_in_their_group_and_unknown_names_fail():
         ({"bank_size": 0}, r"bank_size must be >= 1"),
         ({"train_mode": "retrived"}, r"train_mode must be one of"),
         ({"gate": 1}, r"CalibrationSettings.gate must be bool"),
+        ({"synthetic": True}, r"synthetic must be a count of questions"),
+        ({"synthetic": "400"}, r"synthetic must be a count of questions"),
     ],
 )
 def test_a_settings_field_of_the_wrong_type_or_value_is_named_at_once(shortcut, said):

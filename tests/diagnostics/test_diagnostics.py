@@ -252,3 +252,11 @@ def test_diagnose_names_a_bad_setting_before_it_embeds_anything(shortcut, said):
         fc.diagnose("nowhere", "bm25", **shortcut)
     with pytest.raises(TypeError, match=r"diagnose does not use .*'simlarity'.*'similarity'"):
         fc.diagnose("nowhere", "bm25", simlarity="bm25")
+    with pytest.raises(TypeError, match=r"'pool_dept'\] \(did you mean 'pool_depth'\?\)"):
+        fc.diagnose("nowhere", "bm25", pool_dept=50)
+    import numpy as np  # numpy counts and any iterable of sizes are counts (a review)
+
+    assert StressConfig(sizes=tuple(np.array([10, 30])), caliper=np.float32(0.2)).bins > 0
+    assert StressConfig(similarity_ranker="run").similarity_ranker == "run"
+    with pytest.raises(fc.DataError, match="pool sizes must be a list"):
+        StressConfig(sizes=())

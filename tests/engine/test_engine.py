@@ -319,7 +319,7 @@ def test_a_worker_cap_bounds_every_parallel_step(monkeypatch):
     from fincrowd_ltr.settings import TrainingSettings
 
     for bad in (0, -1, 1.5, True):
-        with pytest.raises(DataError, match="workers must be a whole number"):
+        with pytest.raises(DataError, match="workers must be (a whole number|int or None)"):
             TrainingSettings(workers=bad)
 
 

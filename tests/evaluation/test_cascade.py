@@ -192,7 +192,7 @@ def test_fold_corrections_train_on_the_named_banks(tmp_path, monkeypatch):
     write_corpus(tmp_path / "c")
     data = load_dataset("beir", tmp_path / "c")
     plan = FoldPlan.by_group(data, 4, 0)
-    with pytest.raises(DataError, match="train_mode 'gold'"):
+    with pytest.raises(DataError, match="train_mode must be one of .*; got 'gold'"):
         correction_folds(data, "bm25", plan, BankSettings(first_stage="bm25", train_mode="gold"))
     trained_on = []  # the examples every residual fit trains on
 
