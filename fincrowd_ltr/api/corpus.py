@@ -164,6 +164,8 @@ def banks_of(
         raise DataError(
             f"the index was built with BM25 settings {index.config}, not {spec.bm25} (stemmer)"
         )
+    if index is not None:
+        _check_index_corpus(index, corpus)
     names = rankers_of(rankers)
     cache = None if data.cache_dir is None else Path(data.cache_dir)
     run_scores = read_run(run, corpus)
@@ -208,6 +210,21 @@ def load_encoder(
         questions,
         None if data is None else page_table_questions(data),
     )
+
+
+def _check_index_corpus(index, corpus: Dataset) -> None:
+    """Refuse an index of another corpus (its banks would hold pages the corpus lacks, or fail
+    on one): the same number of pages, and the corpus's pages among the index's."""
+    pids = list(index.pids)
+    if len(pids) != len(corpus.passages) or not all(
+        p in corpus.passages for p in pids[:: max(1, len(pids) // 1000)]
+    ):
+        missing = next((p for p in pids if p not in corpus.passages), None)
+        raise DataError(
+            f"the index holds {len(pids):,} pages and {corpus.name} {len(corpus.passages):,}"
+            + (f" (the index's {missing!r} is not the corpus's)" if missing else "")
+            + ": give the index of this corpus, or index it (index_corpus, fincrowd index)"
+        )
 
 
 def index_corpus(

@@ -16,7 +16,7 @@ from fincrowd_ltr.api.corpus import (
     rankers_of,
     read_run,
 )
-from fincrowd_ltr.data.schema import DataError, Dataset
+from fincrowd_ltr.data.schema import SYNTHETIC_SUFFIX, DataError, Dataset
 from fincrowd_ltr.defaults import SMALL_HELD_OUT
 from fincrowd_ltr.diagnostics.crowding import crowded_labels, repair_counts
 from fincrowd_ltr.evaluation.report import evaluate_bankset
@@ -127,11 +127,13 @@ def evaluate(
 
 
 def trained_stage(model: GatedCorrection, corpus: Dataset) -> str | None:
-    """The first stage a checkpoint's banks came from, on the dataset it was trained on; None on
-    another corpus (whose own ``auto`` applies: the stage is a property of the corpus) or when
-    the checkpoint recorded no training."""
+    """The first stage a checkpoint's banks came from, on the dataset it was trained on (or
+    whose synthetic questions trained it: ``<name>-synthetic`` is a copy of corpus ``<name>``);
+    None on another corpus (whose own ``auto`` applies: the stage is a property of the corpus)
+    or when the checkpoint recorded no training."""
     s = model.summary
-    return s.first_stage if s.query_ids and s.dataset == corpus.name else None
+    own = s.dataset in (corpus.name, corpus.name + SYNTHETIC_SUFFIX)
+    return s.first_stage if s.query_ids and own else None
 
 
 def _read_as_trained(model: GatedCorrection, corpus: Dataset, shortcuts: dict) -> None:

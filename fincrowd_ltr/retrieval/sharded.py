@@ -17,6 +17,8 @@ corpus order. The index pickles as its folder: workers open the shards themselve
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -149,10 +151,35 @@ def build_sharded_index(
     if not tasks:
         raise DataError(f"no pages to index in {', '.join(map(str, paths))}")
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    built = current().map(_index_task, tasks, (str(folder), config), "indexing shards", progress)
-    _merge(folder, [t.name for t in tasks], built, config)
+    _check_replaceable(folder)
+    tmp = folder.with_name(f".{folder.name}.{os.getpid()}.new")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:  # built aside and swapped in: a failed build leaves the earlier index as it was
+        built = current().map(_index_task, tasks, (str(tmp), config), "indexing shards", progress)
+        _merge(tmp, [t.name for t in tasks], built, config)
+        old = folder.with_name(f".{folder.name}.{os.getpid()}.old")
+        if folder.exists():
+            folder.rename(old)
+        tmp.rename(folder)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return ShardedBM25(folder)
+
+
+def _check_replaceable(folder: Path) -> None:
+    """Refuse an ``out`` folder that holds anything but an earlier index (its files would be
+    lost when the new index is swapped in)."""
+    if not folder.exists():
+        return
+    if not folder.is_dir():
+        raise DataError(f"{folder}: exists and is not a folder")
+    if any(folder.iterdir()) and not (folder / "index.json").is_file():
+        raise DataError(
+            f"{folder}: holds files but no index (index.json); index into an empty or new "
+            "folder, or an earlier index's, so that nothing is lost"
+        )
 
 
 def _index_task(task: ShardTask, shared: tuple[str, BM25Config]) -> dict:

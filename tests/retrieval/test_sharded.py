@@ -116,6 +116,28 @@ def test_bad_corpus_files_are_refused_naming_file_and_line(tmp_path):
         ShardedBM25(tmp_path / "nothing")
 
 
+
+def test_a_failed_rebuild_leaves_the_earlier_index_whole(made_up_pages, tmp_path):
+    """The tenth walk: re-indexing into a folder overwrote shards and then failed on a bad line,
+    leaving the old merge files over new shards: an index that opened and mixed two corpora."""
+    corpus = _write_corpus(made_up_pages, tmp_path / "corpus.jsonl")
+    first = build_sharded_index([corpus], tmp_path / "index", shard_bytes=2_000, progress=False)
+    before = first.search("capital expenditure 2019", 5)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(corpus.read_text() + '{"_id": "z", "text": \n')
+    with pytest.raises(DataError, match="malformed JSON"):
+        build_sharded_index([bad], tmp_path / "index", shard_bytes=2_000, progress=False)
+    again = ShardedBM25(tmp_path / "index")
+    assert again.search("capital expenditure 2019", 5)[0] == before[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "corpus.jsonl", "index"]
+    rebuilt = build_sharded_index([corpus], tmp_path / "index", shard_bytes=4_000, progress=False)
+    assert len(rebuilt) == len(first) and len(rebuilt.names) < len(first.names)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("x")
+    with pytest.raises(DataError, match="holds files but no index"):
+        build_sharded_index([corpus], tmp_path / "mine", progress=False)
+
+
 def test_shards_cut_at_line_ends_and_count_lines(made_up_pages, tmp_path):
     corpus = _write_corpus(made_up_pages, tmp_path / "corpus.jsonl")
     tasks = plan_shards([corpus], shard_bytes=3_000)
@@ -209,6 +231,10 @@ def test_banks_over_the_page_store_and_sharded_index_equal_the_in_memory_ones(
             stemmer="english",
             progress=False,
         )
+    # the tenth walk: another corpus's index gave banks of pages the corpus lacks
+    part = Dataset("part", queries, {p.pid: p for p in made_up_pages[:100]}, qrels)
+    with pytest.raises(DataError, match=r"the index holds 240 pages and part 100 \(the index's"):
+        fc.build_banks(part, "bm25", first_stage="bm25", cache_dir=None, index=sharded)
 
 
 def test_repeated_ids_empty_corpora_and_nan_scores_are_handled(made_up_pages, tmp_path):
