@@ -116,7 +116,6 @@ def test_bad_corpus_files_are_refused_naming_file_and_line(tmp_path):
         ShardedBM25(tmp_path / "nothing")
 
 
-
 def test_a_failed_rebuild_leaves_the_earlier_index_whole(made_up_pages, tmp_path):
     """The tenth walk: re-indexing into a folder overwrote shards and then failed on a bad line,
     leaving the old merge files over new shards: an index that opened and mixed two corpora."""
