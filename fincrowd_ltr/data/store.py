@@ -11,6 +11,7 @@ were indexed.
 from __future__ import annotations
 
 import json
+import warnings
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -29,10 +30,43 @@ CACHED_PAGES = 50_000  # pages whose text is kept after reading (a run's bank ca
 def write_pages(folder: Path, source: str, passages: list[Passage], offsets: list[int]) -> None:
     """Record one shard's page ids, metadata and byte offsets in ``source``."""
     meta = {k: [getattr(p, k) for p in passages] for k in METADATA_FIELDS}
+    stat = Path(source).stat()  # what opening the store checks: an edited file is noticed
     (folder / PAGES_FILE).write_text(
-        json.dumps({"path": source, "pids": [p.pid for p in passages], **meta})
+        json.dumps(
+            {
+                "path": source,
+                "pids": [p.pid for p in passages],
+                **meta,
+                "size": stat.st_size,
+                "mtime_ns": stat.st_mtime_ns,
+            }
+        )  # fmt: skip
     )
     np.save(folder / OFFSETS_FILE, np.array(offsets, dtype=np.int64))
+
+
+def _check_source(path: Path, info: dict) -> None:
+    """Refuse a corpus file whose size changed since it was indexed (pages appended or edited:
+    the index would miss them or read stale offsets); warn when only its modification time
+    did (a copy, or an edit of the same length). Indexes that recorded neither pass."""
+    if "size" not in info:
+        return
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        raise DataError(f"{path}: the indexed corpus file is gone; it must stay where it was "
+                        "indexed") from None  # fmt: skip
+    if stat.st_size != info["size"]:
+        raise DataError(
+            f"{path}: {stat.st_size:,} bytes, {info['size']:,} when it was indexed: the corpus "
+            "file changed since; index it again"
+        )
+    if stat.st_mtime_ns != info["mtime_ns"]:
+        warnings.warn(
+            f"{path}: modified since it was indexed (same size): if its pages were edited, "
+            "index it again (the index scores the text it read)",
+            stacklevel=4,
+        )
 
 
 class PageStore(Mapping[str, Passage]):
@@ -52,6 +86,7 @@ class PageStore(Mapping[str, Passage]):
         for s, name in enumerate(shards):
             info = json.loads(require_file(self.folder / name / PAGES_FILE).read_text())
             self._sources.append(Path(info["path"]))
+            _check_source(Path(info["path"]), info)
             self._offsets.append(np.load(self.folder / name / OFFSETS_FILE, mmap_mode="r"))
             for i, pid in enumerate(info["pids"]):
                 if pid in self.headers:

@@ -95,7 +95,18 @@ def test_page_store_reads_texts_from_the_corpus_and_notices_a_changed_file(made_
     assert store.headers["p4"].text == "" and store.headers["p4"].period == "2019"
     with pytest.raises(KeyError):
         store["p999"]
-    corpus.write_text("\n" + corpus.read_text())  # every page one byte later
+    text = corpus.read_text()
+    corpus.write_text(text.replace("Globex", "Globix", 1))  # an edit of the same length
+    with pytest.warns(UserWarning, match="modified since it was indexed"):
+        index.page_store()
+    corpus.write_text("\n" + text)  # every page one byte later: refused when opened
+    with pytest.raises(DataError, match=r"corpus.jsonl: .* bytes, .* when it was indexed"):
+        index.page_store()
+    for shard in (tmp_path / "index").iterdir():  # an index that recorded no size reads on
+        if (shard / "pages.json").is_file():
+            info = json.loads((shard / "pages.json").read_text())
+            del info["size"], info["mtime_ns"]
+            (shard / "pages.json").write_text(json.dumps(info))
     fresh = index.page_store()
     with pytest.raises(DataError, match="corpus.jsonl: page 'p4' is no longer at byte"):
         fresh["p4"]
