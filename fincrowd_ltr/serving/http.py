@@ -348,6 +348,8 @@ def serve(
 
     import uvicorn
 
+    from fincrowd_ltr.serving.nodelay import NoDelayH11Protocol
+
     if workers > 1:
         from fincrowd_ltr.engine import available_cores
 
@@ -362,6 +364,10 @@ def serve(
             port=port,
             workers=workers,
             log_level="warning",
+            http=NoDelayH11Protocol,
         )
     else:
-        uvicorn.run(create_app(model, limits), host=host, port=port, log_level="warning")
+        uvicorn.run(
+            create_app(model, limits), host=host, port=port, log_level="warning",
+            http=NoDelayH11Protocol,
+        )  # fmt: skip

@@ -2,6 +2,7 @@
 in-process API, clear 4xx errors, and a server that keeps serving after bad requests."""
 
 import json
+import os
 import time
 import urllib.error
 import urllib.request
@@ -183,3 +184,29 @@ def test_several_workers_serve_the_same_answers(checkpoint):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_every_served_connection_sets_tcp_nodelay(monkeypatch):
+    """With several workers uvicorn's shared socket never got TCP_NODELAY, and a client reusing
+    its connection waited ~45 ms a request (the tenth walk; benchmarks/serve_keepalive.py)."""
+    import socket
+    from types import SimpleNamespace
+
+    import uvicorn
+
+    from fincrowd_ltr.serving import http as served
+    from fincrowd_ltr.serving.nodelay import NoDelayH11Protocol, no_delay
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        assert not sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        no_delay(SimpleNamespace(get_extra_info=lambda name: sock))
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+    no_delay(SimpleNamespace(get_extra_info=lambda name: None))  # not a socket: nothing to do
+    calls = []
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: calls.append(kw))
+    monkeypatch.setattr(served, "create_app", lambda model, limits: "app")
+    for name in (served.ENV, *served.BLAS_THREADS):  # serve sets them for its workers
+        monkeypatch.setenv(name, os.environ.get(name, "1"))  # restored after
+    served.serve(None, "127.0.0.1", 0, served.Limits(), workers=2, spec={})
+    served.serve(None, "127.0.0.1", 0, served.Limits(), workers=1)
+    assert len(calls) == 2 and all(kw["http"] is NoDelayH11Protocol for kw in calls)
