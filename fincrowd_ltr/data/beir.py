@@ -143,7 +143,8 @@ def _read_corpus(path: Path) -> tuple[dict[str, Passage], list[str]]:
         line, pid = empty[0]
         notes.append(
             f"{path}: {len(empty)} passages with no text (first: {pid!r}, line {line}): nothing "
-            "ranks them but their metadata, and `fincrowd serve` refuses an empty text"
+            "ranks them but their metadata, and `fincrowd serve` refuses an empty text (one of "
+            "spaces alone it serves)"
         )
     if unstrung:
         line, pid = unstrung[0]

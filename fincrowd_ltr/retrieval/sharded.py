@@ -263,6 +263,15 @@ class ShardedBM25:
         self._open()
 
     def _open(self) -> None:
+        try:  # a truncated or missing file fails in numpy or json without its path
+            self._read()
+        except (OSError, ValueError) as err:  # json's decode error is a ValueError
+            raise DataError(
+                f"{self.folder}: a file of the index is damaged or missing ({err}); index the "
+                "corpus again"
+            ) from None
+
+    def _read(self) -> None:
         self.shards = [_Shard(self.folder / name) for name in self.names]
         self.starts = np.cumsum([0] + [s.pages for s in self.shards])
         df = np.load(self.folder / "df.npy")

@@ -146,6 +146,11 @@ def test_a_failed_rebuild_leaves_the_earlier_index_whole(made_up_pages, tmp_path
     (tmp_path / "mine" / "notes.txt").write_text("x")
     with pytest.raises(DataError, match="holds files but no index"):
         build_sharded_index([corpus], tmp_path / "mine", progress=False)
+    shard = next(p for p in (tmp_path / "index").iterdir() if p.is_dir())
+    docs = shard / "docs.npy"
+    docs.write_bytes(docs.read_bytes()[:-8])  # truncated: named, not numpy's bare mmap error
+    with pytest.raises(DataError, match=r"index: a file of the index is damaged or missing"):
+        ShardedBM25(tmp_path / "index")
 
 
 def test_shards_cut_at_line_ends_and_count_lines(made_up_pages, tmp_path):
