@@ -213,13 +213,12 @@ def load_encoder(
 
 
 def _check_index_corpus(index, corpus: Dataset) -> None:
-    """Refuse an index of another corpus (its banks would hold pages the corpus lacks, or fail
-    on one): the same number of pages, and the corpus's pages among the index's."""
-    pids = list(index.pids)
-    if len(pids) != len(corpus.passages) or not all(
-        p in corpus.passages for p in pids[:: max(1, len(pids) // 1000)]
-    ):
-        missing = next((p for p in pids if p not in corpus.passages), None)
+    """Refuse an index of another corpus: every page it holds must be one of the corpus's
+    (else banks hold pages the corpus lacks), and it must hold them all (else the first stage
+    never finds the rest). Every id is looked at (~0.1 s for 400,000 pages)."""
+    pids = index.pids
+    missing = next((p for p in pids if p not in corpus.passages), None)
+    if missing is not None or len(pids) != len(corpus.passages):
         raise DataError(
             f"the index holds {len(pids):,} pages and {corpus.name} {len(corpus.passages):,}"
             + (f" (the index's {missing!r} is not the corpus's)" if missing else "")

@@ -16,7 +16,7 @@ from fincrowd_ltr.api.corpus import (
     rankers_of,
     read_run,
 )
-from fincrowd_ltr.data.schema import SYNTHETIC_SUFFIX, DataError, Dataset
+from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.defaults import SMALL_HELD_OUT
 from fincrowd_ltr.diagnostics.crowding import crowded_labels, repair_counts
 from fincrowd_ltr.evaluation.report import evaluate_bankset
@@ -127,13 +127,11 @@ def evaluate(
 
 
 def trained_stage(model: GatedCorrection, corpus: Dataset) -> str | None:
-    """The first stage a checkpoint's banks came from, on the dataset it was trained on (or
-    whose synthetic questions trained it: ``<name>-synthetic`` is a copy of corpus ``<name>``);
-    None on another corpus (whose own ``auto`` applies: the stage is a property of the corpus)
-    or when the checkpoint recorded no training."""
+    """The first stage a checkpoint's banks came from, on the dataset it was trained on; None on
+    another corpus (whose own ``auto`` applies: the stage is a property of the corpus) or when
+    the checkpoint recorded no training."""
     s = model.summary
-    own = s.dataset in (corpus.name, corpus.name + SYNTHETIC_SUFFIX)
-    return s.first_stage if s.query_ids and own else None
+    return s.first_stage if s.query_ids and s.dataset == corpus.name else None
 
 
 def _read_as_trained(model: GatedCorrection, corpus: Dataset, shortcuts: dict) -> None:
@@ -318,6 +316,9 @@ def calibrate_domain(
         run=read_run(run, data),
     )
     qids = [q for q in qids if q in banks.banks and data.covered(q)]
+    # banks unlike the training banks are said, as evaluate says them (the tenth walk: a fit on
+    # a corpus's synthetic questions with a named first stage, calibrated on its `auto` banks)
+    model.shift_warnings(_stage_name(stage, data), s.banks.bank_size)
     examples = model.examples(data, banks, model.base_ranker, qids)
     from fincrowd_ltr.training.calibration import fit_calibration
 

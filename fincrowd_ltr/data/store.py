@@ -27,21 +27,16 @@ PAGES_FILE, OFFSETS_FILE = "pages.json", "offsets.npy"
 CACHED_PAGES = 50_000  # pages whose text is kept after reading (a run's bank candidates)
 
 
-def write_pages(folder: Path, source: str, passages: list[Passage], offsets: list[int]) -> None:
-    """Record one shard's page ids, metadata and byte offsets in ``source``."""
+def write_pages(
+    folder: Path, source: str, passages: list[Passage], offsets: list[int], stat: tuple[int, int]
+) -> None:
+    """Record one shard's page ids, metadata and byte offsets in ``source``, and the file's
+    size and modification time when the index was planned (``stat``): opening the store checks
+    them, so a file appended to or edited since is noticed."""
     meta = {k: [getattr(p, k) for p in passages] for k in METADATA_FIELDS}
-    stat = Path(source).stat()  # what opening the store checks: an edited file is noticed
-    (folder / PAGES_FILE).write_text(
-        json.dumps(
-            {
-                "path": source,
-                "pids": [p.pid for p in passages],
-                **meta,
-                "size": stat.st_size,
-                "mtime_ns": stat.st_mtime_ns,
-            }
-        )  # fmt: skip
-    )
+    record = {"path": source, "pids": [p.pid for p in passages], **meta}
+    record.update(size=stat[0], mtime_ns=stat[1])
+    (folder / PAGES_FILE).write_text(json.dumps(record))
     np.save(folder / OFFSETS_FILE, np.array(offsets, dtype=np.int64))
 
 
@@ -84,7 +79,11 @@ class PageStore(Mapping[str, Passage]):
         self._sources: list[Path] = []
         self._offsets: list[np.ndarray] = []
         for s, name in enumerate(shards):
-            info = json.loads(require_file(self.folder / name / PAGES_FILE).read_text())
+            pages = require_file(self.folder / name / PAGES_FILE)
+            try:
+                info = json.loads(pages.read_text())
+            except ValueError as err:
+                raise DataError(f"{pages}: damaged ({err}); index the corpus again") from None
             self._sources.append(Path(info["path"]))
             _check_source(Path(info["path"]), info)
             self._offsets.append(np.load(self.folder / name / OFFSETS_FILE, mmap_mode="r"))

@@ -46,6 +46,8 @@ class ShardTask:
     stop: int
     line: int
     name: str
+    file_size: int = 0  # the file's size and time when planned: a page store checks them
+    file_mtime_ns: int = 0
 
 
 def plan_shards(paths: list[Path], shard_bytes: int = SHARD_BYTES) -> list[ShardTask]:
@@ -57,7 +59,8 @@ def plan_shards(paths: list[Path], shard_bytes: int = SHARD_BYTES) -> list[Shard
         path = require_file(Path(path), "corpus file").resolve()
         if path.suffix == ".gz":
             raise DataError(f"{path}: a sharded index reads plain JSONL (seekable): gunzip it")
-        size, start, line = path.stat().st_size, 0, 1
+        stat = path.stat()
+        size, start, line = stat.st_size, 0, 1
         with open(path, "rb") as fh:
             while start < size:
                 fh.seek(min(start + shard_bytes, size))
@@ -66,7 +69,8 @@ def plan_shards(paths: list[Path], shard_bytes: int = SHARD_BYTES) -> list[Shard
                 stop = fh.tell()
                 fh.seek(start)
                 lines = _count_lines(fh, stop - start)
-                tasks.append(ShardTask(str(path), start, stop, line, f"shard-{len(tasks):05d}"))
+                name = f"shard-{len(tasks):05d}"
+                tasks.append(ShardTask(str(path), start, stop, line, name, size, stat.st_mtime_ns))
                 start, line = stop, line + lines
     return tasks
 
@@ -123,7 +127,7 @@ def index_shard(task: ShardTask, folder: str, config: BM25Config | None = None) 
     terms = keys // max(pages, 1)
     vocabulary = sorted(tokens.vocab, key=tokens.vocab.__getitem__)
     out = Path(folder) / task.name
-    out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(exist_ok=True)  # not its parent: a cancelled build's folder is not made again
     indptr = np.zeros(len(vocabulary) + 1, dtype=np.int64)
     np.cumsum(np.bincount(terms, minlength=len(vocabulary)), out=indptr[1:])
     np.save(out / "indptr.npy", indptr)
@@ -131,7 +135,7 @@ def index_shard(task: ShardTask, folder: str, config: BM25Config | None = None) 
     np.save(out / "tf.npy", tf.astype(np.float32))
     np.save(out / "lengths.npy", lengths.astype(np.int32))
     (out / "terms.json").write_text(json.dumps(vocabulary))
-    write_pages(out, task.path, passages, offsets)
+    write_pages(out, task.path, passages, offsets, (task.file_size, task.file_mtime_ns))
     return {"name": task.name, "pages": pages, "tokens": int(lengths.sum())}
 
 
@@ -150,18 +154,24 @@ def build_sharded_index(
     tasks = plan_shards(paths, shard_bytes)
     if not tasks:
         raise DataError(f"no pages to index in {', '.join(map(str, paths))}")
-    folder = Path(folder)
+    folder = Path(folder).resolve()  # a symlink's target is replaced, not the link
     _check_replaceable(folder)
     tmp = folder.with_name(f".{folder.name}.{os.getpid()}.new")
+    old = folder.with_name(f".{folder.name}.{os.getpid()}.old")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:  # built aside and swapped in: a failed build leaves the earlier index as it was
         built = current().map(_index_task, tasks, (str(tmp), config), "indexing shards", progress)
         _merge(tmp, [t.name for t in tasks], built, config)
-        old = folder.with_name(f".{folder.name}.{os.getpid()}.old")
-        if folder.exists():
+        had = folder.exists()
+        if had:
             folder.rename(old)
-        tmp.rename(folder)
+        try:
+            tmp.rename(folder)
+        except OSError:
+            if had:
+                old.rename(folder)  # the earlier index back in its place
+            raise
         shutil.rmtree(old, ignore_errors=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -169,16 +179,23 @@ def build_sharded_index(
 
 
 def _check_replaceable(folder: Path) -> None:
-    """Refuse an ``out`` folder that holds anything but an earlier index (its files would be
-    lost when the new index is swapped in)."""
+    """Refuse an ``out`` folder that holds anything but an earlier index's files (they would
+    be lost when the new index is swapped in)."""
     if not folder.exists():
         return
     if not folder.is_dir():
         raise DataError(f"{folder}: exists and is not a folder")
-    if any(folder.iterdir()) and not (folder / "index.json").is_file():
+    names = {p.name for p in folder.iterdir()}
+    index = folder / "index.json"
+    try:
+        shards = set(json.loads(index.read_text())["shards"]) if index.is_file() else set()
+    except (ValueError, KeyError, TypeError):
+        shards = set()
+    foreign = sorted(names - shards - {"index.json", "df.npy", "vocabulary.json"})
+    if foreign:
         raise DataError(
-            f"{folder}: holds files but no index (index.json); index into an empty or new "
-            "folder, or an earlier index's, so that nothing is lost"
+            f"{folder}: holds files that are not an index's ({', '.join(foreign[:5])}); index "
+            "into an empty or new folder, or an earlier index's, so that nothing is lost"
         )
 
 
@@ -254,7 +271,10 @@ class ShardedBM25:
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder).resolve()  # workers may start elsewhere
         path = require_file(self.folder / "index.json", "sharded index")
-        stats = json.loads(path.read_text())
+        try:
+            stats = json.loads(path.read_text())
+        except ValueError as err:
+            raise DataError(f"{path}: damaged ({err}); index the corpus again") from None
         if stats.get("format") != FORMAT or stats.get("version") != VERSION:
             raise DataError(f"{path}: not a {FORMAT} index of version {VERSION}")
         self.config = BM25Config(**stats["config"])

@@ -282,6 +282,12 @@ def test_a_fit_without_gate_calibration_trains_on_every_fold_and_calibrates_late
         tmp_path / "ckpt", "mine", data, qids=sorted(held), min_calibration=1, cache_dir=None
     )
     assert list(calibrated.domains) == ["mine"] and calibration.n_queries >= 1
+    from fincrowd_ltr.model.shift import DistributionShiftWarning
+
+    # the tenth walk: calibrating on banks of another first stage than training said nothing
+    with pytest.warns(DistributionShiftWarning, match="trained on banks of first stage"):
+        fc.calibrate_domain(model, "y", data, qids=sorted(held), min_calibration=1,
+                            cache_dir=None, first_stage="bm25+entity", save=False)  # fmt: skip
     with pytest.raises(fc.DataError, match=r"qids: 1 of 2 are not questions of .*\['nope'\]"):
         fc.calibrate_domain(model, "x", data, qids=[sorted(held)[0], "nope"], cache_dir=None)
     assert list(fc.GatedCorrection.from_pretrained(tmp_path / "ckpt").domains) == ["mine"]

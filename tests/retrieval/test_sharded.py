@@ -97,6 +97,9 @@ def test_page_store_reads_texts_from_the_corpus_and_notices_a_changed_file(made_
         store["p999"]
     text = corpus.read_text()
     corpus.write_text(text.replace("Globex", "Globix", 1))  # an edit of the same length
+    import os
+
+    os.utime(corpus, ns=(0, 0))  # its time moved, whatever the file system's clock grain
     with pytest.warns(UserWarning, match="modified since it was indexed"):
         index.page_store()
     corpus.write_text("\n" + text)  # every page one byte later: refused when opened
@@ -144,8 +147,31 @@ def test_a_failed_rebuild_leaves_the_earlier_index_whole(made_up_pages, tmp_path
     assert len(rebuilt) == len(first) and len(rebuilt.names) < len(first.names)
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("x")
-    with pytest.raises(DataError, match="holds files but no index"):
+    with pytest.raises(DataError, match=r"holds files that are not an index's \(notes.txt\)"):
         build_sharded_index([corpus], tmp_path / "mine", progress=False)
+    (tmp_path / "index" / "notes.txt").write_text("mine")  # beside an index: kept, refused
+    with pytest.raises(DataError, match=r"not an index's \(notes.txt\)"):
+        build_sharded_index([corpus], tmp_path / "index", progress=False)
+    (tmp_path / "index" / "notes.txt").unlink()
+    (tmp_path / "link").symlink_to(tmp_path / "index")  # the target is rebuilt, the link kept
+    build_sharded_index([corpus], tmp_path / "link", shard_bytes=2_000, progress=False)
+    assert (tmp_path / "link").is_symlink() and len(ShardedBM25(tmp_path / "link")) == 240
+    import os
+    from pathlib import Path
+
+    real = Path.rename  # a failed swap puts the earlier index back (a review)
+
+    def failing(self, target):
+        if str(self).endswith(".new"):
+            raise OSError("cannot rename here")
+        return real(self, target)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Path, "rename", failing)
+        with pytest.raises(OSError, match="cannot rename"):
+            build_sharded_index([corpus], tmp_path / "index", progress=False)
+    assert len(ShardedBM25(tmp_path / "index")) == 240
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".")]  # nothing left aside
     shard = next(p for p in (tmp_path / "index").iterdir() if p.is_dir())
     docs = shard / "docs.npy"
     docs.write_bytes(docs.read_bytes()[:-8])  # truncated: named, not numpy's bare mmap error

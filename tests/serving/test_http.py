@@ -202,6 +202,13 @@ def test_every_served_connection_sets_tcp_nodelay(monkeypatch):
         no_delay(SimpleNamespace(get_extra_info=lambda name: sock))
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
     no_delay(SimpleNamespace(get_extra_info=lambda name: None))  # not a socket: nothing to do
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    monkeypatch.setattr(H11Protocol, "connection_made", lambda self, transport: None)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:  # what the protocol does
+        transport = SimpleNamespace(get_extra_info=lambda name: sock)
+        NoDelayH11Protocol.connection_made(object.__new__(NoDelayH11Protocol), transport)
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
     calls = []
     monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: calls.append(kw))
     monkeypatch.setattr(served, "create_app", lambda model, limits: "app")
