@@ -335,13 +335,12 @@ class TrainingSettings:
             raise _data_error(f"objective must be one of {OBJECTIVES}; got {self.objective!r}")
         if self.extra_limit < 1:
             raise _data_error(f"extra_limit must be >= 1; got {self.extra_limit}")
-        if isinstance(self.committee, bool) or not isinstance(self.committee, numbers.Integral):
-            raise _data_error(f"committee must be a whole number; got {self.committee!r}")
-        if self.committee < 1:
+        if self.committee < 1:  # their types were checked above
             raise _data_error(f"committee must be >= 1 (1: a single fit); got {self.committee}")
-        w = self.workers
-        if w is not None and (isinstance(w, bool) or not isinstance(w, numbers.Integral) or w < 1):
-            raise _data_error(f"workers must be a whole number >= 1 (1: none); got {w!r}")
+        if self.workers is not None and self.workers < 1:
+            raise _data_error(
+                f"workers must be a whole number >= 1 (1: none); got {self.workers!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -543,9 +542,7 @@ class FitSettings:
             synthetic = int(synthetic)
             seed = shortcuts.get("seed", self.synthetic.seed)
             synthetic = dataclasses.replace(self.synthetic, n=synthetic, seed=seed)
-        unknown = sorted(set(shortcuts) - set(owner))
-        if unknown:
-            require_used(shortcuts, tuple(owner) + ("synthetic",), "a fit (FitSettings)")
+        require_used(shortcuts, (*owner, "synthetic"), "a fit (FitSettings)")
         changes: dict[str, dict] = {}
         for key, value in shortcuts.items():
             if key == "extra_training":

@@ -285,14 +285,6 @@ def calibrate_domain(
         raise DataError(f"calibration fold {fold} is outside 0..{folds - 1} ({folds} folds)")
     data = load_dataset(dataset, data_root, split)
     data.require_covered("calibrate on")
-    if qids is not None:
-        unknown = [q for q in qids if q not in data.queries]
-        if unknown:
-            raise DataError(
-                f"qids: {len(unknown)} of {len(qids)} are not questions of {data.name} "
-                f"(first: {unknown[:3]})",
-                "qids",
-            )
     if qids is None:
         qids = (
             list(FoldPlan.by_group(data, folds, seed).folds[fold])
@@ -304,6 +296,12 @@ def calibrate_domain(
                 f"calibration fold {fold} of {folds} holds no question (fewer groups than folds); "
                 "choose another --fold or fewer --folds"
             )
+    elif unknown := [q for q in qids if q not in data.queries]:
+        raise DataError(
+            f"qids: {len(unknown)} of {len(qids)} are not questions of {data.name} "
+            f"(first: {unknown[:3]})",
+            "qids",
+        )
     stage = first_stage or trained_stage(model, data) or "auto"
     banks = build_banks(
         data,

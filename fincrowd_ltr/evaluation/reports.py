@@ -9,11 +9,10 @@ every JSON contract is unchanged; ``print(report)`` shows the table the command 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 from fincrowd_ltr.data.schema import SYNTHETIC_SUFFIX, DataError
-from fincrowd_ltr.evaluation.results import Report, write_report
+from fincrowd_ltr.evaluation.results import Report, is_missing, write_report
 from fincrowd_ltr.evaluation.results import format_number as _number
 
 
@@ -201,7 +200,7 @@ class PackingReport(WorkflowReport):
             for policy, r in policies.items():
                 for order, o in r["orders"].items():
                     position, end = o["first_gold_relative_position"], o["gold_at_an_end_share"]
-                    if _missing(position) and _missing(end):
+                    if is_missing(position) and is_missing(end):
                         empty += 1  # no question's gold reached this context: nothing to place
                         continue
                     lines.append(
@@ -391,10 +390,6 @@ def orderable_summary(s: dict) -> str:
     rate = s["regression_rate_orderable"]
     shown = "-" if rate is None or rate != rate else f"{rate:.3f}"
     return f"{shown} of {s['n_orderable']} orderable ({s['regression_rate']:.3f} of all)"
-
-
-def _missing(value) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def _share(stat: dict | None) -> str:

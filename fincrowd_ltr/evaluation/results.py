@@ -130,12 +130,15 @@ def _share(flags: np.ndarray) -> float:
     return float(flags.mean()) if len(flags) else float("nan")
 
 
+def is_missing(value) -> bool:
+    """Whether there is no figure (no question had one, or one group gave no interval): NaN or
+    None."""
+    return value is None or value != value
+
+
 def format_number(value, spec: str = ".3f") -> str:
-    """A figure, or a dash where there is none (no question had one, or one group gave no
-    interval: NaN or None)."""
-    if value is None or value != value:
-        return "-"
-    return format(value, spec)
+    """A figure, or a dash where there is none (:func:`is_missing`)."""
+    return "-" if is_missing(value) else format(value, spec)
 
 
 def compare(

@@ -18,10 +18,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import warnings
 from pathlib import Path
 
+from fincrowd_ltr.data.folders import swap_in_folder
 from fincrowd_ltr.data.schema import DataError
 from fincrowd_ltr.features.bank_features import FEATURE_NAMES, FEATURE_VERSIONS
 from fincrowd_ltr.fields.vocabulary import EXTRACTOR_VERSION
@@ -109,46 +109,24 @@ def check_manifest(directory: Path, trust_unverified: bool = False) -> None:
 
 def replace_folder(directory: Path, write) -> Path:
     """Write a checkpoint into a fresh temporary sibling folder with ``write(tmp)`` and swap it
-    in for ``directory``: no file of an earlier model survives, and a crash leaves either the
-    old folder or the new one. A folder holding anything but checkpoint files is refused (its
-    files would be lost)."""
-    directory = Path(directory)
-    if directory.exists():
-        if not directory.is_dir():
-            raise DataError(f"{directory}: exists and is not a folder")
-        foreign = [
-            p.name
-            for p in directory.iterdir()
-            if p.name not in (*FILES, MANIFEST) and not p.name.startswith(".")
-        ]
-        if foreign:
-            raise DataError(
-                f"{directory}: holds files that are not a checkpoint's "
-                f"({', '.join(sorted(foreign))}); save into an empty or new folder so nothing is "
-                "lost"
-            )
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    tmp = directory.with_name(f".{directory.name}.{os.getpid()}.new")
-    old = directory.with_name(f".{directory.name}.{os.getpid()}.old")
-    for leftover in (tmp, old):
-        shutil.rmtree(leftover, ignore_errors=True)
-    tmp.mkdir()
-    try:
+    in for ``directory`` (:func:`~fincrowd_ltr.data.folders.swap_in_folder`): no file of an
+    earlier model survives, and a crash leaves either the old folder or the new one. A folder
+    holding anything but checkpoint files is refused (its files would be lost)."""
+
+    def write_checkpoint(tmp: Path) -> None:
         write(tmp)
         write_manifest(tmp)
         mode = (tmp / MANIFEST).stat().st_mode & 0o777  # the umask's mode for a new file
         for path in tmp.iterdir():
             path.chmod(mode)  # safetensors writes 0600, the rest follows the umask
-        if directory.exists():
-            directory.rename(old)
-        tmp.rename(directory)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old.exists() and not directory.exists():
-            old.rename(directory)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
-    return directory
+
+    return swap_in_folder(
+        directory,
+        write_checkpoint,
+        owns=lambda name: name in (*FILES, MANIFEST) or name.startswith("."),
+        what="a checkpoint's",
+        advice="save into an empty or new folder so nothing is lost",
+    )
 
 
 def make_config(

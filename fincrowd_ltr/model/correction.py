@@ -56,7 +56,8 @@ from fincrowd_ltr.model.summary import TrainingSummary, seen_questions
 
 ALWAYS_ON = None  # domain=None: apply the residual without consulting the gate
 FALLBACKS = ("error", "identity")
-_REQUEST_FIELDS = ("query", "candidates", "base_scores", "domain", "fallback")  # rerank_batch
+_REQUIRED_FIELDS = ("query", "candidates", "base_scores")  # a rerank_batch request's
+_REQUEST_FIELDS = (*_REQUIRED_FIELDS, "domain", "fallback")
 # each field's conflict column, in FIELD_NAMES' order
 _CONFLICT_COLUMNS = [FEATURE_NAMES.index(f"{f}_conflict") for f in FIELD_NAMES]
 
@@ -409,7 +410,7 @@ class GatedCorrection:
                     f"{', '.join(_REQUEST_FIELDS)}",
                     f"requests[{i}].{unknown[0]}",
                 )
-            missing = [k for k in _REQUEST_FIELDS[:3] if k not in r]
+            missing = [k for k in _REQUIRED_FIELDS if k not in r]
             if missing:
                 raise DataError(
                     f"requests[{i}]: missing field(s) {missing}", f"requests[{i}].{missing[0]}"

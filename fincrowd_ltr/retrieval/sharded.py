@@ -17,8 +17,6 @@ corpus order. The index pickles as its folder: workers open the shards themselve
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -26,6 +24,7 @@ import bm25s
 import numpy as np
 
 from fincrowd_ltr.data.beir import passage_of
+from fincrowd_ltr.data.folders import swap_in_folder
 from fincrowd_ltr.data.jsonl import parse_line, require_file
 from fincrowd_ltr.data.schema import DataError, Passage
 from fincrowd_ltr.data.store import PAGES_FILE, PageStore, write_pages
@@ -155,48 +154,30 @@ def build_sharded_index(
     if not tasks:
         raise DataError(f"no pages to index in {', '.join(map(str, paths))}")
     folder = Path(folder).resolve()  # a symlink's target is replaced, not the link
-    _check_replaceable(folder)
-    tmp = folder.with_name(f".{folder.name}.{os.getpid()}.new")
-    old = folder.with_name(f".{folder.name}.{os.getpid()}.old")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:  # built aside and swapped in: a failed build leaves the earlier index as it was
+
+    def write(tmp: Path) -> None:
         built = current().map(_index_task, tasks, (str(tmp), config), "indexing shards", progress)
         _merge(tmp, [t.name for t in tasks], built, config)
-        had = folder.exists()
-        if had:
-            folder.rename(old)
-        try:
-            tmp.rename(folder)
-        except OSError:
-            if had:
-                old.rename(folder)  # the earlier index back in its place
-            raise
-        shutil.rmtree(old, ignore_errors=True)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+
+    swap_in_folder(  # a failed build leaves the earlier index as it was
+        folder,
+        write,
+        owns=_index_files(folder).__contains__,
+        what="an index's",
+        advice="index into an empty or new folder, or an earlier index's, so that nothing is lost",
+    )
     return ShardedBM25(folder)
 
 
-def _check_replaceable(folder: Path) -> None:
-    """Refuse an ``out`` folder that holds anything but an earlier index's files (they would
-    be lost when the new index is swapped in)."""
-    if not folder.exists():
-        return
-    if not folder.is_dir():
-        raise DataError(f"{folder}: exists and is not a folder")
-    names = {p.name for p in folder.iterdir()}
+def _index_files(folder: Path) -> set[str]:
+    """The names an earlier index in ``folder`` owns (its shards as its ``index.json`` lists
+    them, and its merge files)."""
     index = folder / "index.json"
     try:
         shards = set(json.loads(index.read_text())["shards"]) if index.is_file() else set()
     except (ValueError, KeyError, TypeError):
         shards = set()
-    foreign = sorted(names - shards - {"index.json", "df.npy", "vocabulary.json"})
-    if foreign:
-        raise DataError(
-            f"{folder}: holds files that are not an index's ({', '.join(foreign[:5])}); index "
-            "into an empty or new folder, or an earlier index's, so that nothing is lost"
-        )
+    return shards | {"index.json", "df.npy", "vocabulary.json"}
 
 
 def _index_task(task: ShardTask, shared: tuple[str, BM25Config]) -> dict:
