@@ -16,6 +16,7 @@ from fincrowd_ltr.retrieval.bm25 import BM25Config
 from fincrowd_ltr.retrieval.build import BankSpec
 from fincrowd_ltr.retrieval.build import build_banks as _build_banks
 from fincrowd_ltr.retrieval.rankers import ALL_RANKERS, RANKERS, RunScores
+from fincrowd_ltr.retrieval.sharded import ShardedBM25
 from fincrowd_ltr.retrieval.static_tuning import QuestionPairs
 from fincrowd_ltr.retrieval.windows import WindowPolicy
 from fincrowd_ltr.settings import DataSettings
@@ -29,17 +30,27 @@ def load_dataset(
     data_root: str | Path | None = None,
     split: str = "all",
     allow_unknown_qrels: bool = False,
+    index: str | Path | ShardedBM25 | None = None,
 ) -> Dataset:
     """A dataset by name (``financebench``, ``tatqa``, ``finqa``, ``beir``, ``beir:DIR``) under
     the data root (``$FINCROWD_DATA``, else ``../shared/data``), or an in-memory ``Dataset``
-    returned as it is.
+    returned as it is. ``index``: a BEIR folder's sharded index (:func:`index_corpus`, or its
+    folder): the pages are read from the indexed corpus files page by page, and every bank,
+    fit and evaluation over the dataset searches that index (a corpus larger than memory).
 
     Example:
         >>> fb = load_dataset("financebench")  # doctest: +SKIP
+        >>> mine = load_dataset("beir:/data/mine", index="runs/index")  # doctest: +SKIP
     """
     if isinstance(name, Dataset):
+        if index is not None:
+            raise DataError(
+                "index= loads a dataset by name over the index's pages; a Dataset given is "
+                "used as it is (build it over index.page_store())",
+                "index",
+            )
         return name
-    return _load_dataset(name, data_root, split, allow_unknown_qrels)
+    return _load_dataset(name, data_root, split, allow_unknown_qrels, index)
 
 
 def rankers_of(text: str | list[str]) -> list[str]:

@@ -9,8 +9,9 @@ from fincrowd_ltr.api.corpus import DEFAULT_CACHE, load_dataset
 from fincrowd_ltr.data.schema import Dataset
 from fincrowd_ltr.evaluation.first_stage import ablation, retrieve_runs
 from fincrowd_ltr.evaluation.reports import AblationReport
-from fincrowd_ltr.retrieval.bm25 import BM25Config, BM25Index
+from fincrowd_ltr.retrieval.bm25 import BM25Config
 from fincrowd_ltr.retrieval.first_stage import FIRST_STAGES, parse_first_stage
+from fincrowd_ltr.retrieval.sharded import corpus_index
 
 
 def first_stage_ablation(
@@ -32,6 +33,6 @@ def first_stage_ablation(
         variants = list(FIRST_STAGES) if variants == "all" else variants.split(",")
     for name in variants:
         parse_first_stage(name)
-    index = BM25Index.build(data.passages, BM25Config(stemmer=stemmer), cache_dir)
+    index = corpus_index(data.passages, BM25Config(stemmer=stemmer), cache_dir)
     runs = retrieve_runs(data, index, variants, depth, cache_dir=cache_dir)
     return AblationReport(ablation(data, runs, folds, seed))

@@ -25,8 +25,9 @@ from fincrowd_ltr.evaluation.reports import NestedReport
 from fincrowd_ltr.evaluation.selection import best
 from fincrowd_ltr.metrics import METRICS, bootstrap_ci, per_query
 from fincrowd_ltr.model.calibration import one_uncertifiable_warning
-from fincrowd_ltr.retrieval.bm25 import BM25Config, BM25Index
+from fincrowd_ltr.retrieval.bm25 import BM25Config
 from fincrowd_ltr.retrieval.first_stage import FIRST_STAGES
+from fincrowd_ltr.retrieval.sharded import corpus_index
 from fincrowd_ltr.settings import AUTO, FitSettings
 
 SYSTEMS = ("base", "residual", "gated")
@@ -37,7 +38,7 @@ def choose_first_stages(
     data: Dataset, plan: FoldPlan, variants: tuple[str, ...], cache_dir=None
 ) -> list[str]:
     """The first stage each outer fold gets, chosen on the other folds' covered questions."""
-    index = BM25Index.build(data.passages, BM25Config(), cache_dir)
+    index = corpus_index(data.passages, BM25Config(), cache_dir)
     runs = retrieve_runs(data, index, list(variants), cache_dir=cache_dir)
     rows = {name: {q: per_query(run[q], data.qrels[q]) for q in run} for name, run in runs.items()}
     covered = set(next(iter(runs.values())))

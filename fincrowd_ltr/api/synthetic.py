@@ -18,16 +18,17 @@ from pathlib import Path
 
 from fincrowd_ltr.api.corpus import DEFAULT_CACHE, load_dataset
 from fincrowd_ltr.data.schema import SYNTHETIC_SUFFIX, DataError, Dataset
+from fincrowd_ltr.data.store import PageStore
 from fincrowd_ltr.defaults import DEFAULT_LINE_ITEMS
 from fincrowd_ltr.engine import Forked
 from fincrowd_ltr.features import BankFeaturizer
 from fincrowd_ltr.features.examples import BankExample, make_examples
 from fincrowd_ltr.fields import FieldExtractor
-from fincrowd_ltr.retrieval.bm25 import BM25Index
 from fincrowd_ltr.retrieval.build import BankSpec, FirstStages
 from fincrowd_ltr.retrieval.build import build_banks as _build_banks
 from fincrowd_ltr.retrieval.first_stage import RUN
 from fincrowd_ltr.retrieval.rankers import RANKERS
+from fincrowd_ltr.retrieval.sharded import corpus_index
 from fincrowd_ltr.retrieval.static_tuning import QuestionPairs
 from fincrowd_ltr.settings import AUTO, SyntheticSettings
 from fincrowd_ltr.synthesis import Synthesis, named_share_of, page_table_questions
@@ -67,11 +68,12 @@ def synthesize(
         data, n, seed, companies=companies, generator=generator, name=data.name + SYNTHETIC_SUFFIX,
         extractor=extractor, named_share=share, line_items=line_items,
     )  # fmt: skip
+    found = _stored_pages(found, data)
     if share == named_share:  # not 'auto' (the default 1 included): is it far off?
         check_named_share(found, texts, extractor)
     if difficulty and found.questions:
         cache = None if cache_dir is None else Path(cache_dir)
-        found.measure_difficulty(BM25Index.build(found.passages, cache_dir=cache, progress=False))
+        found.measure_difficulty(corpus_index(found.passages, cache_dir=cache, progress=False))
     for note in found.notes:  # fewer questions than asked and why; interim filings' wording
         warnings.warn(f"synthesize: {note}", stacklevel=2)
     return found
@@ -246,10 +248,19 @@ def synthesis_for(
     """The questions ``settings`` synthesises from ``data``'s passages for training (named as
     often as ``questions`` name a company when the share is ``"auto"``)."""
     share = resolve_named_share(settings.named_share, questions, extractor)
-    return _synthesize(
+    found = _synthesize(
         data, settings.total, settings.seed, name=data.name + SYNTHETIC_SUFFIX, extractor=extractor,
         named_share=share, line_items=settings.line_items,
     )  # fmt: skip
+    return _stored_pages(found, data)
+
+
+def _stored_pages(found: Synthesis, data: Dataset) -> Synthesis:
+    """A synthesis of pages read from a sharded index keeps them there (the copy synthesis read
+    is let go), so that its banks search that index and its fingerprint is the recorded one."""
+    if isinstance(data.passages, PageStore):
+        return replace(found, passages=data.passages)
+    return found
 
 
 def synthesis_in_background(
@@ -266,7 +277,8 @@ def synthesis_in_background(
     def child() -> Synthesis:
         return replace(synthesis_for(settings, data, extractor, questions), passages={})
 
-    return Forked(child, lambda found: replace(found, passages=dict(data.passages)))
+    pages = data.passages if isinstance(data.passages, PageStore) else dict(data.passages)
+    return Forked(child, lambda found: replace(found, passages=pages))
 
 
 def synthetic_examples(

@@ -76,6 +76,14 @@ def _data(p: argparse.ArgumentParser) -> None:
         help="BEIR qrels naming passages outside the corpus: count them (the question is then "
         "not covered) instead of failing",
     )
+    p.add_argument(
+        "--index",
+        type=Path,
+        default=None,
+        help="a BEIR folder's sharded index (`fincrowd index --out DIR`): its pages are read from "
+        "the indexed corpus files page by page instead of corpus.jsonl, and banks search it "
+        "(for a corpus larger than memory)",
+    )
 
 
 def _engine_options(p: argparse.ArgumentParser) -> None:

@@ -139,12 +139,14 @@ def _calibration(args: argparse.Namespace):
 
 
 def _dataset(args: argparse.Namespace):
-    """The dataset name, or the dataset loaded with ``--allow-unknown-qrels``."""
-    if not getattr(args, "allow_unknown_qrels", False):
+    """The dataset name, or the dataset loaded with ``--allow-unknown-qrels`` or over an
+    ``--index``."""
+    unknown, index = getattr(args, "allow_unknown_qrels", False), getattr(args, "index", None)
+    if not unknown and index is None:
         return args.dataset
     from fincrowd_ltr.data.registry import load_dataset
 
-    return load_dataset(args.dataset, args.data_root, args.split, allow_unknown_qrels=True)
+    return load_dataset(args.dataset, args.data_root, args.split, unknown, index)
 
 
 def _similarity(args: argparse.Namespace) -> str:

@@ -192,7 +192,11 @@ def _read_queries(path: Path, notes: list[str]) -> tuple[dict[str, Query], bool]
 
 
 def load_beir(
-    root: Path, name: str | None = None, allow_unknown_qrels: bool = False, split: str = "all"
+    root: Path,
+    name: str | None = None,
+    allow_unknown_qrels: bool = False,
+    split: str = "all",
+    pages: Mapping[str, Passage] | None = None,
 ) -> Dataset:
     """Load a BEIR-style folder. Relevance judgements come from ``qrels.tsv``, else from the
     standard ``qrels/<split>.tsv`` files (``split="all"``: every file there; another split: that
@@ -206,9 +210,18 @@ def load_beir(
             naming an unknown query or passage. With ``allow_unknown_qrels``, judgements of
             unknown passages are counted in the dataset's notes and the question reported as not
             covered instead.
+
+    ``pages``: the corpus when it is not ``corpus.jsonl`` (a sharded index's
+    :class:`~fincrowd_ltr.data.store.PageStore`, read from disk page by page): the folder's
+    questions and judgements over those pages, ``corpus.jsonl`` not read.
     """
     corpus_path = root / "corpus.jsonl"
-    passages, notes = _read_corpus(corpus_path)
+    if pages is None:
+        passages, notes = _read_corpus(corpus_path)
+        source = corpus_path.name
+    else:
+        passages, notes = pages, []
+        source = f"the index {pages.folder}" if hasattr(pages, "folder") else "the pages given"
     queries_path = root / "queries.jsonl"
     queries, synthetic = _read_queries(queries_path, notes)
     if synthetic:
@@ -251,7 +264,7 @@ def load_beir(
             if absent and not allow_unknown_qrels:
                 raise DataError(
                     f"{qrels_path}:{lines[(qid, absent[0])]}: unknown passage id {absent[0]!r} "
-                    f"(not in {corpus_path.name}); fix the qrels, or allow it "
+                    f"(not in {source}); fix the qrels, or allow it "
                     "(load_dataset(..., allow_unknown_qrels=True), --allow-unknown-qrels) to "
                     "count such questions as not covered"
                 )

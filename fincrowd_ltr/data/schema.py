@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 
@@ -95,6 +96,17 @@ class Query:
     company: str | None = None
 
 
+def pages_fingerprint(passages: Mapping[str, Passage]) -> str:
+    """A hash of every passage's id, text and metadata, in the mapping's order."""
+    digest = hashlib.sha1()
+    for pid, p in passages.items():
+        digest.update(pid.encode("utf-8", "replace") + b"\0")
+        digest.update(p.text.encode("utf-8", "replace") + b"\0")
+        digest.update(json.dumps(p.metadata(), sort_keys=True, default=str).encode())
+        digest.update(b"\1")
+    return digest.hexdigest()[:16]
+
+
 @dataclass
 class Dataset:
     """Queries, passages and relevance judgements of one dataset split.
@@ -132,16 +144,13 @@ class Dataset:
         )
 
     def corpus_fingerprint(self) -> str:
-        """A hash of every passage's id, text and metadata (computed once)."""
+        """A hash of every passage's id, text and metadata (:func:`pages_fingerprint`, computed
+        once; pages read from a sharded index keep theirs beside the index)."""
         cached = self.__dict__.get("_corpus_fingerprint")
         if cached is None:
-            digest = hashlib.sha1()
-            for pid, p in self.passages.items():
-                digest.update(pid.encode("utf-8", "replace") + b"\0")
-                digest.update(p.text.encode("utf-8", "replace") + b"\0")
-                digest.update(json.dumps(p.metadata(), sort_keys=True, default=str).encode())
-                digest.update(b"\1")
-            cached = self.__dict__["_corpus_fingerprint"] = digest.hexdigest()[:16]
+            recorded = getattr(self.passages, "corpus_fingerprint", None)
+            cached = recorded() if callable(recorded) else pages_fingerprint(self.passages)
+            self.__dict__["_corpus_fingerprint"] = cached
         return cached
 
     def queries_fingerprint(self, with_qrels: bool) -> str:

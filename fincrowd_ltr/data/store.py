@@ -11,6 +11,7 @@ were indexed.
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
@@ -21,9 +22,11 @@ import numpy as np
 from fincrowd_ltr.data.beir import passage_of
 from fincrowd_ltr.data.jsonl import parse_line, require_file
 from fincrowd_ltr.data.metadata import METADATA_FIELDS
-from fincrowd_ltr.data.schema import DataError, Passage
+from fincrowd_ltr.data.schema import DataError, Passage, pages_fingerprint
 
 PAGES_FILE, OFFSETS_FILE = "pages.json", "offsets.npy"
+FINGERPRINT_FILE = "fingerprint.json"  # the pages' fingerprint, beside the files' state it read
+FINGERPRINT_FORMAT = "pages_fingerprint/1"  # what computed it: a new one is hashed again
 CACHED_PAGES = 50_000  # pages whose text is kept after reading (a run's bank candidates)
 
 
@@ -64,6 +67,11 @@ def _check_source(path: Path, info: dict) -> None:
         )
 
 
+def _stat(path: Path) -> tuple[int, int]:
+    stat = path.stat()
+    return stat.st_size, stat.st_mtime_ns
+
+
 class PageStore(Mapping[str, Passage]):
     """Every page of the shards under ``folder`` by id; texts read from the corpus on demand.
 
@@ -94,6 +102,34 @@ class PageStore(Mapping[str, Passage]):
                 self.headers[pid] = Passage(pid=pid, text="", **meta)
                 self._where[pid] = (s, i)
         self._cache: OrderedDict[str, Passage] = OrderedDict()
+        self._fingerprint: str | None = None
+
+    def corpus_fingerprint(self) -> str:
+        """:func:`~fincrowd_ltr.data.schema.pages_fingerprint` of these pages (what keys every
+        cache of banks and features), hashed once for an index and the state of its corpus
+        files: recorded in the index folder with the files' sizes and modification times, and
+        hashed again (every page read) when either changed. A read-only folder hashes each time."""
+        if self._fingerprint is None:
+            path = self.folder / FINGERPRINT_FILE
+            files = [[str(f), *_stat(f)] for f in dict.fromkeys(self._sources)]
+            state = {"format": FINGERPRINT_FORMAT, "shards": len(self._sources), "files": files}
+            try:
+                recorded = json.loads(path.read_text())
+            except (OSError, ValueError):
+                recorded = {}
+            if recorded.get("state") == state and isinstance(recorded.get("fingerprint"), str):
+                self._fingerprint = recorded["fingerprint"]
+            else:
+                self._fingerprint = pages_fingerprint(self)
+                written = path.with_name(f".{FINGERPRINT_FILE}.{os.getpid()}")
+                try:  # written aside and renamed: another process reads all of it or none
+                    written.write_text(
+                        json.dumps({"state": state, "fingerprint": self._fingerprint})
+                    )
+                    os.replace(written, path)
+                except OSError:
+                    written.unlink(missing_ok=True)
+        return self._fingerprint
 
     def __getstate__(self) -> dict:
         raise TypeError("a PageStore is not sent to workers; send its folder")

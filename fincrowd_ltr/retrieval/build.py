@@ -48,6 +48,7 @@ from fincrowd_ltr.retrieval.rankers import (
     scorer_version,
     scores_from_run,
 )
+from fincrowd_ltr.retrieval.sharded import ShardedBM25, corpus_index
 from fincrowd_ltr.retrieval.static import StaticEncoder
 from fincrowd_ltr.retrieval.static_tuning import QuestionPairs
 from fincrowd_ltr.retrieval.windows import WindowPolicy
@@ -141,19 +142,24 @@ class FirstStages:
     its index, the corpus's content and the cache folder. A user's run is never kept here."""
 
     def __init__(self) -> None:
-        self._indexes: dict[tuple, BM25Index] = {}
+        self._indexes: dict[tuple, BM25Index | ShardedBM25] = {}
         self._stages: dict[tuple, object] = {}
 
     def index(
         self, dataset: Dataset, config: BM25Config, cache_dir: Path | None, progress: bool
-    ) -> BM25Index:
+    ) -> BM25Index | ShardedBM25:
         key = (dataset.corpus_fingerprint(), config.key(), str(cache_dir))
         if key not in self._indexes:
-            self._indexes[key] = BM25Index.build(dataset.passages, config, cache_dir, progress)
+            self._indexes[key] = corpus_index(dataset.passages, config, cache_dir, progress)
         return self._indexes[key]
 
     def stage(
-        self, name: str, index: BM25Index, dataset: Dataset, cache_dir: Path | None, progress: bool
+        self,
+        name: str,
+        index: BM25Index | ShardedBM25,
+        dataset: Dataset,
+        cache_dir: Path | None,
+        progress: bool,
     ):
         key = (name, id(index), dataset.corpus_fingerprint(), str(cache_dir))
         if key not in self._stages:
@@ -169,7 +175,7 @@ def build_banks(
     rankers: list[str],
     spec: BankSpec,
     cache_dir: Path | None,
-    index: BM25Index | None = None,
+    index: BM25Index | ShardedBM25 | None = None,
     progress: bool = True,
     run: RunScores | None = None,
     stages: FirstStages | None = None,
@@ -210,7 +216,7 @@ def build_banks(
         )
         if needs_index and index is None:
             index = (
-                BM25Index.build(dataset.passages, spec.bm25, cache_dir, progress)
+                corpus_index(dataset.passages, spec.bm25, cache_dir, progress)
                 if stages is None
                 else stages.index(dataset, spec.bm25, cache_dir, progress)
             )

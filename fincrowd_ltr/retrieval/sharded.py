@@ -17,6 +17,7 @@ corpus order. The index pickles as its folder: workers open the shards themselve
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -27,8 +28,8 @@ from fincrowd_ltr.data.beir import passage_of
 from fincrowd_ltr.data.folders import swap_in_folder
 from fincrowd_ltr.data.jsonl import parse_line, require_file
 from fincrowd_ltr.data.schema import DataError, Passage
-from fincrowd_ltr.data.store import PAGES_FILE, PageStore, write_pages
-from fincrowd_ltr.retrieval.bm25 import BM25Config, _stemmer, top_k
+from fincrowd_ltr.data.store import FINGERPRINT_FILE, PAGES_FILE, PageStore, write_pages
+from fincrowd_ltr.retrieval.bm25 import BM25Config, BM25Index, _stemmer, top_k
 
 FORMAT = "fincrowd-sharded-bm25"
 VERSION = 1
@@ -162,7 +163,7 @@ def build_sharded_index(
     swap_in_folder(  # a failed build leaves the earlier index as it was
         folder,
         write,
-        owns=_index_files(folder).__contains__,
+        owns=_owned(_index_files(folder)),
         what="an index's",
         advice="index into an empty or new folder, or an earlier index's, so that nothing is lost",
     )
@@ -171,13 +172,18 @@ def build_sharded_index(
 
 def _index_files(folder: Path) -> set[str]:
     """The names an earlier index in ``folder`` owns (its shards as its ``index.json`` lists
-    them, and its merge files)."""
+    them, its merge files and its pages' recorded fingerprint)."""
     index = folder / "index.json"
     try:
         shards = set(json.loads(index.read_text())["shards"]) if index.is_file() else set()
     except (ValueError, KeyError, TypeError):
         shards = set()
-    return shards | {"index.json", "df.npy", "vocabulary.json"}
+    return shards | {"index.json", "df.npy", "vocabulary.json", FINGERPRINT_FILE}
+
+
+def _owned(names: set[str]):
+    """Whether a name is one of ``names`` or a fingerprint a reader was writing aside."""
+    return lambda name: name in names or name.startswith(f".{FINGERPRINT_FILE}.")
 
 
 def _index_task(task: ShardTask, shared: tuple[str, BM25Config]) -> dict:
@@ -370,3 +376,47 @@ class ShardedBM25:
         if unknown:
             raise DataError(f"page {unknown[0]!r} is not in the index at {self.folder}")
         return self.scores(query)[[self.position[p] for p in pids]]
+
+
+def open_index(index: str | Path | ShardedBM25) -> ShardedBM25:
+    """A sharded index, opened from its folder when given one."""
+    if isinstance(index, ShardedBM25):
+        return index
+    if not isinstance(index, (str, Path)):
+        raise DataError(
+            f"index must be a sharded index or its folder; got {type(index).__name__}", "index"
+        )
+    folder = Path(index).expanduser()
+    if not (folder / "index.json").is_file():
+        raise DataError(
+            f"{folder}: not a sharded index (no index.json): build one with `fincrowd index "
+            "--corpus FILE --out DIR` or index_corpus",
+            "index",
+        )
+    return ShardedBM25(folder)
+
+
+def corpus_index(
+    passages: Mapping[str, Passage],
+    config: BM25Config | None = None,
+    cache_dir: Path | None = None,
+    progress: bool = True,
+) -> BM25Index | ShardedBM25:
+    """The BM25 index of ``passages``: for pages read from a sharded index (a
+    :class:`~fincrowd_ltr.data.store.PageStore`), that index, so that a corpus larger than
+    memory is never indexed in memory; else one built in memory (cached under ``cache_dir``).
+
+    Raises:
+        DataError: when the sharded index was built with other BM25 settings than ``config``.
+    """
+    config = config or BM25Config()
+    if not isinstance(passages, PageStore):
+        return BM25Index.build(passages, config, cache_dir, progress)
+    index = ShardedBM25(passages.folder)
+    if index.config != config:
+        raise DataError(
+            f"{passages.folder}: the pages' index was built with BM25 settings {index.config}, "
+            f"not {config}: give the index's stemmer, or index the corpus again with this one",
+            "stemmer",
+        )
+    return index

@@ -291,3 +291,102 @@ def test_repeated_ids_empty_corpora_and_nan_scores_are_handled(made_up_pages, tm
         plan_shards([one], shard_bytes=0)
     scores = np.array([1.0, 2.0, np.nan, 3.0, 4.0])
     assert top_k(scores, 2).tolist() == [4, 3] and top_k(scores, 5).tolist() == [4, 3, 1, 0, 2]
+
+
+def _beir_questions(folder: Path, qrels: dict[str, str]) -> Path:
+    """A BEIR folder of questions and judgements alone: its corpus is the index's."""
+    folder.mkdir()
+    with open(folder / "queries.jsonl", "w", encoding="utf-8") as fh:
+        for i, text in enumerate(QUERIES):
+            fh.write(json.dumps({"_id": f"q{i}", "text": text, "metadata": {"company": "Acme"}}))
+            fh.write("\n")
+    lines = ["query-id\tcorpus-id\tscore"] + [f"{q}\t{p}\t1" for q, p in qrels.items()]
+    (folder / "qrels.tsv").write_text("\n".join(lines) + "\n")
+    return folder
+
+
+def test_a_beir_folder_over_an_index_never_indexes_its_pages_in_memory(
+    made_up_pages, sharded, tmp_path, monkeypatch, capsys
+):
+    import fincrowd_ltr as fc
+    from fincrowd_ltr.cli import main
+    from fincrowd_ltr.data.store import PageStore
+
+    folder = _beir_questions(tmp_path / "mine", {"q0": "p3", "q1": "p8"})
+    mine = fc.load_dataset(f"beir:{folder}", index=sharded.folder)  # no corpus.jsonl there
+    memory = fc.Dataset("mine", mine.queries, {p.pid: p for p in made_up_pages}, mine.qrels)
+    want = fc.build_banks(memory, "bm25", first_stage="bm25+entity", cache_dir=None, progress=False)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the pages were indexed in memory")
+
+    monkeypatch.setattr(BM25Index, "build", refuse)  # the index must serve every search
+    assert isinstance(mine.passages, PageStore) and mine.qrels == {"q0": {"p3": 1}, "q1": {"p8": 1}}
+    got = fc.build_banks(mine, "bm25", first_stage="bm25+entity", cache_dir=None, progress=False)
+    for qid, bank in want.banks.items():
+        assert got.banks[qid].pids == bank.pids
+        assert np.array_equal(got.banks[qid].scores["bm25"], bank.scores["bm25"])
+    with pytest.raises(DataError, match=r"index.* built with BM25 settings .*stemmer"):
+        fc.build_banks(mine, "bm25", stemmer="english", cache_dir=None, progress=False)
+    # the commands read the questions over the index too
+    out = tmp_path / "banks.jsonl"
+    args = ["--dataset", f"beir:{folder}", "--index", str(sharded.folder), "--ranker", "bm25"]
+    assert main(["banks", *args, "--first-stage", "bm25+entity", "--out", str(out)]) == 0
+    assert out.exists()
+    assert main(["evaluate", *args, "--first-stage", "bm25", "--cache-dir", str(tmp_path)]) == 0
+    assert "R@10" in capsys.readouterr().out
+    # bad input: a judgement of a page the index lacks, no index, an index of a bundled dataset
+    _beir_questions(tmp_path / "other", {"q0": "p999"})
+    with pytest.raises(
+        DataError, match=rf"unknown passage id 'p999' \(not in the index {sharded.folder}"
+    ):
+        fc.load_dataset(f"beir:{tmp_path / 'other'}", index=sharded)
+    with pytest.raises(DataError, match="not a sharded index"):
+        fc.load_dataset(f"beir:{folder}", index=tmp_path)
+    with pytest.raises(DataError, match="serves a BEIR folder"):
+        fc.load_dataset("financebench", index=sharded)
+    assert main(["banks", "--dataset", "tatqa", "--index", str(sharded.folder)]) == 2
+    assert "serves a BEIR folder" in capsys.readouterr().err
+
+
+def test_the_pages_fingerprint_is_hashed_once_per_index_and_state_of_its_files(
+    made_up_pages, tmp_path, monkeypatch
+):
+    import os
+
+    import fincrowd_ltr.data.store as store_module
+    from fincrowd_ltr.data.schema import Dataset, pages_fingerprint
+
+    corpus = _write_corpus(made_up_pages[:40], tmp_path / "corpus.jsonl")
+    index = build_sharded_index([corpus], tmp_path / "index", shard_bytes=500, progress=False)
+    want = pages_fingerprint({p.pid: p for p in made_up_pages[:40]})
+    hashed = []
+
+    def counted(passages):
+        hashed.append(1)
+        return pages_fingerprint(passages)
+
+    monkeypatch.setattr(store_module, "pages_fingerprint", counted)
+
+    def fingerprint() -> str:  # a new process's dataset over the index
+        return Dataset("mine", {}, index.page_store(), {}).corpus_fingerprint()
+
+    assert fingerprint() == want and len(hashed) == 1
+    assert (tmp_path / "index" / "fingerprint.json").is_file()
+    assert fingerprint() == want and len(hashed) == 1  # read, not hashed again
+    text = corpus.read_text()
+    corpus.write_text(text.replace("Globex", "Globix", 1))  # an edit of the same length
+    os.utime(corpus, ns=(0, 0))
+    with pytest.warns(UserWarning, match="modified since it was indexed"):
+        edited = fingerprint()
+    assert edited != want and len(hashed) == 2  # the edit is hashed, not the old record read
+    corpus.write_text(text)
+    os.utime(corpus, ns=(5, 5))
+    (tmp_path / "index" / "fingerprint.json").write_text("{damaged")
+    with pytest.warns(UserWarning, match="modified since"):
+        assert fingerprint() == want and len(hashed) == 3
+    # an index folder holding its recorded fingerprint (and one a killed reader left half
+    # written) is its own: indexing again replaces it
+    (tmp_path / "index" / ".fingerprint.json.123").write_text("")
+    build_sharded_index([corpus], tmp_path / "index", shard_bytes=500, progress=False)
+    assert not (tmp_path / "index" / "fingerprint.json").exists()

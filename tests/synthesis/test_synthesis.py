@@ -1165,3 +1165,49 @@ def test_a_fit_hands_its_own_synthesis_to_the_page_table(monkeypatch):
         draws = pairs.make()
         assert draws[0] == [(q.text, q.source) for q in lent.questions]
         assert len(written) == writes + len(TEACHING_SEEDS) - 1  # the other draws are written
+
+
+def test_zero_label_journey_over_a_sharded_index(tmp_path, capsys, monkeypatch):
+    """The journey on a corpus kept on disk (`fincrowd index`, then `--index` on every command):
+    the same synthetic questions as from `corpus.jsonl` in memory, and no BM25 index built in
+    memory by any step."""
+    from fincrowd_ltr.cli import main
+    from fincrowd_ltr.retrieval.bm25 import BM25Index
+
+    data = filings_corpus(companies=16)
+    dump_beir(data, tmp_path / "memory")
+    index = tmp_path / "index"
+    assert (
+        main(["index", f"--corpus={tmp_path / 'memory' / 'corpus.jsonl'}", f"--out={index}"]) == 0
+    )
+    mine = tmp_path / "mine"  # the questions alone: the pages are the index's
+    mine.mkdir()
+    for name in ("queries.jsonl", "qrels.tsv"):
+        (mine / name).write_bytes((tmp_path / "memory" / name).read_bytes())
+    cache = f"--cache-dir={tmp_path / 'c'}"
+    memory = ["--dataset=beir", f"--data-root={tmp_path / 'memory'}", cache]
+    assert main(["synthesize", *memory, "--n=160", f"--out={tmp_path / 'syn-memory'}"]) == 0
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the pages were indexed in memory")
+
+    monkeypatch.setattr(BM25Index, "build", refuse)
+    over = ["--dataset=beir", f"--data-root={mine}", f"--index={index}", cache]
+    assert main(["synthesize", *over, "--n=160", f"--out={tmp_path / 'syn'}"]) == 0
+    for name in ("queries.jsonl", "qrels.tsv", "corpus.jsonl"):
+        assert (tmp_path / "syn" / name).read_text() == (tmp_path / "syn-memory" / name).read_text()
+    ckpt = tmp_path / "ckpt"
+    fit = ["fit", "--dataset=beir", f"--data-root={tmp_path / 'syn'}", f"--index={index}",
+           cache, "--ranker=bm25", "--first-stage=bm25", "--no-select", "--monotone",
+           f"--out={ckpt}"]  # fmt: skip
+    assert main(fit) == 0
+    assert (index / "fingerprint.json").is_file()  # hashed once, recorded for the next command
+    calibrate = ["calibrate", *over, f"--checkpoint={ckpt}", "--domain=mine", "--fold=0",
+                 "--folds=4", "--first-stage=bm25", "--min-calibration=1"]  # fmt: skip
+    assert main(calibrate) == 0
+    out = tmp_path / "report.json"
+    evaluate = ["evaluate", *over, "--ranker=bm25", "--first-stage=bm25", f"--checkpoint={ckpt}",
+                "--domain=mine", f"--out={out}"]  # fmt: skip
+    assert main(evaluate) == 0
+    systems = json.loads(out.read_text())["systems"]
+    assert systems["residual:bm25"]["ndcg@10"] > systems["base:bm25:unseen"]["ndcg@10"] + 0.1
