@@ -121,6 +121,8 @@ def main() -> None:
     for name, got in rows.items():
         s, mb = statistics.median(x for x, _ in got), statistics.median(m for _, m in got)
         print(f"| {name} | {s:.1f} | {s / base_s:.2f} | {mb:.0f} | {mb / base_mb:.2f} |")
+    if not same:
+        raise SystemExit("the banks differ: the index path is not the same path")
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from fincrowd_ltr.evaluation.reports import CascadeReport
 from fincrowd_ltr.evaluation.results import compare
 from fincrowd_ltr.features.examples import make_examples
 from fincrowd_ltr.fields import FieldExtractor
+from fincrowd_ltr.fields.corpus import corpus_extractor
 from fincrowd_ltr.model.calibration import one_uncertifiable_warning
 from fincrowd_ltr.retrieval.banks import BankSet
 from fincrowd_ltr.retrieval.build import BankSpec
@@ -69,7 +70,7 @@ def correction_folds(
     for name in ("train_mode", "val_mode"):
         if getattr(b, name) not in MODES:
             raise DataError(f"{name} {getattr(b, name)!r}: choose from {list(MODES)}", name)
-    extractor = FieldExtractor.from_passages(data.passages.values())
+    extractor = corpus_extractor(data.passages)
     featurizer = BankFeaturizer(extractor, data.passages)
     examples = {}
     for mode in MODES:

@@ -53,7 +53,7 @@ from fincrowd_ltr.features.examples import (
     make_examples_together,
     no_support_error,
 )
-from fincrowd_ltr.fields import FieldExtractor
+from fincrowd_ltr.fields.corpus import corpus_extractor
 from fincrowd_ltr.model.calibration import one_uncertifiable_warning
 from fincrowd_ltr.model.correction import (
     GatedCorrection,
@@ -461,7 +461,7 @@ class _CrossValidation:
         if len(plan) < 3:
             raise DataError(f"cross-validation needs at least 3 group folds; got {len(plan)}")
         self.plan = plan
-        self.extractor = FieldExtractor.from_passages(data.passages.values())
+        self.extractor = corpus_extractor(data.passages)
         featurizer = BankFeaturizer(self.extractor, data.passages)
         self.stage = BankSpec(first_stage=b.first_stage).stage(data)
         self.synthetic = s.synthetic
@@ -924,9 +924,7 @@ def _extra_examples(
     out, qids, groups = [], [], {}
     for name in datasets:
         other = load_dataset(name, data_root, "all")
-        featurizer = BankFeaturizer(
-            FieldExtractor.from_passages(other.passages.values()), other.passages
-        )
+        featurizer = BankFeaturizer(corpus_extractor(other.passages), other.passages)
         found, _ = _examples_by_mode(
             other, ranker, [mode], {}, featurizer, first_stage, bank_size, "all", cache_dir,
             None, progress, None, static_questions,

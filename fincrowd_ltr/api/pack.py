@@ -23,7 +23,7 @@ from fincrowd_ltr.evaluation.packing import (
 )
 from fincrowd_ltr.evaluation.reports import PackingReport
 from fincrowd_ltr.evaluation.results import write_report
-from fincrowd_ltr.fields import FieldExtractor
+from fincrowd_ltr.fields.corpus import corpus_extractor
 from fincrowd_ltr.retrieval.build import BankSpec
 from fincrowd_ltr.settings import DataSettings
 
@@ -58,7 +58,7 @@ def pack(
     systems, trimmed = _common_questions(_rankings(corpus, orders, ranker, spec, where, run))
     counter = TokenCounter(path=Path(tokenizer) if tokenizer else None)
     packer = Packer(counter, budget)
-    extractor = FieldExtractor.from_passages(corpus.passages.values())
+    extractor = corpus_extractor(corpus.passages)
     report = PackingReport(
         dataset=corpus.name,
         split=split,

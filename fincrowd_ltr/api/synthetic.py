@@ -24,6 +24,7 @@ from fincrowd_ltr.engine import Forked
 from fincrowd_ltr.features import BankFeaturizer
 from fincrowd_ltr.features.examples import BankExample, make_examples
 from fincrowd_ltr.fields import FieldExtractor
+from fincrowd_ltr.fields.corpus import corpus_extractor
 from fincrowd_ltr.retrieval.build import BankSpec, FirstStages
 from fincrowd_ltr.retrieval.build import build_banks as _build_banks
 from fincrowd_ltr.retrieval.first_stage import RUN
@@ -61,7 +62,7 @@ def synthesize(
         raise DataError(f"synthesize: n must be a count of questions >= 0; got {n!r}", "n")
     data = load_dataset(dataset, data_root, "all") if isinstance(dataset, str) else dataset
     _check_companies(companies, data)
-    extractor = FieldExtractor.from_passages(data.passages.values())
+    extractor = corpus_extractor(data.passages)
     texts = [q.text for q in data.queries.values()]
     share = resolve_named_share(named_share, texts, extractor)
     found = _synthesize(

@@ -50,7 +50,7 @@ def _on_signal(signum, frame) -> None:
     raise Terminated(signum)
 
 
-def _data(p: argparse.ArgumentParser) -> None:
+def _data(p: argparse.ArgumentParser, index: bool = True) -> None:
     p.add_argument(
         "--dataset",
         default=None,
@@ -76,6 +76,8 @@ def _data(p: argparse.ArgumentParser) -> None:
         help="BEIR qrels naming passages outside the corpus: count them (the question is then "
         "not covered) instead of failing",
     )
+    if not index:
+        return
     p.add_argument(
         "--index",
         type=Path,
@@ -368,6 +370,12 @@ def _index_command(command) -> None:
     p.add_argument("--out", type=Path, required=True, help="the index folder to write")
     p.add_argument("--shard-mb", type=float, default=64, help="corpus bytes per shard (MB)")
     p.add_argument("--query", default=None, help="print this question's top 10 from the index")
+    p.add_argument(
+        "--stemmer",
+        default=None,
+        help="BM25 stemmer (PyStemmer name); banks over a stemmed index need the same --stemmer "
+        "(banks, evaluate, first-stage), and the other commands read BM25 without one",
+    )
 
 
 def _calibrate_command(command) -> None:
@@ -579,7 +587,7 @@ def _demo_command(command) -> None:
     p = command(
         "demo", c.demo, "the main job: baselines, ablation, diagnostics, cascade, the correction"
     )
-    _data(p)
+    _data(p, index=False)  # the config names its datasets, loaded in memory
     _banks(p)  # accepted as before; the config decides the runs, --first-stage its default
     p.add_argument(
         "--config", type=Path, default=Path("configs/demo.yaml"), help="YAML listing the runs"

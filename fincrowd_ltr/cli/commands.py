@@ -205,6 +205,9 @@ def evaluate(args: argparse.Namespace) -> dict:
             first_stage=args.first_stage,
             mode=args.bank_mode,
             size=args.bank_size,
+            dense_pooling=args.dense_pooling,
+            dense_window=args.dense_window,
+            stemmer=args.stemmer,
             run=args.run,
             cross_encoder=args.cross_encoder,
             cascades=cascades,
@@ -236,12 +239,16 @@ def synthesize(args: argparse.Namespace) -> None:
     from fincrowd_ltr.api.synthetic import synthesize as run
     from fincrowd_ltr.data.schema import DataError
 
-    source = _source_folder(args)
-    if source is not None and args.out.resolve() == source.resolve():
+    data = _dataset(args)
+    read = [_source_folder(args)]  # the folders the pages and questions are read from
+    pages = getattr(data, "passages", None)
+    if hasattr(pages, "files"):  # an index's pages: its folder and its corpus files' folders
+        read += [pages.folder, *(path.parent for path in pages.files)]
+    if any(f is not None and args.out.resolve() == f.resolve() for f in read):
         raise DataError(f"--out {args.out} is the corpus being read; choose another folder")
     require_writable(args.out, args.overwrite)  # before any work
     found = run(
-        _dataset(args),
+        data,
         args.n,
         args.seed,
         data_root=args.data_root,
@@ -290,7 +297,7 @@ def index(args: argparse.Namespace) -> None:
     from fincrowd_ltr.api.corpus import index_corpus
 
     start = time.perf_counter()
-    built = index_corpus(args.corpus, args.out, shard_mb=args.shard_mb)
+    built = index_corpus(args.corpus, args.out, shard_mb=args.shard_mb, stemmer=args.stemmer)
     seconds = time.perf_counter() - start
     print(
         f"{len(built):,} pages in {len(built.names)} shards, {len(built.vocabulary):,} terms, "
@@ -369,7 +376,9 @@ def fit_residual(args: argparse.Namespace) -> None:
         where = (
             "; its gate calibrated for no domain: fit one on labelled questions of yours the "
             "correction never saw before gating with it, e.g. on half of them (`fincrowd "
-            f"calibrate --dataset beir --data-root YOUR_CORPUS --checkpoint {args.out} --domain "
+            "calibrate --dataset beir --data-root YOUR_CORPUS"
+            + (f" --index {args.index}" if args.index is not None else "")
+            + f" --checkpoint {args.out} --domain "
             "NAME --fold 0 --folds 2`), then `fincrowd evaluate ... --checkpoint "
             f"{args.out} --domain NAME` reports on the other half"
         )

@@ -220,6 +220,8 @@ def load_beir(
         passages, notes = _read_corpus(corpus_path)
         source = corpus_path.name
     else:
+        if not root.is_dir():  # no corpus.jsonl to fail on: a misspelt folder loads no question
+            raise DataError(f"{root}: no such BEIR folder (its queries.jsonl and qrels)")
         passages, notes = pages, []
         source = f"the index {pages.folder}" if hasattr(pages, "folder") else "the pages given"
     queries_path = root / "queries.jsonl"

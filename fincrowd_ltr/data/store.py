@@ -67,11 +67,6 @@ def _check_source(path: Path, info: dict) -> None:
         )
 
 
-def _stat(path: Path) -> tuple[int, int]:
-    stat = path.stat()
-    return stat.st_size, stat.st_mtime_ns
-
-
 class PageStore(Mapping[str, Passage]):
     """Every page of the shards under ``folder`` by id; texts read from the corpus on demand.
 
@@ -107,29 +102,55 @@ class PageStore(Mapping[str, Passage]):
     def corpus_fingerprint(self) -> str:
         """:func:`~fincrowd_ltr.data.schema.pages_fingerprint` of these pages (what keys every
         cache of banks and features), hashed once for an index and the state of its corpus
-        files: recorded in the index folder with the files' sizes and modification times, and
-        hashed again (every page read) when either changed. A read-only folder hashes each time."""
+        files: recorded in the index folder with each file's size, modification and change
+        times and inode, and hashed again (every page read) when any of them changed. A folder
+        that cannot be written hashes them in every process (said once)."""
         if self._fingerprint is None:
             path = self.folder / FINGERPRINT_FILE
-            files = [[str(f), *_stat(f)] for f in dict.fromkeys(self._sources)]
-            state = {"format": FINGERPRINT_FORMAT, "shards": len(self._sources), "files": files}
+            state = self._files_state()
             try:
                 recorded = json.loads(path.read_text())
             except (OSError, ValueError):
-                recorded = {}
-            if recorded.get("state") == state and isinstance(recorded.get("fingerprint"), str):
-                self._fingerprint = recorded["fingerprint"]
-            else:
-                self._fingerprint = pages_fingerprint(self)
-                written = path.with_name(f".{FINGERPRINT_FILE}.{os.getpid()}")
-                try:  # written aside and renamed: another process reads all of it or none
-                    written.write_text(
-                        json.dumps({"state": state, "fingerprint": self._fingerprint})
-                    )
-                    os.replace(written, path)
-                except OSError:
-                    written.unlink(missing_ok=True)
+                recorded = None
+            if not isinstance(recorded, dict) or recorded.get("state") != state:
+                recorded = {"state": state, "fingerprint": pages_fingerprint(self)}
+                if self._files_state() == state:  # no file changed while it was read
+                    self._record(path, recorded)
+            self._fingerprint = str(recorded["fingerprint"])
         return self._fingerprint
+
+    @property
+    def files(self) -> list[Path]:
+        """The corpus files the pages are read from, in corpus order."""
+        return list(dict.fromkeys(self._sources))
+
+    def _files_state(self) -> dict:
+        """What the recorded fingerprint is valid for: the corpus files as they are now."""
+        files = []
+        for source in self.files:
+            try:
+                stat = source.stat()
+            except FileNotFoundError:
+                raise DataError(f"{source}: the indexed corpus file is gone; it must stay where "
+                                "it was indexed") from None  # fmt: skip
+            files.append([str(source), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns])
+            files[-1].append(stat.st_ino)
+        return {"format": FINGERPRINT_FORMAT, "shards": len(self._sources), "files": files}
+
+    @staticmethod
+    def _record(path: Path, recorded: dict) -> None:
+        """Write the fingerprint aside and rename it: another process reads all of it or none."""
+        written = path.with_name(f".{FINGERPRINT_FILE}.{os.getpid()}")
+        try:
+            written.write_text(json.dumps(recorded))
+            os.replace(written, path)
+        except OSError as err:
+            written.unlink(missing_ok=True)
+            warnings.warn(
+                f"{path.parent}: cannot record the pages' fingerprint there ({err}): every "
+                "process hashes every page again to key its caches",
+                stacklevel=4,
+            )
 
     def __getstate__(self) -> dict:
         raise TypeError("a PageStore is not sent to workers; send its folder")

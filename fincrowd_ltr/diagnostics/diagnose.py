@@ -13,8 +13,8 @@ from fincrowd_ltr.diagnostics.crowding import label_failure, summarise_failures
 from fincrowd_ltr.diagnostics.figures import write_figures
 from fincrowd_ltr.diagnostics.stress import HYBRID_PARTS, StressConfig, run_stress
 from fincrowd_ltr.features.bank_features import BankFeaturizer
-from fincrowd_ltr.fields import FieldExtractor
 from fincrowd_ltr.fields.compatibility import conflicts
+from fincrowd_ltr.fields.corpus import corpus_extractor
 from fincrowd_ltr.retrieval.banks import DEFAULT_BANK_SIZE, BankSet
 from fincrowd_ltr.retrieval.build import BankSpec, build_banks
 from fincrowd_ltr.synthesis import page_table_questions
@@ -82,9 +82,7 @@ def diagnose(
         run,
     )
     built = time.perf_counter()
-    featurizer = BankFeaturizer(
-        FieldExtractor.from_passages(dataset.passages.values()), dataset.passages
-    )
+    featurizer = BankFeaturizer(corpus_extractor(dataset.passages), dataset.passages)
     labels = crowding_labels(dataset, retrieved.banks, ranker, featurizer)
     covered = {q: b for q, b in retrieved.banks.items() if dataset.covered(q)}
     report = {

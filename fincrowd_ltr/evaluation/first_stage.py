@@ -18,6 +18,7 @@ from fincrowd_ltr.data.schema import Dataset
 from fincrowd_ltr.evaluation.report import system_metrics
 from fincrowd_ltr.evaluation.selection import best, choose_per_fold
 from fincrowd_ltr.fields import FieldExtractor
+from fincrowd_ltr.fields.corpus import corpus_extractor
 from fincrowd_ltr.metrics import bootstrap_ci, per_query
 from fincrowd_ltr.retrieval.bm25 import BM25Index
 from fincrowd_ltr.retrieval.first_stage import make_first_stages
@@ -36,7 +37,7 @@ def retrieve_runs(
 ) -> dict[str, dict[str, list[str]]]:
     """``{variant: {qid: top-depth passage ids}}`` over the dataset's covered questions
     (``static`` variants share one set of page vectors, cached under ``cache_dir``)."""
-    extractor = extractor or FieldExtractor.from_passages(dataset.passages.values(), harvest=False)
+    extractor = extractor or corpus_extractor(dataset.passages, harvest=False)
     qids = [q for q in dataset.queries if dataset.covered(q)]
     runs = {}
     for name, stage in make_first_stages(variants, index, dataset, extractor, cache_dir):

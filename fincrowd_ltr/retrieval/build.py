@@ -21,6 +21,7 @@ import numpy as np
 
 from fincrowd_ltr.data.ranking import rank_order
 from fincrowd_ltr.data.schema import SYNTHETIC_SUFFIX, DataError, Dataset, Query
+from fincrowd_ltr.data.store import PageStore
 from fincrowd_ltr.defaults import AUTO_FALLBACK
 from fincrowd_ltr.fields.extractor import extractor_fingerprint
 from fincrowd_ltr.retrieval.banks import (
@@ -271,14 +272,16 @@ def _plain_auto_note(dataset: Dataset, asked: str, used: str) -> str | None:
     if asked != AUTO or used != AUTO_FALLBACK or bundled or not dataset.passages:
         return None
     half, filed = len(dataset.passages) / 2, 0
-    for p in getattr(dataset.passages, "headers", dataset.passages).values():  # no page text
+    stored = isinstance(dataset.passages, PageStore)  # read from an index: no page text here
+    index = f" --index {dataset.passages.folder}" if stored else ""
+    for p in (dataset.passages.headers if stored else dataset.passages).values():
         filed += bool(p.company and p.period)
         if filed >= half:
             return (
                 "first stage 'auto' is plain BM25 on a corpus of your own, but most of its "
                 "pages give a company and a period, which the filing-aware stage reads: "
                 "compare stages on your labelled questions (`fincrowd first-stage --dataset "
-                "beir --data-root YOUR_CORPUS --variants "
+                f"beir --data-root YOUR_CORPUS{index} --variants "
                 "bm25,bm25+query+entity,bm25+query+entity+filing`) and pass the best as "
                 "--first-stage"
             )

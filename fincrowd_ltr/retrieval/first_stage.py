@@ -38,6 +38,7 @@ import numpy as np
 from fincrowd_ltr.data.schema import SYNTHETIC_SUFFIX, DataError, Dataset, Passage
 from fincrowd_ltr.defaults import AUTO_FALLBACK, AUTO_FIRST_STAGE
 from fincrowd_ltr.fields import FieldExtractor
+from fincrowd_ltr.fields.corpus import corpus_extractor
 from fincrowd_ltr.retrieval.bm25 import BM25Index, top_k
 from fincrowd_ltr.retrieval.filings import FilingPrior
 from fincrowd_ltr.retrieval.query import QUERY_STEPS, STEPS, QueryProcessor
@@ -268,11 +269,8 @@ def make_first_stage(
     if name == "bm25":
         return index
     headers = getattr(dataset.passages, "headers", dataset.passages)
-    texts = None if headers is dataset.passages else dataset.passages
     # the first stage reads entities, periods and metrics, never harvested segment names
-    extractor = extractor or FieldExtractor.from_passages(
-        headers.values(), texts=texts, harvest=False
-    )
+    extractor = extractor or corpus_extractor(dataset.passages, harvest=False)
     if pages is None:
         key = dataset.corpus_fingerprint()
         pages = page_vectors_for(name, index, dataset.passages, cache_dir, key, progress)

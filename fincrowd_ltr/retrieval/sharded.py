@@ -405,18 +405,21 @@ def corpus_index(
     """The BM25 index of ``passages``: for pages read from a sharded index (a
     :class:`~fincrowd_ltr.data.store.PageStore`), that index, so that a corpus larger than
     memory is never indexed in memory; else one built in memory (cached under ``cache_dir``).
+    ``config``: the BM25 settings asked for; ``None``: any (a page store's index as it was
+    built; in memory, the defaults).
 
     Raises:
         DataError: when the sharded index was built with other BM25 settings than ``config``.
     """
-    config = config or BM25Config()
     if not isinstance(passages, PageStore):
-        return BM25Index.build(passages, config, cache_dir, progress)
+        return BM25Index.build(passages, config or BM25Config(), cache_dir, progress)
     index = ShardedBM25(passages.folder)
-    if index.config != config:
+    if config is not None and index.config != config:
         raise DataError(
             f"{passages.folder}: the pages' index was built with BM25 settings {index.config}, "
-            f"not {config}: give the index's stemmer, or index the corpus again with this one",
+            f"these banks ask for {config}: give the index's stemmer (`--stemmer` of `banks`, "
+            "`evaluate` and `first-stage`; the other commands read BM25 without one), or index "
+            "the corpus again with the stemmer asked for (`fincrowd index --stemmer`)",
             "stemmer",
         )
     return index

@@ -17,7 +17,7 @@ from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.data.splits import fold_split
 from fincrowd_ltr.features import FEATURE_NAMES, BankFeaturizer
 from fincrowd_ltr.features.examples import BankExample, make_examples, no_support_error
-from fincrowd_ltr.fields import FieldExtractor
+from fincrowd_ltr.fields.corpus import corpus_extractor
 from fincrowd_ltr.model.pairs import MAX_DISTRACTORS, Pairs, pair_index, stack_pairs
 from fincrowd_ltr.model.residual import normalise_base
 from fincrowd_ltr.retrieval.build import BankSpec, build_banks
@@ -34,7 +34,7 @@ def config_dataset(name: str, data_root: str | None, split: str) -> Dataset:
 @functools.lru_cache(maxsize=4)
 def _featurizer(name: str, data_root: str | None, split: str) -> BankFeaturizer:
     data = config_dataset(name, data_root, split)
-    return BankFeaturizer(FieldExtractor.from_passages(data.passages.values()), data.passages)
+    return BankFeaturizer(corpus_extractor(data.passages), data.passages)
 
 
 def bank_pairs(example: BankExample, max_distractors: int = MAX_DISTRACTORS) -> Pairs:

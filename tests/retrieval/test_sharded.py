@@ -13,6 +13,7 @@ import pytest
 from fincrowd_ltr.data.schema import DataError, Passage
 from fincrowd_ltr.retrieval.bm25 import BM25Index
 from fincrowd_ltr.retrieval.sharded import ShardedBM25, build_sharded_index, plan_shards
+from tests.synthesis.test_synthesis import statement_page
 
 QUERIES = [
     "What was the FY2019 capital expenditure of Acme?",
@@ -390,3 +391,81 @@ def test_the_pages_fingerprint_is_hashed_once_per_index_and_state_of_its_files(
     (tmp_path / "index" / ".fingerprint.json.123").write_text("")
     build_sharded_index([corpus], tmp_path / "index", shard_bytes=500, progress=False)
     assert not (tmp_path / "index" / "fingerprint.json").exists()
+
+
+def test_a_stemmed_index_a_misspelt_folder_and_a_damaged_record_are_handled(
+    made_up_pages, tmp_path, monkeypatch, capsys
+):
+    import fincrowd_ltr as fc
+    from fincrowd_ltr.cli import main
+    from fincrowd_ltr.data.schema import Dataset
+    from fincrowd_ltr.fields import FieldExtractor
+    from fincrowd_ltr.fields.corpus import corpus_extractor
+
+    pages = [  # segment names are harvested from page texts streamed from disk too
+        *made_up_pages[:60],
+        Passage("s1", "Revenue of our Cloud Services segment rose.", company="Acme", period="2019"),
+        Passage("s2", "The Industrial Parts segment shrank.", company="INX", period="2020"),
+        *(
+            Passage(f"t{y}", statement_page("Acme", 1, y), company="Acme", period=str(y))
+            for y in (2019, 2020, 2021)
+        ),
+    ]
+    corpus = _write_corpus(pages, tmp_path / "corpus.jsonl")
+    out = tmp_path / "stemmed"
+    assert main(["index", f"--corpus={corpus}", f"--out={out}", "--stemmer=english"]) == 0
+    store = ShardedBM25(out).page_store()
+    memory = FieldExtractor.from_passages(pages)
+    built = corpus_extractor(store)
+    assert built.segment_names == memory.segment_names and built.segment_names
+    assert built.companies == memory.companies
+    folder = _beir_questions(tmp_path / "mine", {"q0": "p3", "q1": "p8"})
+    args = ["--dataset", f"beir:{folder}", "--index", str(out), "--ranker", "bm25"]
+    assert main(["banks", *args, "--first-stage", "bm25"]) == 2  # unstemmed banks asked
+    assert "--stemmer` of `banks`, `evaluate` and `first-stage`" in capsys.readouterr().err
+    assert main(["banks", *args, "--first-stage", "bm25", "--stemmer", "english"]) == 0
+    report = tmp_path / "report.json"  # evaluate's --stemmer was accepted and ignored before
+    evaluate = ["evaluate", *args, "--first-stage", "bm25", "--stemmer", "english"]
+    assert main([*evaluate, f"--cache-dir={tmp_path / 'c'}", f"--out={report}"]) == 0
+    # synthesis measures its questions' difficulty with the index as it was built
+    mine = fc.load_dataset(f"beir:{folder}", index=out)
+    found = fc.synthesize(mine, 5, cache_dir=None, named_share="auto")
+    assert found.passages is mine.passages and found.difficulty["n_questions"] == 5
+    capsys.readouterr()
+    assert (
+        main(
+            [
+                "synthesize",
+                "--dataset",
+                f"beir:{folder}",
+                "--index",
+                str(out),
+                "--n=5",
+                f"--out={tmp_path}",
+            ]
+        )
+        == 2
+    )  # fmt: skip  (the folder of the indexed corpus)
+    assert "is the corpus being read" in capsys.readouterr().err
+    with pytest.raises(DataError, match="no such BEIR folder"):
+        fc.load_dataset(f"beir:{tmp_path / 'typo'}", index=out)
+    with pytest.raises(SystemExit):
+        main(["demo", "--index", str(out)])  # the demo's config names its datasets
+    # the recorded fingerprint: damaged, unwritable, or its corpus file gone
+    (out / "fingerprint.json").write_text("[]")
+    want = Dataset("m", {}, {p.pid: p for p in pages}, {}).corpus_fingerprint()
+    assert Dataset("d", {}, ShardedBM25(out).page_store(), {}).corpus_fingerprint() == want
+    (out / "fingerprint.json").unlink()
+
+    def refuse(*args):
+        raise PermissionError("read-only")
+
+    with monkeypatch.context() as patched:
+        patched.setattr("fincrowd_ltr.data.store.os.replace", refuse)
+        with pytest.warns(UserWarning, match="cannot record the pages' fingerprint"):
+            assert ShardedBM25(out).page_store().corpus_fingerprint() == want
+    assert not list(out.glob(".fingerprint*"))
+    store = ShardedBM25(out).page_store()
+    corpus.rename(tmp_path / "moved.jsonl")
+    with pytest.raises(DataError, match="indexed corpus file is gone"):
+        store.corpus_fingerprint()

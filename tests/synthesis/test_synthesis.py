@@ -1211,3 +1211,9 @@ def test_zero_label_journey_over_a_sharded_index(tmp_path, capsys, monkeypatch):
     assert main(evaluate) == 0
     systems = json.loads(out.read_text())["systems"]
     assert systems["residual:bm25"]["ndcg@10"] > systems["base:bm25:unseen"]["ndcg@10"] + 0.1
+    # a labelled fit mixing synthetic questions it writes itself, over the same index
+    mixed = ["fit", *over, "--ranker=bm25", "--first-stage=bm25", "--no-select",
+             "--synthetic=48", f"--out={tmp_path / 'mixed'}"]  # fmt: skip
+    assert main(mixed) == 0
+    extra = fc.GatedCorrection.from_pretrained(tmp_path / "mixed").summary.extra
+    assert extra["synthetic"]["n_banks"] > 0
