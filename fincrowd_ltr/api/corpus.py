@@ -16,7 +16,7 @@ from fincrowd_ltr.retrieval.bm25 import BM25Config
 from fincrowd_ltr.retrieval.build import BankSpec
 from fincrowd_ltr.retrieval.build import build_banks as _build_banks
 from fincrowd_ltr.retrieval.rankers import ALL_RANKERS, RANKERS, RunScores
-from fincrowd_ltr.retrieval.sharded import ShardedBM25
+from fincrowd_ltr.retrieval.sharded import ShardedBM25, open_index
 from fincrowd_ltr.retrieval.static_tuning import QuestionPairs
 from fincrowd_ltr.retrieval.windows import WindowPolicy
 from fincrowd_ltr.settings import DataSettings
@@ -50,7 +50,8 @@ def load_dataset(
                 "index",
             )
         return name
-    return _load_dataset(name, data_root, split, allow_unknown_qrels, index)
+    pages = None if index is None else open_index(index).page_store()
+    return _load_dataset(name, data_root, split, allow_unknown_qrels, pages)
 
 
 def rankers_of(text: str | list[str]) -> list[str]:

@@ -144,7 +144,7 @@ def _dataset(args: argparse.Namespace):
     unknown, index = getattr(args, "allow_unknown_qrels", False), getattr(args, "index", None)
     if not unknown and index is None:
         return args.dataset
-    from fincrowd_ltr.data.registry import load_dataset
+    from fincrowd_ltr.api.corpus import load_dataset
 
     return load_dataset(args.dataset, args.data_root, args.split, unknown, index)
 

@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from fincrowd_ltr.data.beir import load_beir
 from fincrowd_ltr.data.financebench import load_financebench
 from fincrowd_ltr.data.finqa import load_finqa
-from fincrowd_ltr.data.schema import DataError, Dataset
+from fincrowd_ltr.data.schema import DataError, Dataset, Passage
 from fincrowd_ltr.data.tatqa import load_tatqa
-
-if TYPE_CHECKING:
-    from fincrowd_ltr.retrieval.sharded import ShardedBM25
 
 DEFAULT_DATA_ROOT = Path("../shared/data")
 
@@ -58,7 +54,7 @@ def load_dataset(
     data_root: str | Path | None = None,
     split: str = "all",
     allow_unknown_qrels: bool = False,
-    index: str | Path | ShardedBM25 | None = None,
+    pages: Mapping[str, Passage] | None = None,
 ) -> Dataset:
     """Load dataset ``name`` from the data root.
 
@@ -71,23 +67,18 @@ def load_dataset(
         split: ``all`` or a split name/file understood by the dataset's loader.
         allow_unknown_qrels: BEIR folders: count judgements of unknown passages (the question is
             then not covered) instead of failing.
-        index: BEIR folders: a sharded index of the corpus (its folder, or the opened
-            :class:`~fincrowd_ltr.retrieval.sharded.ShardedBM25`, as ``fincrowd index`` and
-            :func:`~fincrowd_ltr.api.index_corpus` write it): the pages are read from the
-            indexed corpus files page by page, not from ``corpus.jsonl``, and every bank built
-            over them searches that index.
+        pages: BEIR folders: the corpus when it is not ``corpus.jsonl`` (a sharded index's
+            :class:`~fincrowd_ltr.data.store.PageStore`, what ``fincrowd_ltr.load_dataset``'s
+            ``index`` opens): the folder's questions and judgements over those pages.
     """
     folder = beir_folder(name, data_root)
-    if index is not None and folder is None:
+    if pages is not None and folder is None:
         raise DataError(
             f"an index (index=, --index) serves a BEIR folder's questions over its pages "
             f"(dataset beir or beir:DIR); {name!r} loads its own pages",
             "index",
         )
     if folder is not None:
-        from fincrowd_ltr.retrieval.sharded import open_index  # the index reads data, not back
-
-        pages = None if index is None else open_index(index).page_store()
         return load_beir(folder, name, allow_unknown_qrels, split, pages)
     root = resolve_data_root(data_root)
     if name not in DATASETS:
