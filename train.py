@@ -4,7 +4,9 @@ A thin entry point: the model, data and trainer are configured by YAML (see ``co
 ``LightningCLI``. ``fincrowd fit`` is the cross-validated workflow over the same modules.
 """
 
-from fincrowd_ltr.training.cli import run_cli
+import sys
+
+from fincrowd_ltr.training.cli import main
 
 if __name__ == "__main__":
-    run_cli()
+    sys.exit(main())

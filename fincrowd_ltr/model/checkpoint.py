@@ -42,6 +42,13 @@ class FeatureVersionWarning(UserWarning):
     """A checkpoint fitted with another version of the code that computes its features."""
 
 
+# why a checkpoint has no gate, and how to get one
+NO_GATE = (
+    "trained without one: `fit --no-gate`, or a `python train.py fit` / `export "
+    "--from-lightning` model, which is always on; `fincrowd fit` trains a gate to calibrate"
+)
+
+
 def file_digest(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
@@ -258,7 +265,8 @@ def add_domain(
     check_manifest(directory)
     config = read_config(directory)
     if config.get("gate") is None:
-        raise DataError(f"{directory / CONFIG}: checkpoint has no identity gate to calibrate")
+        raise DataError(f"{directory / CONFIG}: checkpoint has no identity gate to calibrate "
+                        f"({NO_GATE})")  # fmt: skip
     domains = config["gate"].setdefault("domains", {})
     if name in domains and not replace:
         raise DataError(

@@ -247,8 +247,11 @@ class GatedCorrection:
         if domain is ALWAYS_ON:
             return "always-on"
         if not self.has_gate:
+            if fallback == "identity":
+                return "identity"
             raise DataError(
-                "this checkpoint has no identity gate; use domain=None (always-on correction)",
+                f"this checkpoint has no identity gate ({io.NO_GATE}): use domain=None (the "
+                "always-on correction) or fallback='identity' (your order)",
                 "domain",
             )
         if domain in self.domains:
@@ -501,7 +504,7 @@ class GatedCorrection:
         residual, gate and caches are shared). Calibrations come from
         :func:`fincrowd_ltr.training.calibration.fit_calibration`."""
         if not self.has_gate:
-            raise DataError("this checkpoint has no identity gate to calibrate")
+            raise DataError(f"this checkpoint has no identity gate to calibrate ({io.NO_GATE})")
         if not isinstance(domain, str) or not domain:
             raise DataError("a domain is a non-empty name")
         other = copy.copy(self)

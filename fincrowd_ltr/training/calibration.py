@@ -10,6 +10,7 @@ from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.defaults import DEFAULT_DELTA, DEFAULT_REGRESSION_CAP, MIN_CALIBRATION_QUERIES
 from fincrowd_ltr.features.examples import BankExample
 from fincrowd_ltr.metrics import ndcg_at_k
+from fincrowd_ltr.model import checkpoint as io
 from fincrowd_ltr.model.calibration import GateCalibration, calibrate
 from fincrowd_ltr.model.correction import GatedCorrection
 from fincrowd_ltr.model.gate_features import gate_features_from_scores
@@ -67,7 +68,7 @@ def fit_calibration(
     scored by a residual and a gate trained without them (``fit_correction``'s pooled
     calibration); the calibration still records only ``examples``' questions as its own."""
     if not model.has_gate:
-        raise DataError("this checkpoint has no identity gate to calibrate")
+        raise DataError(f"this checkpoint has no identity gate to calibrate ({io.NO_GATE})")
     trained = model.seen(dataset, calibration_of=None) & {e.qid for e in examples}
     if trained:
         raise DataError(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 from lightning.pytorch.cli import LightningCLI
 
@@ -29,6 +30,8 @@ class ResidualCLI(LightningCLI):
         ]
         print(f"best checkpoint: {where}")
         print(f"logs: {', '.join(str(x) for x in logs if x)}")
+        if not trainer.is_global_zero:  # under DDP one rank writes the servable folder
+            return
         if callback is not None and callback.best_model_path:
             from pathlib import Path
 
@@ -50,5 +53,25 @@ def run_cli(args: list[str] | None = None, run: bool = True) -> ResidualCLI:
         seed_everything_default=0,
         args=args,
         save_config_kwargs={"overwrite": True},
+        # the module's own optimizer (its lr and weight_decay are what a checkpoint records):
+        # LightningCLI would otherwise offer --optimizer, which replaces it unrecorded
+        auto_configure_optimizers=False,
         run=run,
     )
+
+
+def main(args: list[str] | None = None) -> int:
+    """``python train.py``: 0 on success, 2 for bad input (the message names the file, key or
+    field, as ``fincrowd``'s commands do), not a traceback."""
+    from fincrowd_ltr.data.schema import DataError
+
+    try:
+        run_cli(args)
+    except DataError as err:
+        print(
+            f"train.py: error: {err} (for train.py, a `fincrowd` flag this names is a config "
+            "key under data or data.source: `python train.py fit --print_config` lists them)",
+            file=sys.stderr,
+        )
+        return 2
+    return 0

@@ -95,6 +95,25 @@ def collate(examples: list[BankExample]) -> dict:
 RETRIEVED = BankSettings(train_mode="retrieved", val_mode="retrieved")
 
 
+def _check_parts(parts: dict[str, list[str]], data: Dataset) -> None:
+    """Refuse named parts with question ids the dataset lacks, or without validation questions
+    (early stopping and the best checkpoint read the validation score)."""
+    for name, qids in parts.items():
+        unknown = [q for q in qids if q not in data.queries]
+        if unknown:
+            raise DataError(
+                f"data.parts.{name}: {len(unknown)} question ids {data.name} lacks (first: "
+                f"{', '.join(map(repr, unknown[:3]))})",
+                f"parts.{name}",
+            )
+    if not parts["val"]:
+        raise DataError(
+            "data.parts.val is empty: early stopping and the best checkpoint read the "
+            "validation questions' nDCG@10; name some",
+            "parts.val",
+        )
+
+
 class BankDataModule(L.LightningDataModule):
     """Banks of one dataset and base ranker, split by group (company / context) into folds.
 
@@ -166,6 +185,14 @@ class BankDataModule(L.LightningDataModule):
         f = self.folds
         if hp.parts is not None:
             parts = {name: list(hp.parts.get(name, [])) for name in ("train", "val", "test")}
+            _check_parts(parts, data)
+        elif f.test_fold >= f.folds or f.folds < (3 if f.test_fold >= 0 else 2):
+            raise DataError(
+                f"folds {f.folds}, test_fold {f.test_fold}: the held-out fold is one of 0.."
+                f"{f.folds - 1} (or -1: none), and training needs a fold beside the validating "
+                "one and the held-out one (data.folds of a config)",
+                "folds",
+            )
         elif f.test_fold >= 0:
             parts = fold_split(data, f.test_fold, f.folds, f.seed)
         else:  # train on every group; validate on fold 0 of the same groups (no test part)
@@ -195,7 +222,7 @@ class BankDataModule(L.LightningDataModule):
                 raise DataError(
                     f"the {part} part's {len(qids)} questions include no covered one (all of its "
                     "relevant pages in the corpus): nothing to measure; draw other folds "
-                    "(--seed, fewer --folds) or name other questions"
+                    "(another seed, fewer folds: data.folds of a config) or name other questions"
                 )
             self.examples[part] = held
         self.dataset = data

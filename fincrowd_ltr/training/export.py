@@ -14,18 +14,29 @@ from fincrowd_ltr.training.module import ResidualModule
 
 def from_lightning(ckpt: Path, datamodule=None) -> GatedCorrection:
     """The always-on correction of a ``ResidualModule`` checkpoint (``.ckpt``), with the
-    training summary its data module's hyperparameters give (the same folder layout
-    ``fit-residual`` writes; no gate: calibrate one with ``fit-residual``)."""
+    training summary its data module gives (the same folder layout ``fit`` writes; no gate:
+    ``fincrowd fit`` trains one). Without ``datamodule``, the data module is built again from
+    the checkpoint's hyperparameters (its banks from the cache), so that the folder records the
+    questions the correction trained and validated on (``evaluate`` leaves them out) and the
+    corpus's company and segment names (the features read them)."""
     ckpt = Path(ckpt)
     if not ckpt.is_file():
         raise DataError(f"expected a Lightning checkpoint at {ckpt} but it does not exist")
-    module = ResidualModule.load_from_checkpoint(str(ckpt), map_location="cpu")
     import torch
 
-    stored = torch.load(str(ckpt), map_location="cpu", weights_only=False)
+    try:
+        module = ResidualModule.load_from_checkpoint(str(ckpt), map_location="cpu")
+        stored = torch.load(str(ckpt), map_location="cpu", weights_only=False)
+    except Exception as err:  # torch and Lightning raise many types for a foreign file
+        raise DataError(
+            f"{ckpt}: not a checkpoint of this version's residual ({type(err).__name__}: "
+            f"{str(err).splitlines()[0][:200]}); train it again with `python train.py fit`"
+        ) from None
     hp = dict(stored.get("datamodule_hyper_parameters") or {})
     if datamodule is not None:
         hp = dict(datamodule.hparams)
+    elif isinstance(hp.get("banks"), dict | BankSettings):
+        datamodule = _rebuilt(hp, ckpt)
     source, banks, folds = _settings(hp)
     summary = TrainingSummary(
         dataset=str(hp.get("dataset", "")),
@@ -42,6 +53,7 @@ def from_lightning(ckpt: Path, datamodule=None) -> GatedCorrection:
         folds=folds.folds,
         seed=folds.seed,
         test_fold=folds.test_fold,
+        bank_size=banks.bank_size,
         extra={"lightning_checkpoint": str(ckpt)},
     )
     companies = segments = None
@@ -56,6 +68,23 @@ def from_lightning(ckpt: Path, datamodule=None) -> GatedCorrection:
             extractor = datamodule.featurizer().extractor
             companies, segments = extractor.companies, extractor.segment_names
     return GatedCorrection(module.scorer, None, None, companies, summary, segments=segments)
+
+
+def _rebuilt(hp: dict, ckpt: Path):
+    """The data module ``hp`` describes, set up as it was for training."""
+    from fincrowd_ltr.training.data import BankDataModule
+
+    known = ("dataset", "ranker", "source", "banks", "folds", "batch_size", "parts")
+    datamodule = BankDataModule(**{k: hp[k] for k in known if k in hp})
+    try:
+        datamodule.setup("fit")
+    except DataError as err:
+        raise DataError(
+            f"{ckpt}: the data it was trained on does not load ({err}): export it where that "
+            "data is (the record of its training questions keeps `evaluate` off them), or "
+            "serve the `model/` folder `python train.py fit` wrote beside its checkpoints"
+        ) from None
+    return datamodule
 
 
 def _records_reader(banks) -> bool:

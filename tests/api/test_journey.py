@@ -55,6 +55,17 @@ def test_lightning_cli_writes_a_servable_model(tmp_path):
     assert model.base_ranker == "bm25" and model.summary.dataset == "beir"
     assert (model.summary.folds, model.summary.bank_mode) == (3, "retrieved")
     assert model.summary.query_fingerprints  # the leakage checks have what they need
+    # the checkpoint exported on its own records the same questions (evaluate leaves them out)
+    from fincrowd_ltr.cli import main
+
+    ckpt = next((tmp_path / "run").rglob("*.ckpt"))
+    out = ["export", f"--from-lightning={ckpt}", f"--out={tmp_path / 'exported'}"]
+    assert main([*out, "--ranker=dense"]) == 2  # another base ranker is refused, not ignored
+    assert main(out) == 0
+    exported = GatedCorrection.from_pretrained(tmp_path / "exported")
+    assert exported.summary.query_ids == model.summary.query_ids
+    assert exported.extractor.segment_names == model.extractor.segment_names
+    assert exported.summary.bank_size == model.summary.bank_size == 6
 
 
 def test_terminated_fit_exits_non_zero_and_writes_no_checkpoint(tmp_path):

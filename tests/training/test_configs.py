@@ -35,3 +35,18 @@ def test_config_parses(path, tmp_path):
     assert banks.train_mode == BankSettings().train_mode == "retrieved"
     assert (banks.val_mode, banks.bank_size) == ("retrieved", 100)
     assert cli.datamodule.folds.test_fold == 0
+
+
+def test_train_py_answers_bad_input_with_exit_2_and_keeps_its_own_optimizer(tmp_path, capsys):
+    """A config's bad data root is an error naming it (exit 2, no traceback); `--optimizer`,
+    which would replace the module's optimizer without the checkpoint recording it, is refused."""
+    from fincrowd_ltr.training.cli import main
+
+    config = ["--config", str(ROOT / "configs" / "tatqa_bm25.yaml"), "--trainer.logger=false",
+              f"--trainer.default_root_dir={tmp_path}"]  # fmt: skip
+    assert main(["fit", *config, f"--data.source.data_root={tmp_path / 'nowhere'}"]) == 2
+    err = capsys.readouterr().err
+    assert "nowhere does not exist" in err and "data.source" in err
+    with pytest.raises(SystemExit):
+        main(["fit", *config, "--optimizer", "torch.optim.SGD"])
+    assert "unrecognized arguments: --optimizer" in capsys.readouterr().err

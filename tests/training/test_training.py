@@ -198,6 +198,22 @@ def test_the_data_modules_validation_and_test_parts_hold_covered_questions_only(
     )  # fmt: skip
     with pytest.raises(DataError, match="the val part's 2 questions include no covered one"):
         only.setup()
+    # named parts with unknown ids, or no validation part; folds that leave no training fold
+    for parts, match in (
+        ({"train": ["qCompany1", "nope"], "val": ["qCompany2"]}, r"parts.train: 1 question ids"),
+        ({"train": ["qCompany1"], "val": []}, "data.parts.val is empty"),
+    ):
+        bad = BankDataModule(
+            dataset="beir", ranker="bm25", source=dm.source, banks=dm.banks, parts=parts
+        )
+        with pytest.raises(DataError, match=match):
+            bad.setup()
+    for folds in (FoldSettings(folds=5, test_fold=7), FoldSettings(folds=2, test_fold=0)):
+        bad = BankDataModule(
+            dataset="beir", ranker="bm25", source=dm.source, banks=dm.banks, folds=folds
+        )
+        with pytest.raises(DataError, match="the held-out fold is one of"):
+            bad.setup()
 
 
 def test_a_checkpoint_of_a_python_built_data_module_exports(tmp_path):
@@ -224,7 +240,27 @@ def test_a_checkpoint_of_a_python_built_data_module_exports(tmp_path):
     trainer.fit(ResidualModule(lr=0.1), datamodule=dm)
     ckpt = trainer.checkpoint_callback.best_model_path
     torch.load(ckpt, map_location="cpu", weights_only=True)  # no settings objects pickled
-    summary = from_lightning(ckpt).summary
+    exported = from_lightning(ckpt)  # the data module built again from the checkpoint
+    summary = exported.summary
+    dm.setup("fit")
+    trained = {e.qid for part in ("train", "val") for e in dm.examples[part]}
+    assert set(summary.query_ids) == trained and summary.query_fingerprints  # evaluate skips them
+    assert summary.bank_size == 6 and summary.dataset_fingerprint
+    assert exported.extractor.companies == dm.featurizer().extractor.companies
+    # a gateless model: an uncalibrated domain's identity fallback is the base order
+    assert exported.rule("mine", fallback="identity") == "identity"
+    with pytest.raises(DataError, match="no identity gate .*`fincrowd fit` trains a gate"):
+        exported.rule("mine")
+    (tmp_path / "garbage.ckpt").write_bytes(b"not a checkpoint")
+    with pytest.raises(DataError, match="garbage.ckpt: not a checkpoint of this version"):
+        from_lightning(tmp_path / "garbage.ckpt")
+    (tmp_path / "corpus").rename(tmp_path / "moved")
+    from fincrowd_ltr.training.data import config_dataset
+
+    config_dataset.cache_clear()  # a new process: the data is read again
+    with pytest.raises(DataError, match=r"\.ckpt: the data it was trained on does not load"):
+        from_lightning(ckpt)
+    (tmp_path / "moved").rename(tmp_path / "corpus")
     assert (summary.bank_mode, summary.val_bank_mode, summary.folds, summary.test_fold) == (
         "injected",
         "retrieved",
