@@ -517,13 +517,7 @@ def export(args: argparse.Namespace) -> None:
     if args.from_lightning is not None:
         from fincrowd_ltr.training.export import from_lightning
 
-        model = from_lightning(args.from_lightning)
-        if args.ranker is not None and args.ranker != model.base_ranker:
-            raise DataError(
-                f"{args.from_lightning}: residual was fitted for base ranker "
-                f"{model.base_ranker!r}, not {args.ranker!r}",
-                "--ranker",
-            )
+        model = from_lightning(args.from_lightning, ranker=args.ranker)
     else:
         model = GatedCorrection.from_pretrained(
             args.checkpoint, base_ranker=args.ranker, trust_unverified=args.trust_unverified

@@ -250,8 +250,9 @@ class GatedCorrection:
             if fallback == "identity":
                 return "identity"
             raise DataError(
-                f"this checkpoint has no identity gate ({io.NO_GATE}): use domain=None (the "
-                "always-on correction) or fallback='identity' (your order)",
+                f"this checkpoint has no identity gate ({io.NO_GATE}): use no domain (the "
+                "always-on correction) or the identity fallback (your order: fallback="
+                "'identity', --domain-fallback identity)",
                 "domain",
             )
         if domain in self.domains:

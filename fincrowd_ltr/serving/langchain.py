@@ -25,6 +25,8 @@ class FinCrowdCompressor(BaseDocumentCompressor):
     Args:
         reranker: A loaded ``GatedCorrection``.
         domain: The gate calibration to apply.
+        fallback: ``"identity"``: an uncalibrated domain keeps the retriever's order
+            (``"error"``, the default: it raises), as ``rerank`` takes it.
         top_n: Documents to keep (all when None).
         score_key: Metadata key holding each document's base score.
     """
@@ -33,6 +35,7 @@ class FinCrowdCompressor(BaseDocumentCompressor):
 
     reranker: GatedCorrection
     domain: str | None = None
+    fallback: str = "error"
     top_n: int | None = None
     score_key: str = "relevance_score"
 
@@ -48,7 +51,7 @@ class FinCrowdCompressor(BaseDocumentCompressor):
             [d.metadata.get(self.score_key) for d in documents],
             "FinCrowdCompressor",
         )
-        result = self.reranker.rerank(query, candidates, scores, domain=self.domain)
+        result = self.reranker.rerank(query, candidates, scores, self.domain, self.fallback)
         out = []
         for cid, score in list(zip(result.ranking, result.scores, strict=True))[: self.top_n]:
             doc = documents[int(cid)]

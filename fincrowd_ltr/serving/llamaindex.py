@@ -25,6 +25,8 @@ class FinCrowdPostprocessor(BaseNodePostprocessor):
     Args:
         model: A loaded :class:`~fincrowd_ltr.model.correction.GatedCorrection`.
         domain: The gate calibration to apply (None: the always-on correction).
+        fallback: ``"identity"``: an uncalibrated domain keeps the retriever's order
+            (``"error"``, the default: it raises), as ``rerank`` takes it.
         top_n: Nodes to keep (all when None).
     """
 
@@ -32,6 +34,7 @@ class FinCrowdPostprocessor(BaseNodePostprocessor):
 
     model: GatedCorrection
     domain: str | None = None
+    fallback: str = "error"
     top_n: int | None = None
 
     @classmethod
@@ -52,7 +55,9 @@ class FinCrowdPostprocessor(BaseNodePostprocessor):
             [n.score for n in nodes],
             "FinCrowdPostprocessor",
         )
-        result = self.model.rerank(query_bundle.query_str, candidates, scores, self.domain)
+        result = self.model.rerank(
+            query_bundle.query_str, candidates, scores, self.domain, self.fallback
+        )
         out = []
         for cid, score in list(zip(result.ranking, result.scores, strict=True))[: self.top_n]:
             out.append(

@@ -2,16 +2,33 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
 from lightning.pytorch.cli import LightningCLI
 
+from fincrowd_ltr.data.schema import DataError
 from fincrowd_ltr.training.data import BankDataModule
 from fincrowd_ltr.training.module import ResidualModule
 
 
 class ResidualCLI(LightningCLI):
+    def add_arguments_to_parser(self, parser) -> None:
+        # configs LightningCLI saved while it offered these hold `optimizer: null`: still read
+        for name in ("optimizer", "lr_scheduler"):
+            parser.add_argument(f"--{name}", type=None | dict, default=None, help=argparse.SUPPRESS)
+
+    def before_instantiate_classes(self) -> None:
+        config = self.config.get(self.subcommand, self.config) if self.subcommand else self.config
+        for name in ("optimizer", "lr_scheduler"):
+            if config.get(name) is not None:
+                raise DataError(
+                    f"{name}: the residual uses its own optimizer (Adam with model.lr and "
+                    "model.weight_decay, what its checkpoint records); set those instead",
+                    name,
+                )
+
     def before_fit(self) -> None:
         dm = self.datamodule
         dm.setup("fit")
@@ -63,14 +80,18 @@ def run_cli(args: list[str] | None = None, run: bool = True) -> ResidualCLI:
 def main(args: list[str] | None = None) -> int:
     """``python train.py``: 0 on success, 2 for bad input (the message names the file, key or
     field, as ``fincrowd``'s commands do), not a traceback."""
-    from fincrowd_ltr.data.schema import DataError
-
     try:
         run_cli(args)
     except DataError as err:
+        flag = " --" in str(err) or "(--" in str(err)  # it names a `fincrowd` flag
         print(
-            f"train.py: error: {err} (for train.py, a `fincrowd` flag this names is a config "
-            "key under data or data.source: `python train.py fit --print_config` lists them)",
+            f"train.py: error: {err}"
+            + (
+                " (for train.py, a `fincrowd` flag this names is a config key under data or "
+                "data.source: `python train.py fit --print_config` lists them)"
+                if flag
+                else ""
+            ),
             file=sys.stderr,
         )
         return 2

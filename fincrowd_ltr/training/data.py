@@ -99,6 +99,8 @@ def _check_parts(parts: dict[str, list[str]], data: Dataset) -> None:
     """Refuse named parts with question ids the dataset lacks, or without validation questions
     (early stopping and the best checkpoint read the validation score)."""
     for name, qids in parts.items():
+        if name not in ("train", "val", "test"):
+            raise DataError(f"data.parts.{name}: the parts are train, val and test", "parts")
         unknown = [q for q in qids if q not in data.queries]
         if unknown:
             raise DataError(
@@ -106,7 +108,17 @@ def _check_parts(parts: dict[str, list[str]], data: Dataset) -> None:
                 f"{', '.join(map(repr, unknown[:3]))})",
                 f"parts.{name}",
             )
-    if not parts["val"]:
+    trained = set(parts.get("train", []))
+    for name in ("val", "test"):
+        shared = [q for q in parts.get(name, []) if q in trained]
+        if shared:
+            raise DataError(
+                f"data.parts.{name}: {len(shared)} questions are also in data.parts.train "
+                f"(first: {', '.join(map(repr, shared[:3]))}): a question that trains cannot "
+                f"{'validate' if name == 'val' else 'test'} it",
+                f"parts.{name}",
+            )
+    if not parts.get("val"):
         raise DataError(
             "data.parts.val is empty: early stopping and the best checkpoint read the "
             "validation questions' nDCG@10; name some",
@@ -157,6 +169,10 @@ class BankDataModule(L.LightningDataModule):
                 "folds": plain(self.folds),
                 "batch_size": batch_size,
                 "parts": parts,
+                # what an export needs to build this module again: whether its examples came
+                # from memory (nothing to build) and where relative paths were read from
+                "in_memory": examples is not None,
+                "workdir": str(Path.cwd()),
             }
         )
         self.examples: dict[str, list[BankExample]] = {}
@@ -184,13 +200,13 @@ class BankDataModule(L.LightningDataModule):
         data = self._data()
         f = self.folds
         if hp.parts is not None:
+            _check_parts({name: list(qids) for name, qids in hp.parts.items()}, data)
             parts = {name: list(hp.parts.get(name, [])) for name in ("train", "val", "test")}
-            _check_parts(parts, data)
-        elif f.test_fold >= f.folds or f.folds < (3 if f.test_fold >= 0 else 2):
+        elif not -1 <= f.test_fold < f.folds or f.test_fold >= 0 and f.folds < 3:
             raise DataError(
-                f"folds {f.folds}, test_fold {f.test_fold}: the held-out fold is one of 0.."
-                f"{f.folds - 1} (or -1: none), and training needs a fold beside the validating "
-                "one and the held-out one (data.folds of a config)",
+                f"folds {f.folds}, test_fold {f.test_fold}: the held-out fold is one of the "
+                "folds (0 to folds - 1) or -1 (none), and with one held out training needs "
+                "two more, one to train and one to validate (data.folds of a config)",
                 "folds",
             )
         elif f.test_fold >= 0:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import warnings
+from dataclasses import replace
 from pathlib import Path
 
+from fincrowd_ltr.data.registry import DEFAULT_DATA_ROOT
 from fincrowd_ltr.data.schema import DataError
 from fincrowd_ltr.model.correction import GatedCorrection, TrainingSummary
 from fincrowd_ltr.retrieval.first_stage import resolve_first_stage
@@ -12,13 +16,14 @@ from fincrowd_ltr.settings import BankSettings, DataSettings, FoldSettings, as_s
 from fincrowd_ltr.training.module import ResidualModule
 
 
-def from_lightning(ckpt: Path, datamodule=None) -> GatedCorrection:
+def from_lightning(ckpt: Path, datamodule=None, ranker: str | None = None) -> GatedCorrection:
     """The always-on correction of a ``ResidualModule`` checkpoint (``.ckpt``), with the
     training summary its data module gives (the same folder layout ``fit`` writes; no gate:
     ``fincrowd fit`` trains one). Without ``datamodule``, the data module is built again from
     the checkpoint's hyperparameters (its banks from the cache), so that the folder records the
     questions the correction trained and validated on (``evaluate`` leaves them out) and the
-    corpus's company and segment names (the features read them)."""
+    corpus's company and segment names (the features read them); relative paths are read from
+    the folder the training ran in. ``ranker``: refuse a checkpoint of another base ranker."""
     ckpt = Path(ckpt)
     if not ckpt.is_file():
         raise DataError(f"expected a Lightning checkpoint at {ckpt} but it does not exist")
@@ -35,7 +40,13 @@ def from_lightning(ckpt: Path, datamodule=None) -> GatedCorrection:
     hp = dict(stored.get("datamodule_hyper_parameters") or {})
     if datamodule is not None:
         hp = dict(datamodule.hparams)
-    elif isinstance(hp.get("banks"), dict | BankSettings):
+    if ranker is not None and ranker != str(hp.get("ranker", "dense")):
+        raise DataError(
+            f"{ckpt}: residual was fitted for base ranker {hp.get('ranker', 'dense')!r}, not "
+            f"{ranker!r}",
+            "ranker",
+        )
+    if datamodule is None and hp:
         datamodule = _rebuilt(hp, ckpt)
     source, banks, folds = _settings(hp)
     summary = TrainingSummary(
@@ -54,7 +65,7 @@ def from_lightning(ckpt: Path, datamodule=None) -> GatedCorrection:
         seed=folds.seed,
         test_fold=folds.test_fold,
         bank_size=banks.bank_size,
-        extra={"lightning_checkpoint": str(ckpt)},
+        extra={"lightning_checkpoint": str(ckpt.resolve())},
     )
     companies = segments = None
     if datamodule is not None and getattr(datamodule, "examples", None):
@@ -71,11 +82,30 @@ def from_lightning(ckpt: Path, datamodule=None) -> GatedCorrection:
 
 
 def _rebuilt(hp: dict, ckpt: Path):
-    """The data module ``hp`` describes, set up as it was for training."""
+    """The data module ``hp`` describes, set up as it was for training (relative paths read
+    from the folder it ran in); None for one whose examples came from memory (nothing records
+    where they came from: the export then records no training questions, said)."""
     from fincrowd_ltr.training.data import BankDataModule
 
-    known = ("dataset", "ranker", "source", "banks", "folds", "batch_size", "parts")
-    datamodule = BankDataModule(**{k: hp[k] for k in known if k in hp})
+    if hp.get("in_memory"):
+        warnings.warn(
+            f"{ckpt}: its data module was given its banks in memory, so the export cannot "
+            "record the questions it trained on: `evaluate` will not leave them out",
+            stacklevel=3,
+        )
+        return None
+    source, banks, folds = _settings(hp)
+    workdir = Path(hp.get("workdir") or Path.cwd())
+    root = source.data_root or os.environ.get("FINCROWD_DATA") or DEFAULT_DATA_ROOT
+    cache = None if source.cache_dir is None else workdir / source.cache_dir
+    datamodule = BankDataModule(
+        dataset=str(hp.get("dataset", "")),
+        ranker=str(hp.get("ranker", "dense")),
+        source=replace(source, data_root=str(workdir / root), cache_dir=cache),
+        banks=banks,
+        folds=folds,
+        parts=hp.get("parts"),
+    )
     try:
         datamodule.setup("fit")
     except DataError as err:
@@ -112,4 +142,9 @@ def _settings(hp: dict) -> tuple[DataSettings, BankSettings, FoldSettings]:
         val_mode=hp.get("val_bank_mode") or mode,
     )
     folds = FoldSettings(hp.get("folds", 5), hp.get("test_fold", 0), hp.get("seed", 0))
-    return DataSettings(split=hp.get("split", "all")), banks, folds
+    source = DataSettings(
+        split=hp.get("split", "all"),
+        data_root=hp.get("data_root"),
+        cache_dir=hp.get("cache_dir", DataSettings().cache_dir),
+    )
+    return source, banks, folds

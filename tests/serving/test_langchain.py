@@ -67,6 +67,13 @@ def test_the_ninth_walks_silent_adapter_inputs_are_said(checkpoint):
     from fincrowd_ltr.serving.adapters import BaseScoreWarning
 
     reranker = GatedCorrection.from_pretrained(checkpoint)
+    # an uncalibrated domain with the identity fallback keeps the retriever's order
+    kept = FinCrowdCompressor(reranker=reranker, domain="nowhere", fallback="identity")
+    docs = _documents(True)
+    base_order = sorted(docs, key=lambda d: -d.metadata["relevance_score"])
+    assert [d.id for d in kept.compress_documents(docs, QUERY)] == [d.id for d in base_order]
+    with pytest.raises(DataError, match="nowhere"):
+        FinCrowdCompressor(reranker=reranker, domain="nowhere").compress_documents(docs, QUERY)
     compressor = FinCrowdCompressor(reranker=reranker, domain="closed")
     docs = _documents(True)
     del docs[2].metadata["relevance_score"]

@@ -46,7 +46,13 @@ def test_train_py_answers_bad_input_with_exit_2_and_keeps_its_own_optimizer(tmp_
               f"--trainer.default_root_dir={tmp_path}"]  # fmt: skip
     assert main(["fit", *config, f"--data.source.data_root={tmp_path / 'nowhere'}"]) == 2
     err = capsys.readouterr().err
-    assert "nowhere does not exist" in err and "data.source" in err
+    assert "nowhere does not exist" in err and "a config key under data or data.source" in err
     with pytest.raises(SystemExit):
         main(["fit", *config, "--optimizer", "torch.optim.SGD"])
-    assert "unrecognized arguments: --optimizer" in capsys.readouterr().err
+    other = tmp_path / "sgd.yaml"
+    other.write_text("optimizer:\n  class_path: torch.optim.SGD\n  init_args:\n    lr: 0.5\n")
+    assert main(["fit", *config, "--config", str(other)]) == 2
+    assert "the residual uses its own optimizer" in capsys.readouterr().err
+    saved = tmp_path / "saved.yaml"  # what LightningCLI saved while it offered the options
+    saved.write_text("optimizer: null\nlr_scheduler: null\n")
+    run_cli(["--config", config[1], "--config", str(saved), *config[2:]], run=False)

@@ -3,6 +3,7 @@ wrong-year distractors down, and the same seed gives the same weights."""
 
 import json
 import math
+from pathlib import Path
 
 import lightning as L
 import numpy as np
@@ -581,3 +582,66 @@ def test_training_banks_without_a_relevant_candidate_are_a_named_error():
     with pytest.raises(DataError, match="no training bank holds a relevant candidate") as err:
         dm.train_features()
     assert err.value.field == "train_mode"
+
+
+def test_an_export_builds_the_data_module_from_the_training_folder_or_says_it_cannot(
+    tmp_path, monkeypatch
+):
+    """Relative data and cache paths are read from the folder the training ran in (an export
+    from elsewhere records the same questions); a module given its banks in memory records no
+    data to build, and the export says so; a checkpoint of the flat, older hyperparameters is
+    built again through them."""
+    import warnings
+
+    from fincrowd_ltr.training.data import config_dataset
+    from fincrowd_ltr.training.export import from_lightning
+
+    write_corpus(tmp_path / "corpus")
+    monkeypatch.chdir(tmp_path)
+    dm = BankDataModule(
+        dataset="beir", ranker="bm25",
+        source=DataSettings(data_root="corpus", cache_dir=Path("cache")),
+        banks=BankSettings(bank_size=6), folds=FoldSettings(folds=3, test_fold=0),
+    )  # fmt: skip
+    trainer = L.Trainer(max_epochs=1, logger=False, enable_progress_bar=False,
+                        enable_model_summary=False, default_root_dir=tmp_path / "run")  # fmt: skip
+    trainer.fit(ResidualModule(lr=0.1), datamodule=dm)
+    ckpt = Path(trainer.checkpoint_callback.best_model_path).resolve()
+    want = from_lightning(ckpt, dm).summary.query_ids
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    config_dataset.cache_clear()
+    assert from_lightning(ckpt).summary.query_ids == want and want
+    assert not list(elsewhere.iterdir())  # nothing built or written where the export ran
+    # the flat hyperparameters of checkpoints written before the settings objects
+    stored = torch.load(ckpt, map_location="cpu", weights_only=False)
+    hp = stored["datamodule_hyper_parameters"]
+    stored["datamodule_hyper_parameters"] = {
+        "dataset": "beir", "ranker": "bm25", "bank_mode": "retrieved", "bank_size": 6,
+        "folds": 3, "test_fold": 0, "seed": 0, "split": "all",
+        "data_root": str(tmp_path / "corpus"), "cache_dir": str(tmp_path / "cache"),
+    }  # fmt: skip
+    torch.save(stored, tmp_path / "flat.ckpt")
+    assert from_lightning(tmp_path / "flat.ckpt").summary.query_ids == want
+    # a module given its examples in memory: nothing says where they came from
+    stored["datamodule_hyper_parameters"] = {**hp, "in_memory": True}
+    torch.save(stored, tmp_path / "memory.ckpt")
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        assert from_lightning(tmp_path / "memory.ckpt").summary.query_ids == []
+    assert any("cannot record the questions it trained on" in str(w.message) for w in said)
+    # named parts: a part name the module does not read, a question in two parts, a bad fold
+    monkeypatch.chdir(tmp_path)
+    for parts, match in (
+        ({"train": ["qCompany1"], "val": ["qCompany2"], "tset": ["qCompany3"]}, "parts are train"),
+        ({"train": ["qCompany1", "qCompany2"], "val": ["qCompany2"]}, "also in data.parts.train"),
+    ):
+        bad = BankDataModule(dataset="beir", ranker="bm25", source=dm.source, banks=dm.banks,
+                             parts=parts)  # fmt: skip
+        with pytest.raises(DataError, match=match):
+            bad.setup()
+    bad = BankDataModule(dataset="beir", ranker="bm25", source=dm.source, banks=dm.banks,
+                         folds=FoldSettings(folds=3, test_fold=-2))  # fmt: skip
+    with pytest.raises(DataError, match="the held-out fold is one of the folds"):
+        bad.setup()
