@@ -191,6 +191,47 @@ def _read_queries(path: Path, notes: list[str]) -> tuple[dict[str, Query], bool]
     return queries, written == len(queries)
 
 
+def _corpus(
+    root: Path, pages: Mapping[str, Passage] | None
+) -> tuple[Mapping[str, Passage], list[str], str]:
+    """The folder's passages, the notes on reading them, and what to call them in errors:
+    ``corpus.jsonl``, or ``pages`` given (an index's) for a folder that must still exist."""
+    if pages is None:
+        passages, notes = _read_corpus(root / "corpus.jsonl")
+        return passages, notes, "corpus.jsonl"
+    if not root.is_dir():  # no corpus.jsonl to fail on: a misspelt folder loads no question
+        raise DataError(f"{root}: no such BEIR folder (its queries.jsonl and qrels)")
+    source = f"the index {pages.folder}" if hasattr(pages, "folder") else "the pages given"
+    return pages, [], source
+
+
+def _judgements(
+    read: list, queries: dict, passages: Mapping[str, Passage], source: str, allow_unknown: bool
+) -> tuple[dict[str, dict[str, int]], dict[str, list[str]]]:
+    """The positive judgements of known passages per question, and the passages outside the
+    corpus each question's judgements name (an error unless ``allow_unknown``)."""
+    qrels: dict[str, dict[str, int]] = {}
+    missing: dict[str, list[str]] = {}
+    for qrels_path, lines, judged in read:
+        for qid, rels in judged.items():
+            if qid not in queries:
+                line = lines[(qid, next(iter(rels)))]
+                raise DataError(f"{qrels_path}:{line}: unknown query id {qid!r}")
+            known = {pid: g for pid, g in rels.items() if pid in passages and g > 0}
+            qrels.setdefault(qid, {}).update(known)
+            absent = [pid for pid in rels if pid not in passages]
+            if absent and not allow_unknown:
+                raise DataError(
+                    f"{qrels_path}:{lines[(qid, absent[0])]}: unknown passage id {absent[0]!r} "
+                    f"(not in {source}); fix the qrels, or allow it "
+                    "(load_dataset(..., allow_unknown_qrels=True), --allow-unknown-qrels) to "
+                    "count such questions as not covered"
+                )
+            if absent:
+                missing.setdefault(qid, []).extend(absent)
+    return qrels, missing
+
+
 def load_beir(
     root: Path,
     name: str | None = None,
@@ -215,15 +256,7 @@ def load_beir(
     :class:`~fincrowd_ltr.data.store.PageStore`, read from disk page by page): the folder's
     questions and judgements over those pages, ``corpus.jsonl`` not read.
     """
-    corpus_path = root / "corpus.jsonl"
-    if pages is None:
-        passages, notes = _read_corpus(corpus_path)
-        source = corpus_path.name
-    else:
-        if not root.is_dir():  # no corpus.jsonl to fail on: a misspelt folder loads no question
-            raise DataError(f"{root}: no such BEIR folder (its queries.jsonl and qrels)")
-        passages, notes = pages, []
-        source = f"the index {pages.folder}" if hasattr(pages, "folder") else "the pages given"
+    passages, notes, source = _corpus(root, pages)
     queries_path = root / "queries.jsonl"
     queries, synthetic = _read_queries(queries_path, notes)
     if synthetic:
@@ -253,25 +286,7 @@ def load_beir(
             warnings.warn(said, stacklevel=3)
         else:  # qrels/<split>.tsv: that split's questions only
             queries = {q: v for q, v in queries.items() if q in read[0][2]}
-    qrels: dict[str, dict[str, int]] = {}
-    missing: dict[str, list[str]] = {}
-    for qrels_path, lines, judged in read:
-        for qid, rels in judged.items():
-            if qid not in queries:
-                line = lines[(qid, next(iter(rels)))]
-                raise DataError(f"{qrels_path}:{line}: unknown query id {qid!r}")
-            known = {pid: g for pid, g in rels.items() if pid in passages and g > 0}
-            qrels.setdefault(qid, {}).update(known)
-            absent = [pid for pid in rels if pid not in passages]
-            if absent and not allow_unknown_qrels:
-                raise DataError(
-                    f"{qrels_path}:{lines[(qid, absent[0])]}: unknown passage id {absent[0]!r} "
-                    f"(not in {source}); fix the qrels, or allow it "
-                    "(load_dataset(..., allow_unknown_qrels=True), --allow-unknown-qrels) to "
-                    "count such questions as not covered"
-                )
-            if absent:
-                missing.setdefault(qid, []).extend(absent)
+    qrels, missing = _judgements(read, queries, passages, source, allow_unknown_qrels)
     unjudged = [q for q in queries if not qrels.get(q) and q not in missing]
     if files and unjudged:
         notes.append(

@@ -133,8 +133,9 @@ class PageStore(Mapping[str, Passage]):
             except FileNotFoundError:
                 raise DataError(f"{source}: the indexed corpus file is gone; it must stay where "
                                 "it was indexed") from None  # fmt: skip
-            files.append([str(source), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns])
-            files[-1].append(stat.st_ino)
+            files.append(
+                [str(source), stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
+            )
         return {"format": FINGERPRINT_FORMAT, "shards": len(self._sources), "files": files}
 
     @staticmethod

@@ -163,26 +163,22 @@ def build_sharded_index(
     swap_in_folder(  # a failed build leaves the earlier index as it was
         folder,
         write,
-        owns=_owned(_index_files(folder)),
+        owns=_index_owns(folder),
         what="an index's",
         advice="index into an empty or new folder, or an earlier index's, so that nothing is lost",
     )
     return ShardedBM25(folder)
 
 
-def _index_files(folder: Path) -> set[str]:
-    """The names an earlier index in ``folder`` owns (its shards as its ``index.json`` lists
-    them, its merge files and its pages' recorded fingerprint)."""
+def _index_owns(folder: Path):
+    """Whether a name in ``folder`` is an earlier index's: its shards as its ``index.json`` lists
+    them, its merge files, its pages' recorded fingerprint, or one a reader was writing aside."""
     index = folder / "index.json"
     try:
         shards = set(json.loads(index.read_text())["shards"]) if index.is_file() else set()
     except (ValueError, KeyError, TypeError):
         shards = set()
-    return shards | {"index.json", "df.npy", "vocabulary.json", FINGERPRINT_FILE}
-
-
-def _owned(names: set[str]):
-    """Whether a name is one of ``names`` or a fingerprint a reader was writing aside."""
+    names = shards | {"index.json", "df.npy", "vocabulary.json", FINGERPRINT_FILE}
     return lambda name: name in names or name.startswith(f".{FINGERPRINT_FILE}.")
 
 
