@@ -390,6 +390,12 @@ def _calibrate_command(command) -> None:
         default=None,
         help="calibrate on this group fold only (default: every question)",
     )
+    p.add_argument(
+        "--qids",
+        type=Path,
+        default=None,
+        help="calibrate on the questions this file lists, one id per line (instead of --fold)",
+    )
     settings.add_arguments(p, settings.TrainingSettings, ("folds", "seed"))
     settings.add_arguments(p, settings.BankSettings, ("bank_size",))
     p.add_argument(

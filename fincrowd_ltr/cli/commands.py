@@ -429,10 +429,14 @@ def calibrate(args: argparse.Namespace) -> None:
             if first_stage is None and args.base_ranker == "run":
                 first_stage = "run"  # your run's own top N, not the training stage's banks
             checkpoint = checkpoint.with_base_ranker(args.base_ranker, first_stage)
+    dataset, qids = _dataset(args), None
+    if args.qids is not None:
+        dataset, qids = _listed_questions(args, dataset)
     model, cal = calibrate_domain(
         checkpoint,
         args.domain,
-        _dataset(args),
+        dataset,
+        qids=qids,
         fold=args.fold,
         first_stage=first_stage,
         run=args.run,
@@ -457,6 +461,32 @@ def calibrate(args: argparse.Namespace) -> None:
     )
     if args.out is not None:
         print(f"{args.out}: base ranker {model.base_ranker!r}, domains {sorted(model.domains)}")
+
+
+def _listed_questions(args: argparse.Namespace, dataset) -> tuple:
+    """The dataset, loaded, and the question ids ``--qids`` lists (one per line; blank lines
+    and ``#`` comments skipped); a duplicate or unknown id is an error naming its line."""
+    from fincrowd_ltr.api.corpus import load_dataset
+    from fincrowd_ltr.data.jsonl import TEXT_ENCODING, require_file
+    from fincrowd_ltr.data.schema import DataError
+
+    if args.fold is not None:
+        raise DataError("give --fold or --qids, not both", "--qids")
+    path = require_file(args.qids, "a question id list (--qids)")
+    data = load_dataset(dataset, args.data_root, args.split)
+    lines: dict[str, int] = {}
+    for lineno, line in enumerate(path.read_text(encoding=TEXT_ENCODING).splitlines(), 1):
+        qid = line.strip()
+        if not qid or qid.startswith("#"):
+            continue
+        if qid in lines:
+            raise DataError(f"{path}:{lineno}: question {qid!r} again (first on line {lines[qid]})")
+        if qid not in data.queries:
+            raise DataError(f"{path}:{lineno}: {qid!r} is not a question of {data.name}")
+        lines[qid] = lineno
+    if not lines:
+        raise DataError(f"{path}: lists no question id")
+    return data, list(lines)
 
 
 def _promise(cal) -> str:

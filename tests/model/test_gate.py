@@ -137,6 +137,26 @@ def test_cli_fit_calibrate_and_evaluate_a_domain(tmp_path, capsys):
     assert main([*calibrate, "--folds=2", "--fold=0"]) == 0
     assert main([*calibrate, "--folds=2", "--fold=1"]) == 2  # an existing domain: --replace
     assert "--replace" in capsys.readouterr().err
+    # the questions of a file (after `fit --test-fold K`, half a held-out fold: no --fold can)
+    listed = tmp_path / "qids.txt"
+    listed.write_text("# mine\nqOthercorp3\n\nqOthercorp5\nqOthercorp7\n")
+    copy = f"--out={tmp_path / 'listed'}"  # the checkpoint's domains stay as they were
+    assert main([*calibrate[:-1], "--domain=listed", f"--qids={listed}", copy]) == 0
+    stored = json.loads((tmp_path / "listed/config.json").read_text())["gate"]["domains"]
+    stored = stored["listed"]
+    assert stored["query_ids"] == ["qOthercorp3", "qOthercorp5", "qOthercorp7"]
+    for text, said in (
+        ("qOthercorp3\nqOthercorp9\nnope\n", f"{listed}:3: 'nope' is not a question of beir"),
+        ("qOthercorp3\nqOthercorp3\n", f"{listed}:2: question 'qOthercorp3' again (first on"),
+        ("\n# none\n", f"{listed}: lists no question id"),
+    ):
+        listed.write_text(text)
+        assert main([*calibrate[:-1], "--domain=bad", f"--qids={listed}"]) == 2
+        assert said in capsys.readouterr().err
+    assert main([*calibrate[:-1], "--domain=bad", f"--qids={listed}", "--fold=0"]) == 2
+    assert "give --fold or --qids, not both" in capsys.readouterr().err
+    assert main([*calibrate[:-1], "--domain=bad", f"--qids={tmp_path / 'gone.txt'}"]) == 2
+    assert "gone.txt" in capsys.readouterr().err
     out = tmp_path / "report.json"
     evaluate = ["evaluate", "--dataset=beir", f"--cache-dir={cache}", other_root, "--ranker=bm25"]
     evaluate += ["--bank-size=6", f"--checkpoint={ckpt}"]
