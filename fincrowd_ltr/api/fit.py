@@ -108,7 +108,8 @@ class CrossValReport:
 
     def to_dict(self) -> dict:
         """The JSON form (the shape ``fincrowd fit-residual --report`` has always written: the
-        ungated rows under ``modes``, the gated ones and the rankings under ``gated``)."""
+        ungated rows under ``modes``, the gated ones and the rankings under ``gated``; without a
+        gate, the retrieved banks' rankings under ``rankings``)."""
         modes, gated = {}, {}
         for mode, held in self.modes.items():
             counts = {"n_queries": held.n_queries, "n_groups": held.n_groups}
@@ -124,6 +125,8 @@ class CrossValReport:
         out = {"dataset": self.dataset, "ranker": self.ranker, **self.info, "modes": modes}
         if gated:
             out["gated"] = {"modes": gated, "folds": self.info.get("gate_folds", [])}
+        elif "retrieved" in self.modes:  # no gate: the held-out orders `pack --orders` reads
+            out["rankings"] = self.modes["retrieved"].rankings
         return out
 
     def save(self, path: Path) -> Path:
@@ -753,13 +756,14 @@ class _CrossValidation:
                 "validated_on": self.ex.validated_on,
             },
             "committee": s.training.committee,
-            "regression_cap": s.calibration.regression_cap,
-            "gate_calibration": self.gate_calibration,
-            "gate_rows": self.gate_rows,
-            "gate_labels": s.calibration.gate_labels,
             "gate_folds": gate_folds,
             "notes": self.notes,
         }
+        if s.calibration.gate:  # a fit without a gate has no cap, calibration or gate rows
+            info["regression_cap"] = s.calibration.regression_cap
+            info["gate_calibration"] = self.gate_calibration
+            info["gate_rows"] = self.gate_rows
+            info["gate_labels"] = s.calibration.gate_labels
         if self.syn is not None:
             written = self.syn.synthesis.report(sample=0)
             info["synthetic"] = {

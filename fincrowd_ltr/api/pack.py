@@ -89,15 +89,17 @@ def pack(
 
 def _report_rankings(report: dict) -> dict[str, dict[str, list[str]]]:
     """The orders of a saved report, by system: an ``evaluate --out`` report's (field
-    ``rankings``) or a ``fit-residual`` report's held-out ones."""
+    ``rankings``, also a ``fit-residual --no-gate`` report's held-out ones) or a gated
+    ``fit-residual`` report's held-out ones."""
     if isinstance(report, dict) and isinstance(report.get("rankings"), dict):
         return report["rankings"]
     try:
         return report["gated"]["modes"]["retrieved"]["rankings"]
     except (KeyError, TypeError):
         raise DataError(
-            "no rankings in this report (field rankings of an `evaluate --out` report, or "
-            "gated.modes.retrieved.rankings of `fincrowd fit-residual --report`, a gated fit)"
+            "no rankings in this report (field rankings of an `evaluate --out` or a `fincrowd "
+            "fit-residual --no-gate --report` report, or gated.modes.retrieved.rankings of a "
+            "gated fit's)"
         ) from None
 
 

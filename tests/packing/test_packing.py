@@ -274,3 +274,18 @@ def test_pack_command_packs_a_users_corpus_into_the_budget(tmp_path, capsys):
     assert both["systems"]["base:bm25"] == both["systems"]["gated:bm25"]  # the same orders
     assert f"packed on the {len(base) - 1} questions every system ranks" in both["questions_note"]
     assert both["questions_note"] in (tmp_path / "shared" / "summary.md").read_text()
+    # a fit without a gate writes its held-out orders too (an eleventh walk's leftover: its
+    # report had none, and it recorded a cap and a gate calibration it does not have)
+    fitted = tmp_path / "fit.json"
+    fit = ["fit", *common[1:4], "--ranker=bm25", "--folds=4", "--no-select", "--no-gate",
+           f"--cache-dir={tmp_path / 'cache'}", f"--report={fitted}"]  # fmt: skip
+    assert main(fit) == 0
+    written = json.loads(fitted.read_text())
+    assert "gated" not in written and "regression_cap" not in written
+    assert "gate_calibration" not in written and "gate_rows" not in written
+    held = written["rankings"]
+    assert set(held) == {"base:bm25", "residual:bm25"}
+    assert len(held["base:bm25"]) == written["modes"]["retrieved"]["n_queries"]
+    assert main([*unranked, f"--out={tmp_path / 'fitted'}", f"--orders={fitted}"]) == 0
+    packed = json.loads((tmp_path / "fitted" / "report.json").read_text())
+    assert set(packed["systems"]) == {"base:bm25", "residual:bm25"}
