@@ -160,9 +160,10 @@ class GateCalibration:
     calibration_gain: float  # mean nDCG@10 gain on the calibration set at the threshold
     calibration_regression: float
     calibration_open: float  # share of calibration queries where the gate opened
-    query_ids: list[str] = field(default_factory=list)
+    # the ids and contents of the calibration queries (n_queries of them): left out of the repr
+    query_ids: list[str] = field(default_factory=list, repr=False)
     dataset: str | None = None  # the dataset the calibration queries came from
-    query_fingerprints: list[str] = field(default_factory=list)  # content of those queries
+    query_fingerprints: list[str] = field(default_factory=list, repr=False)
     # the guarantee (calibrations written before 0.3 were "empirical" over all covered questions)
     method: str = "empirical"
     delta: float | None = None

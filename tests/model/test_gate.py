@@ -261,6 +261,9 @@ def test_ltt_through_calibrate_with_orderable_rows_reports_its_guarantee():
     g = cal.guarantee()
     assert g["method"] == "ltt" and g["n_orderable"] == 300 and g["exact"] is True
     assert cal.risk_bound <= 0.03 and g["delta"] == 0.1
+    # its repr says how many questions, not which (a walk's notebook printed every id)
+    assert "n_queries=400" in repr(cal) and "q399" not in repr(cal) and len(repr(cal)) < 600
+    assert len(cal.to_dict()["query_ids"]) == 400  # saved as before
     # the empirical rule's bound says at which confidence it holds (the ninth walk read a
     # bound above the cap with no delta beside it)
     loose = calibrate(logits, gains, [f"q{i}" for i in range(400)], 0.03, orderable=orderable,
