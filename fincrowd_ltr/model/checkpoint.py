@@ -203,18 +203,34 @@ def read_config(directory: Path) -> dict:
             f"{path}: checkpoint format {config.get('format_version')} is not "
             f"supported (expected {FORMAT_VERSION})"
         )
-    if config.get("feature_names") != list(FEATURE_NAMES):
-        raise DataError(f"{path}: checkpoint features differ from this version's features")
-    if config.get("extractor_version") != EXTRACTOR_VERSION:
-        raise DataError(
-            f"{path}: fitted with field extractor {config.get('extractor_version')}, this "
-            f"version has {EXTRACTOR_VERSION}; refit or use a matching fincrowd_ltr"
-        )
-    _check_feature_versions(config.get("feature_versions"), path)
+    check_feature_code(config, path)
     gate = config.get("gate")
     if gate is not None and gate.get("feature_names") != list(GATE_FEATURE_NAMES):
         raise DataError(f"{path}: gate features differ from this version's")
     return config
+
+
+def feature_code() -> dict:
+    """What a fit records of the code computing its features (a Lightning checkpoint keeps it
+    under ``"fincrowd"``; ``config.json`` under the same keys)."""
+    return {
+        "feature_names": list(FEATURE_NAMES),
+        "extractor_version": EXTRACTOR_VERSION,
+        "feature_versions": dict(FEATURE_VERSIONS),
+    }
+
+
+def check_feature_code(record: dict, path: Path) -> None:
+    """Refuse a model whose features or field extractor differ from this version's; warn
+    when its feature code's versions do (:class:`FeatureVersionWarning`)."""
+    if record.get("feature_names") != list(FEATURE_NAMES):
+        raise DataError(f"{path}: checkpoint features differ from this version's features")
+    if record.get("extractor_version") != EXTRACTOR_VERSION:
+        raise DataError(
+            f"{path}: fitted with field extractor {record.get('extractor_version')}, this "
+            f"version has {EXTRACTOR_VERSION}; refit or use a matching fincrowd_ltr"
+        )
+    _check_feature_versions(record.get("feature_versions"), path)
 
 
 def _check_feature_versions(recorded: dict | None, path: Path) -> None:

@@ -30,8 +30,11 @@ def from_lightning(ckpt: Path, datamodule=None, ranker: str | None = None) -> Ga
     import torch
 
     try:
-        module = ResidualModule.load_from_checkpoint(str(ckpt), map_location="cpu")
         stored = torch.load(str(ckpt), map_location="cpu", weights_only=False)
+        versions = _feature_versions(stored, ckpt)
+        module = ResidualModule.load_from_checkpoint(str(ckpt), map_location="cpu")
+    except DataError:
+        raise
     except Exception as err:  # torch and Lightning raise many types for a foreign file
         raise DataError(
             f"{ckpt}: not a checkpoint of this version's residual ({type(err).__name__}: "
@@ -78,7 +81,28 @@ def from_lightning(ckpt: Path, datamodule=None, ranker: str | None = None) -> Ga
             summary.dataset_fingerprint = data.corpus_fingerprint()
             extractor = datamodule.featurizer().extractor
             companies, segments = extractor.companies, extractor.segment_names
-    return GatedCorrection(module.scorer, None, None, companies, summary, segments=segments)
+    return GatedCorrection(
+        module.scorer, None, None, companies, summary, segments=segments, feature_versions=versions
+    )
+
+
+def _feature_versions(stored: dict, ckpt: Path) -> dict[str, int] | None:
+    """The feature code's versions a checkpoint was trained with, checked as a saved folder's
+    are (other features or extractor refused, other versions warned); None, said, for a
+    checkpoint written before they were recorded (its folder's versions then stay unrecorded,
+    as a folder saved before them does, not stamped with this version's)."""
+    from fincrowd_ltr.model.checkpoint import check_feature_code
+
+    record = stored.get("fincrowd")
+    if not isinstance(record, dict):
+        warnings.warn(
+            f"{ckpt}: records no feature code (an earlier version wrote it): its features are "
+            "assumed to be this version's, and the exported folder records no feature versions",
+            stacklevel=3,
+        )
+        return None
+    check_feature_code(record, ckpt)
+    return dict(record["feature_versions"])
 
 
 def _rebuilt(hp: dict, ckpt: Path):

@@ -90,6 +90,12 @@ class ResidualModule(L.LightningModule):
                 w = self.scorer.weight
                 w.copy_(torch.where(w * self._signs < 0, torch.zeros_like(w), w))
 
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        # the feature code's record, checked by the export (features of another version refused)
+        from fincrowd_ltr.model.checkpoint import feature_code
+
+        checkpoint["fincrowd"] = feature_code()
+
     def on_fit_start(self) -> None:
         datamodule = self.trainer.datamodule
         if datamodule is not None and hasattr(datamodule, "train_features"):

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from fincrowd_ltr.data.schema import DataError
+from fincrowd_ltr.model.correction import GatedCorrection
 from fincrowd_ltr.settings import BankSettings, DataSettings, FoldSettings
 from fincrowd_ltr.training.data import BankDataModule
 from fincrowd_ltr.training.module import ResidualModule, batch_ndcg
@@ -255,6 +256,30 @@ def test_a_checkpoint_of_a_python_built_data_module_exports(tmp_path):
     (tmp_path / "garbage.ckpt").write_bytes(b"not a checkpoint")
     with pytest.raises(DataError, match="garbage.ckpt: not a checkpoint of this version"):
         from_lightning(tmp_path / "garbage.ckpt")
+    # the feature code it trained with travels with the weights (an eleventh walk: an older
+    # checkpoint exported under this version's feature versions, unchecked)
+    from fincrowd_ltr.features.bank_features import FEATURE_VERSIONS
+    from fincrowd_ltr.model.checkpoint import FeatureVersionWarning
+
+    assert exported.feature_versions == FEATURE_VERSIONS
+    stored = torch.load(ckpt, map_location="cpu", weights_only=True)
+    name = next(iter(FEATURE_VERSIONS))
+    stored["fincrowd"]["feature_versions"][name] -= 1
+    torch.save(stored, tmp_path / "older.ckpt")
+    with pytest.warns(FeatureVersionWarning, match="older.ckpt: fitted with other feature code"):
+        older = from_lightning(tmp_path / "older.ckpt")
+    assert older.feature_versions[name] == FEATURE_VERSIONS[name] - 1
+    older.save_pretrained(tmp_path / "older")
+    with pytest.warns(FeatureVersionWarning):  # the folder says it again where it is loaded
+        GatedCorrection.from_pretrained(tmp_path / "older")
+    stored["fincrowd"]["feature_names"] = stored["fincrowd"]["feature_names"][::-1]
+    torch.save(stored, tmp_path / "other.ckpt")
+    with pytest.raises(DataError, match="other.ckpt: checkpoint features differ"):
+        from_lightning(tmp_path / "other.ckpt")
+    del stored["fincrowd"]
+    torch.save(stored, tmp_path / "unrecorded.ckpt")
+    with pytest.warns(UserWarning, match="records no feature code"):
+        assert from_lightning(tmp_path / "unrecorded.ckpt").feature_versions is None
     (tmp_path / "corpus").rename(tmp_path / "moved")
     from fincrowd_ltr.training.data import config_dataset
 
