@@ -281,6 +281,8 @@ def calibrate_domain(
             f"domain {domain!r} is already calibrated in this checkpoint; pass replace=True "
             "(--replace) to overwrite its calibration"
         )
+    if fold is not None and qids is not None:
+        raise DataError("give fold or qids, not both", "qids")
     if fold is not None and not 0 <= fold < folds:
         raise DataError(f"calibration fold {fold} is outside 0..{folds - 1} ({folds} folds)")
     data = load_dataset(dataset, data_root, split)

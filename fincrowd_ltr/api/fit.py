@@ -107,9 +107,9 @@ class CrossValReport:
         return self.modes[mode].systems[name]
 
     def to_dict(self) -> dict:
-        """The JSON form (the shape ``fincrowd fit-residual --report`` has always written: the
-        ungated rows under ``modes``, the gated ones and the rankings under ``gated``; without a
-        gate, the retrieved banks' rankings under ``rankings``)."""
+        """The JSON form (``fincrowd fit-residual --report``): the ungated rows under ``modes``,
+        the gated ones and the rankings under ``gated``; without a gate, the retrieved banks'
+        rankings under ``rankings``."""
         modes, gated = {}, {}
         for mode, held in self.modes.items():
             counts = {"n_queries": held.n_queries, "n_groups": held.n_groups}
@@ -756,10 +756,10 @@ class _CrossValidation:
                 "validated_on": self.ex.validated_on,
             },
             "committee": s.training.committee,
-            "gate_folds": gate_folds,
             "notes": self.notes,
         }
         if s.calibration.gate:  # a fit without a gate has no cap, calibration or gate rows
+            info["gate_folds"] = gate_folds
             info["regression_cap"] = s.calibration.regression_cap
             info["gate_calibration"] = self.gate_calibration
             info["gate_rows"] = self.gate_rows

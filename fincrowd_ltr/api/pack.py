@@ -99,7 +99,7 @@ def _report_rankings(report: dict) -> dict[str, dict[str, list[str]]]:
         raise DataError(
             "no rankings in this report (field rankings of an `evaluate --out` or a `fincrowd "
             "fit-residual --no-gate --report` report, or gated.modes.retrieved.rankings of a "
-            "gated fit's)"
+            "gated fit's; a `--no-gate` report of an earlier version has none: fit again)"
         ) from None
 
 

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import os
 import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -411,6 +412,8 @@ def calibrate(args: argparse.Namespace) -> None:
     from fincrowd_ltr.model.correction import GatedCorrection
 
     checkpoint, first_stage = args.checkpoint, args.first_stage
+    if args.qids is not None and args.fold is not None:
+        raise DataError("give --fold or --qids, not both", "--qids")
     if args.base_ranker is not None or args.out is not None:
         if args.out is None:
             raise DataError(
@@ -465,27 +468,35 @@ def calibrate(args: argparse.Namespace) -> None:
 
 def _listed_questions(args: argparse.Namespace, dataset) -> tuple:
     """The dataset, loaded, and the question ids ``--qids`` lists (one per line; blank lines
-    and ``#`` comments skipped); a duplicate or unknown id is an error naming its line."""
+    and ``#`` comments skipped); a duplicate or unknown id is an error naming its line, one
+    without a judged page in the corpus (it cannot calibrate) is warned with its line."""
     from fincrowd_ltr.api.corpus import load_dataset
-    from fincrowd_ltr.data.jsonl import TEXT_ENCODING, require_file
+    from fincrowd_ltr.data.jsonl import read_lines
     from fincrowd_ltr.data.schema import DataError
 
-    if args.fold is not None:
-        raise DataError("give --fold or --qids, not both", "--qids")
-    path = require_file(args.qids, "a question id list (--qids)")
+    path = args.qids
     data = load_dataset(dataset, args.data_root, args.split)
     lines: dict[str, int] = {}
-    for lineno, line in enumerate(path.read_text(encoding=TEXT_ENCODING).splitlines(), 1):
+    for lineno, line in read_lines(path, "a question id list (--qids)"):
         qid = line.strip()
         if not qid or qid.startswith("#"):
             continue
         if qid in lines:
             raise DataError(f"{path}:{lineno}: question {qid!r} again (first on line {lines[qid]})")
         if qid not in data.queries:
-            raise DataError(f"{path}:{lineno}: {qid!r} is not a question of {data.name}")
+            raise DataError(
+                f"{path}:{lineno}: {qid!r} is not a question of {data.name} (split {args.split})"
+            )
         lines[qid] = lineno
     if not lines:
         raise DataError(f"{path}: lists no question id")
+    if uncovered := [(n, q) for q, n in lines.items() if not data.covered(q)]:
+        warnings.warn(
+            f"{path}: {len(uncovered)} listed questions have no judged page in the corpus "
+            f"(first: line {uncovered[0][0]}, {uncovered[0][1]!r}): they cannot calibrate and "
+            "are left out",
+            stacklevel=2,
+        )
     return data, list(lines)
 
 

@@ -41,6 +41,19 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
                 yield lineno, record
 
 
+def read_lines(path: Path, what: str = "file") -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, line)`` of a text file (plain or gzip, UTF-8, line ends dropped);
+    a file that is not UTF-8 text is an error naming it."""
+    require_file(path, what)
+    with _open_text(path) as fh:
+        lineno = 0
+        try:
+            for lineno, line in enumerate(fh, start=1):
+                yield lineno, line.rstrip("\r\n")
+        except UnicodeDecodeError as err:
+            raise DataError(f"{path}: not UTF-8 text after line {lineno} ({err.reason})") from None
+
+
 def parse_line(line: str | bytes, path: Path, lineno: int) -> dict | None:
     """One JSON Lines record (``None`` for a blank line); errors name the file and line."""
     if not line.strip():

@@ -151,11 +151,12 @@ def make_config(
 ) -> dict:
     """The ``config.json`` content (``feature_versions``: those the model was fitted with; None
     for a model saved before they were recorded, which stays unrecorded)."""
+    code = feature_code()
     config = {
         "format_version": FORMAT_VERSION,
         "kind": "fincrowd-residual",
-        "feature_names": list(FEATURE_NAMES),
-        "extractor_version": EXTRACTOR_VERSION,
+        "feature_names": code["feature_names"],
+        "extractor_version": code["extractor_version"],
         "alpha": alpha,
         "gamma": gamma,
         "base_ranker": ranker,
@@ -203,7 +204,7 @@ def read_config(directory: Path) -> dict:
             f"{path}: checkpoint format {config.get('format_version')} is not "
             f"supported (expected {FORMAT_VERSION})"
         )
-    check_feature_code(config, path)
+    check_feature_code(config, path)  # a warning names read_config's caller
     gate = config.get("gate")
     if gate is not None and gate.get("feature_names") != list(GATE_FEATURE_NAMES):
         raise DataError(f"{path}: gate features differ from this version's")
@@ -220,9 +221,10 @@ def feature_code() -> dict:
     }
 
 
-def check_feature_code(record: dict, path: Path) -> None:
+def check_feature_code(record: dict, path: Path | str, stacklevel: int = 3) -> None:
     """Refuse a model whose features or field extractor differ from this version's; warn
-    when its feature code's versions do (:class:`FeatureVersionWarning`)."""
+    when its feature code's versions do (:class:`FeatureVersionWarning`; ``stacklevel``: the
+    caller's frame, as for ``warnings.warn``)."""
     if record.get("feature_names") != list(FEATURE_NAMES):
         raise DataError(f"{path}: checkpoint features differ from this version's features")
     if record.get("extractor_version") != EXTRACTOR_VERSION:
@@ -230,10 +232,10 @@ def check_feature_code(record: dict, path: Path) -> None:
             f"{path}: fitted with field extractor {record.get('extractor_version')}, this "
             f"version has {EXTRACTOR_VERSION}; refit or use a matching fincrowd_ltr"
         )
-    _check_feature_versions(record.get("feature_versions"), path)
+    _check_feature_versions(record.get("feature_versions"), path, stacklevel + 1)
 
 
-def _check_feature_versions(recorded: dict | None, path: Path) -> None:
+def _check_feature_versions(recorded: dict | None, path: Path | str, stacklevel: int) -> None:
     """Warn when a checkpoint's features were computed by other code than this version's (a
     checkpoint saved before the versions were recorded is not checked)."""
     if recorded is None:
@@ -249,7 +251,7 @@ def _check_feature_versions(recorded: dict | None, path: Path) -> None:
             "features now take other values than the ones it was trained on (CHANGELOG says "
             "which); refit it to be sure",
             FeatureVersionWarning,
-            stacklevel=3,
+            stacklevel=stacklevel,
         )
 
 

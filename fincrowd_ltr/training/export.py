@@ -101,8 +101,9 @@ def _feature_versions(stored: dict, ckpt: Path) -> dict[str, int] | None:
             stacklevel=3,
         )
         return None
-    check_feature_code(record, ckpt)
-    return dict(record["feature_versions"])
+    check_feature_code(record, ckpt, stacklevel=4)  # a warning names from_lightning's caller
+    versions = record.get("feature_versions")
+    return dict(versions) if isinstance(versions, dict) else None
 
 
 def _rebuilt(hp: dict, ckpt: Path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import lightning as L
 import torch
 
@@ -81,6 +83,7 @@ class ResidualModule(L.LightningModule):
         active = [not _dropped(name, dropped) for name in FEATURE_NAMES]
         self.scorer = ResidualScorer(len(FEATURE_NAMES), alpha=alpha, gamma=gamma, active=active)
         self._epoch: dict[str, list] = {}
+        self._resumed, self._resumed_record = False, None  # see on_load_checkpoint
         signs = [_SIGN.get(name.rsplit("_", 1)[-1], _SIGN.get(name, 0)) for name in FEATURE_NAMES]
         self._signs = torch.tensor(signs, dtype=torch.float64) if monotone else None
 
@@ -91,10 +94,33 @@ class ResidualModule(L.LightningModule):
                 w.copy_(torch.where(w * self._signs < 0, torch.zeros_like(w), w))
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        # the feature code's record, checked by the export (features of another version refused)
+        # the feature code's record, checked by the export (features of another version refused):
+        # this version's, or a resumed checkpoint's own (None: it recorded none), so that a run
+        # resumed under newer feature code does not hide what its first epochs were trained on
         from fincrowd_ltr.model.checkpoint import feature_code
 
-        checkpoint["fincrowd"] = feature_code()
+        record = self._resumed_record if self._resumed else feature_code()
+        if record is not None:
+            checkpoint["fincrowd"] = record
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        record = checkpoint.get("fincrowd")
+        record = record if isinstance(record, dict) else None
+        trainer = self._trainer
+        if trainer is None:  # load_from_checkpoint: the export checks it, naming the file
+            return
+        from fincrowd_ltr.model.checkpoint import check_feature_code
+
+        where = getattr(trainer, "ckpt_path", None) or "the resumed checkpoint"
+        if record is None:
+            warnings.warn(
+                f"{where}: records no feature code (an earlier version wrote it): resumed as if "
+                "its features were this version's",
+                stacklevel=2,
+            )
+        else:
+            check_feature_code(record, where)
+        self._resumed, self._resumed_record = True, record
 
     def on_fit_start(self) -> None:
         datamodule = self.trainer.datamodule

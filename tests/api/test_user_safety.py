@@ -142,6 +142,25 @@ def test_banks_unlike_the_training_banks_warn(tmp_path, capsys):
     hint = "`calibrate --fold 1 --folds 5 --seed 0`"
     assert hint in capsys.readouterr().err
     assert main([*calibrate, *hint.strip("`").split()[1:]]) == 0
+    # or on part of the held-out fold, listed (CRLF, a byte-order mark), and evaluate the rest
+    held = json.loads((ckpt / "config.json").read_text())["training"]["held_out_query_ids"]
+    covered = [q for q in held if fc.load_dataset("beir", tmp_path / "corpus").covered(q)]
+    listed = tmp_path / "half.txt"
+    listed.write_bytes(("\ufeff" + "\r\n".join(covered[:2]) + "\r\n").encode())
+    half = [*calibrate[:-1], f"--qids={listed}", f"--out={tmp_path / 'half'}"]
+    assert main(half) == 0
+    domain = json.loads((tmp_path / "half/config.json").read_text())["gate"]["domains"]["mine"]
+    assert domain["query_ids"] == sorted(covered[:2])
+    assert main(["evaluate", *common, "--ranker=bm25", f"--checkpoint={tmp_path / 'half'}",
+                 "--domain=mine", f"--out={tmp_path / 'half.json'}"]) == 0  # fmt: skip
+    rest = json.loads((tmp_path / "half.json").read_text())["systems"]["gated:bm25"]["per_query"]
+    assert sorted(rest) == sorted(covered[2:])
+    listed.write_bytes(b"\xff\xfe bad")
+    assert main([*half[:-1], f"--out={tmp_path / 'bad'}"]) == 2
+    assert f"{listed}: not UTF-8 text" in capsys.readouterr().err
+    with pytest.raises(fc.DataError, match="give fold or qids, not both"):
+        fc.calibrate_domain(ckpt, "x", "beir", data_root=tmp_path / "corpus", fold=1,
+                            qids=covered[:1], save=False)  # fmt: skip
     evaluate = ["evaluate", *common, "--ranker=bm25", f"--checkpoint={ckpt}"]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -289,3 +289,12 @@ def test_pack_command_packs_a_users_corpus_into_the_budget(tmp_path, capsys):
     assert main([*unranked, f"--out={tmp_path / 'fitted'}", f"--orders={fitted}"]) == 0
     packed = json.loads((tmp_path / "fitted" / "report.json").read_text())
     assert set(packed["systems"]) == {"base:bm25", "residual:bm25"}
+    assert "gate_folds" not in written
+    # a gated fit's orders stay under `gated` only (a top-level copy would be packed first)
+    assert main([a for a in fit if a != "--no-gate"] + ["--min-calibration=1"]) == 0
+    gated = json.loads(fitted.read_text())
+    assert "rankings" not in gated and gated["gated"]["modes"]["retrieved"]["rankings"]
+    del gated["gated"]
+    fitted.write_text(json.dumps(gated))
+    assert main([*unranked, f"--out={tmp_path / 'none'}", f"--orders={fitted}"]) == 2
+    assert "no rankings in this report" in capsys.readouterr().err

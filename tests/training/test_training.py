@@ -231,14 +231,18 @@ def test_a_checkpoint_of_a_python_built_data_module_exports(tmp_path):
         banks=BankSettings(bank_size=6, train_mode="injected"),  # two modes the export keeps apart
         folds=FoldSettings(folds=3, test_fold=1),
     )
-    trainer = L.Trainer(
-        max_epochs=1,
-        logger=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        default_root_dir=tmp_path / "run",
-        accelerator="cpu",
-    )
+
+    def trainer_in(root: str, epochs: int = 1) -> L.Trainer:
+        return L.Trainer(
+            max_epochs=epochs,
+            logger=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            default_root_dir=tmp_path / root,
+            accelerator="cpu",
+        )
+
+    trainer = trainer_in("run")
     trainer.fit(ResidualModule(lr=0.1), datamodule=dm)
     ckpt = trainer.checkpoint_callback.best_model_path
     torch.load(ckpt, map_location="cpu", weights_only=True)  # no settings objects pickled
@@ -272,7 +276,18 @@ def test_a_checkpoint_of_a_python_built_data_module_exports(tmp_path):
     older.save_pretrained(tmp_path / "older")
     with pytest.warns(FeatureVersionWarning):  # the folder says it again where it is loaded
         GatedCorrection.from_pretrained(tmp_path / "older")
-    stored["fincrowd"]["feature_names"] = stored["fincrowd"]["feature_names"][::-1]
+    # resumed under newer feature code: said, and the older record kept for the export
+    resumed = trainer_in("resumed", epochs=2)
+    with pytest.warns(FeatureVersionWarning, match="older.ckpt: fitted with other feature code"):
+        resumed.fit(ResidualModule(lr=0.1), datamodule=dm, ckpt_path=tmp_path / "older.ckpt")
+    again = torch.load(resumed.checkpoint_callback.best_model_path, weights_only=True)
+    assert again["epoch"] == 1 and again["fincrowd"] == stored["fincrowd"]
+    record = dict(stored["fincrowd"])
+    stored["fincrowd"] = {**record, "extractor_version": "0.0"}
+    torch.save(stored, tmp_path / "extractor.ckpt")
+    with pytest.raises(DataError, match="extractor.ckpt: fitted with field extractor 0.0"):
+        from_lightning(tmp_path / "extractor.ckpt")
+    stored["fincrowd"] = {**record, "feature_names": record["feature_names"][::-1]}
     torch.save(stored, tmp_path / "other.ckpt")
     with pytest.raises(DataError, match="other.ckpt: checkpoint features differ"):
         from_lightning(tmp_path / "other.ckpt")
