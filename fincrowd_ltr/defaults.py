@@ -18,6 +18,7 @@ DEFAULT_REGRESSION_CAP = 0.03  # largest share of orderable questions the gate m
 DEFAULT_DELTA = 0.1  # the gate's cap holds with probability >= 1 - delta over the calibration draw
 GATE_METHODS = ("ltt", "crc", "empirical")  # how the cap is kept (fincrowd_ltr.model.calibration)
 MIN_CALIBRATION_QUERIES = 10  # fewest labelled calibration questions accepted
+CROSS_ENCODER_NEGATIVES = 7  # hard negatives beside each gold passage in a cross-encoder group
 # the residual settings cross-validation selects among (per fold, on validation), the package
 # default first (it wins ties): alpha bounds how far a candidate can move, weight decay keeps rare
 # binary features from taking large weights. `fit_correction` and `fincrowd fit` both select on

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import numbers
 import os
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from fincrowd_ltr.defaults import (
     BANK_MODES,
+    CROSS_ENCODER_NEGATIVES,
     DEFAULT_BANK_SIZE,
     DEFAULT_CACHE,
     DEFAULT_DELTA,
@@ -469,6 +471,16 @@ class CrossEncoderSettings:
 
     def __post_init__(self) -> None:
         check_types(self)
+        group = CROSS_ENCODER_NEGATIVES + 1  # a gold passage and its negatives
+        least = {"depth": group, "max_length": 8, "epochs": 1, "batch_size": 1, "max_groups": 1}
+        for name, low in least.items():
+            if getattr(self, name) < low:
+                why = f" (a group is 1 + {CROSS_ENCODER_NEGATIVES} candidates)" * (name == "depth")
+                raise _data_error(f"{name} must be >= {low}{why}; got {getattr(self, name)}")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise _data_error(f"lr must be a positive number; got {self.lr}")
+        if self.folds < 2:
+            raise _data_error(f"folds must be >= 2 (out-of-fold scores); got {self.folds}")
 
     def steps(self) -> dict:
         """The training loop's keywords."""

@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 from fincrowd_ltr.api.corpus import build_banks, data_settings, load_dataset
-from fincrowd_ltr.data.schema import Dataset
+from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.evaluation.reports import CrossEncoderReport
 from fincrowd_ltr.retrieval.build import BankSpec
 from fincrowd_ltr.settings import CrossEncoderSettings, DataSettings
@@ -35,6 +35,12 @@ def train_cross_encoder(
 
     where = data_settings(data, shortcuts)
     s = dataclasses.replace(settings or CrossEncoderSettings(), **shortcuts)
+    if run_out is None and out is None:
+        raise DataError(
+            "nothing to train: give run_out (--run-out, out-of-fold scores) and/or out (--out, "
+            "the final adapter)",
+            "out",
+        )
     depth, negatives_from, seed, split = s.depth, s.negatives_from, s.seed, where.split
     data = load_dataset(dataset, where.data_root, split)
     data.require_covered("train on")
@@ -58,7 +64,7 @@ def train_cross_encoder(
     if out is not None:
         covered = [q for q in data.queries if q in bankset.banks and data.covered(q)]
         groups = hard_negative_groups(data, bankset, negatives_from, covered)
-        model = CrossEncoder.from_minilm(config)
+        model = CrossEncoder.from_minilm(config, seed)
         model.config.training = {
             **train(model, groups, seed=seed, **kwargs),
             "dataset": data.name,
@@ -66,5 +72,6 @@ def train_cross_encoder(
             "query_ids": covered,
         }
         model.save(Path(out))
-        report["final_groups"] = len(groups)
+        report["final_groups"] = len(groups)  # available; at most max_groups of them trained
+        report["final_trained_groups"] = model.config.training["train_groups"]
     return report

@@ -601,8 +601,9 @@ def _demo_command(command) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # no abbreviated options: `--run` read as `--run-out` overwrote a user's run file
     parser = argparse.ArgumentParser(
-        prog="fincrowd", description=DESCRIPTION, formatter_class=HelpFormatter
+        prog="fincrowd", description=DESCRIPTION, formatter_class=HelpFormatter, allow_abbrev=False
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -613,6 +614,7 @@ def build_parser() -> argparse.ArgumentParser:
             description=text,
             formatter_class=HelpFormatter,
             aliases=list(aliases),
+            allow_abbrev=False,
         )
         p.set_defaults(func=func)
         return p

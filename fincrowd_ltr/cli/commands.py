@@ -701,7 +701,10 @@ def train_cross_encoder(args: argparse.Namespace) -> None:
     if args.run_out:
         print(f"out-of-fold scores written to {args.run_out}")
     if args.out:
-        print(f"cross-encoder adapter ({report['final_groups']} groups) saved to {args.out}")
+        print(
+            f"cross-encoder adapter (trained on {report['final_trained_groups']} of "
+            f"{report['final_groups']} groups, --max-groups {args.max_groups}) saved to {args.out}"
+        )
     _write(args.report, report)
 
 

@@ -59,7 +59,7 @@ def crossfit(
             continue
         train = [q for g, fold in enumerate(fold_qids) if g != f for q in fold]
         groups = hard_negative_groups(dataset, bankset, negatives_from, train)
-        model = CrossEncoder.from_minilm(config)
+        model = CrossEncoder.from_minilm(config, seed)
         start = time.perf_counter()
         summary = train_cross_encoder(model, groups, seed=seed, **(train_kwargs or {}))
         summary["train_seconds"] = time.perf_counter() - start

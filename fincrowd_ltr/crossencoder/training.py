@@ -12,11 +12,12 @@ import torch
 from torch.utils.data import DataLoader
 
 from fincrowd_ltr.crossencoder.model import CrossEncoder
-from fincrowd_ltr.data.schema import Dataset
+from fincrowd_ltr.data.schema import DataError, Dataset
+from fincrowd_ltr.defaults import CROSS_ENCODER_NEGATIVES
 from fincrowd_ltr.retrieval.banks import BankSet
 from fincrowd_ltr.training.trainer import quiet_trainer
 
-DEFAULT_NEGATIVES = 7
+DEFAULT_NEGATIVES = CROSS_ENCODER_NEGATIVES
 MAX_POSITIVES = 2  # groups per question: a question with many gold pages does not dominate
 
 
@@ -124,7 +125,10 @@ def train_cross_encoder(
     """Fine-tune ``model`` in place; returns a summary (groups, epochs, last metrics).
     ``max_groups`` caps the training groups (a seeded sample) to bound CPU time."""
     if not train:
-        raise ValueError("no training groups: no question has a gold passage and full negatives")
+        raise DataError(
+            "no training groups: no question has a gold passage in its bank with "
+            f"{DEFAULT_NEGATIVES} negatives beside it (a deeper `depth`, or more covered questions)"
+        )
     L.seed_everything(seed, verbose=False)
     if max_groups is not None and len(train) > max_groups:
         train = random.Random(seed).sample(train, max_groups)

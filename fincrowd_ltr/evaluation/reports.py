@@ -320,7 +320,8 @@ class CrossEncoderReport(WorkflowReport):
         for fold in self.get("folds", []):
             lines.append(f"  {json.dumps(fold, default=str)}")
         if "final_groups" in self:
-            lines.append(f"  final adapter trained on {self['final_groups']} groups")
+            trained = self.get("final_trained_groups", self["final_groups"])
+            lines.append(f"  final adapter trained on {trained} of {self['final_groups']} groups")
         return "\n".join(lines)
 
 

@@ -129,3 +129,17 @@ def test_evaluate_loads_a_saved_adapter_as_a_base_ranker(tmp_path, capsys):
     systems = json.loads(out.read_text())["systems"]
     assert set(systems) == {"base:bm25", "base:cross-encoder"}
     assert systems["base:cross-encoder"]["recall@100"] == 1.0
+
+
+def test_the_same_seed_draws_the_same_cross_encoder():
+    """A twelfth walk: the first model of a process drew its LoRA and head weights before the
+    training seeded anything, so the same seed gave another adapter and other scores."""
+    config = CrossEncoderConfig(max_length=32)
+    torch.manual_seed(123)  # whatever ran before
+    first = CrossEncoder.from_minilm(config, seed=0).state_dict()
+    torch.rand(5)
+    again = CrossEncoder.from_minilm(config, seed=0).state_dict()
+    other = CrossEncoder.from_minilm(config, seed=1).state_dict()
+    assert first.keys() == again.keys()
+    assert all(torch.equal(first[k], again[k]) for k in first)
+    assert not all(torch.equal(first[k], other[k]) for k in first)

@@ -210,6 +210,23 @@ def test_cross_encoder_settings_are_the_commands_defaults_and_shortcuts():
     assert len(named) <= 10
     with pytest.raises(TypeError, match="epoch"):
         train_cross_encoder("financebench", epoch=3)
+    # a twelfth walk: -1 epochs trained forever, 0 saved an untrained adapter, and the rest
+    # failed inside torch with a traceback
+    for bad, said in (
+        ({"epochs": -1}, "epochs must be >= 1"), ({"epochs": 0}, "epochs must be >= 1"),
+        ({"max_length": 0}, "max_length must be >= 8"), ({"batch_size": 0}, "batch_size"),
+        ({"max_groups": 0}, "max_groups"), ({"lr": -1.0}, "lr must be a positive"),
+        ({"lr": float("nan")}, "lr must be a positive"), ({"folds": 1}, "folds must be >= 2"),
+        ({"depth": 5}, r"depth must be >= 8 \(a group is 1 \+ 7 candidates\)"),
+    ):  # fmt: skip
+        with pytest.raises(DataError, match=said):
+            CrossEncoderSettings(**bad)
+    with pytest.raises(DataError, match="nothing to train: give run_out"):
+        train_cross_encoder("financebench")  # neither scores nor an adapter asked for
+    # no option is read from its abbreviation (`--run` was read as `--run-out` and overwrote
+    # the user's run file with the cross-encoder's scores)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["train-cross-encoder", "--run", "mine.trec"])
 
 
 def test_workflows_refuse_settings_they_do_not_use(tmp_path):
