@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import numbers
 from pathlib import Path
 
 from fincrowd_ltr.api.corpus import (
@@ -13,7 +14,7 @@ from fincrowd_ltr.api.corpus import (
     rankers_of,
     read_run,
 )
-from fincrowd_ltr.data.jsonl import require_file
+from fincrowd_ltr.data.jsonl import read_json, require_file
 from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.evaluation.packing import (
     INERT_NOTE,
@@ -51,13 +52,26 @@ def pack(
     from fincrowd_ltr.packing import POLICIES, Packer, TokenCounter
 
     where = data_settings(data, shortcuts)
-    spec = bank_spec(spec, **shortcuts)
+    given = [*sorted(shortcuts), *(["spec"] if spec else []), *(["run"] if run else [])]
+    spec = bank_spec(spec, **shortcuts)  # an unknown name is a TypeError
+    if orders is not None and given:
+        raise DataError(
+            f"orders are packed as they were ranked: {', '.join(given)} (which make banks) "
+            "would not be read; give them without orders",
+            "orders",
+        )
+    for name, value in (("budget", budget), ("depth", depth)):
+        if not (isinstance(value, numbers.Integral) and value >= 1):
+            raise DataError(f"{name} must be a whole number >= 1; got {value!r}", name)
+    if tokenizer is not None and not Path(tokenizer).is_dir():
+        raise DataError(f"tokenizer: no tokenizer folder at {tokenizer}", "tokenizer")
     split = where.split
     corpus = load_dataset(dataset, where.data_root, split)
     corpus.require_covered("measure")
     systems, trimmed = _common_questions(_rankings(corpus, orders, ranker, spec, where, run))
     counter = TokenCounter(path=Path(tokenizer) if tokenizer else None)
     packer = Packer(counter, budget)
+    _fits_the_budget(corpus, systems, packer)
     extractor = corpus_extractor(corpus.passages)
     report = PackingReport(
         dataset=corpus.name,
@@ -85,6 +99,15 @@ def pack(
         out / "contexts.jsonl", corpus, systems, packer, depth
     )
     return report
+
+
+def _fits_the_budget(data: Dataset, systems: dict, packer) -> None:
+    """Refuse a budget that a question alone overruns, naming the question."""
+    for qid in sorted({q for rankings in systems.values() for q in rankings}):
+        try:
+            packer.pack(data.queries[qid].text, [])
+        except ValueError as err:
+            raise DataError(f"budget: question {qid!r}: {err}", "budget") from None
 
 
 def _report_rankings(report: dict) -> dict[str, dict[str, list[str]]]:
@@ -122,17 +145,37 @@ def _rankings(data: Dataset, orders, ranker: str, spec: BankSpec, where: DataSet
     """``{system: {qid: ranking}}``: a report's orders (``evaluate --out``'s, or a
     cross-validation report's held-out ones), or the bank order of ``ranker``."""
     if orders is not None:
+        where_from = "orders"
         if not isinstance(orders, dict):
-            require_file(Path(orders), "report with orders")
-            orders = json.loads(Path(orders).read_text())
-        systems = _report_rankings(orders)
-        unknown = sorted({q for r in systems.values() for q in r} - set(data.queries))
-        if unknown:
-            raise DataError(f"orders: unknown query id {unknown[0]!r} for {data.name}")
-        return systems
+            where_from = str(orders)
+            orders = read_json(require_file(Path(orders), "report with orders"))
+        return _checked_orders(_report_rankings(orders), data, where_from)
     name = rankers_of(ranker)[0]
     banks = build_banks(data, [name], spec, data=where, run=read_run(run, data))
     return {f"base:{name}": {q: b.ranking(name) for q, b in banks.banks.items()}}
+
+
+def _checked_orders(systems, data: Dataset, source: str) -> dict:
+    """A report's orders, refused (naming the system, question and id) when a system ranks no
+    question, a ranking is not a list of ids, or names an unknown question or passage or one
+    passage twice (it would be packed twice)."""
+    if not isinstance(systems, dict) or not systems:
+        raise DataError(f"{source}: the report's rankings name no system", "orders")
+    for name, rankings in systems.items():
+        if not isinstance(rankings, dict) or not rankings:
+            raise DataError(f"{source}: system {name!r} ranks no question", "orders")
+        for qid, ranking in rankings.items():
+            where = f"{source}: system {name!r}, question {qid!r}"
+            if qid not in data.queries:
+                raise DataError(f"{where}: not a question of {data.name}", "orders")
+            if not isinstance(ranking, list) or not all(isinstance(p, str) for p in ranking):
+                raise DataError(f"{where}: a ranking is a list of passage ids", "orders")
+            if unknown := [p for p in ranking if p not in data.passages]:
+                raise DataError(f"{where}: unknown passage id {unknown[0]!r}", "orders")
+            if len(set(ranking)) < len(ranking):
+                twice = next(p for i, p in enumerate(ranking) if p in ranking[:i])
+                raise DataError(f"{where}: passage {twice!r} ranked twice", "orders")
+    return systems
 
 
 def _write_contexts(path: Path, data: Dataset, systems: dict, packer, depth: int) -> str:

@@ -557,7 +557,7 @@ def _pack_command(command) -> None:
     """``fincrowd pack``."""
     p = command("pack", c.pack, "prune and pack rankings into a token budget")
     _data(p)
-    _stage(p)
+    _stage(p, None, " (default: auto; not with --orders)")
     _run(p)
     p.add_argument(
         "--ranker",
@@ -565,7 +565,12 @@ def _pack_command(command) -> None:
         help="base ranker without --orders (default: dense on the package's data; required with "
         "--data-root unless --orders is given)",
     )
-    p.add_argument("--bank-size", type=int, default=DEFAULT_BANK_SIZE)
+    p.add_argument(
+        "--bank-size",
+        type=int,
+        default=None,
+        help=f"candidates per bank (default: {DEFAULT_BANK_SIZE}; not with --orders)",
+    )
     p.add_argument("--budget", type=int, default=32_000, help="tokens of the whole prompt")
     p.add_argument("--depth", type=int, default=30, help="ranked candidates considered")
     p.add_argument(

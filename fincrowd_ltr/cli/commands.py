@@ -710,7 +710,22 @@ def train_cross_encoder(args: argparse.Namespace) -> None:
 
 def pack(args: argparse.Namespace) -> dict:
     from fincrowd_ltr.api import pack as run
+    from fincrowd_ltr.data.schema import DataError
+    from fincrowd_ltr.defaults import DEFAULT_BANK_SIZE
 
+    banks = {"--ranker": args.ranker, "--first-stage": args.first_stage,
+             "--bank-size": args.bank_size, "--run": args.run}  # fmt: skip
+    if args.orders is None:
+        banks = {"first_stage": args.first_stage or "auto", "run": args.run,
+                 "size": args.bank_size or DEFAULT_BANK_SIZE}  # fmt: skip
+    elif given := [flag for flag, value in banks.items() if value is not None]:
+        raise DataError(
+            f"--orders packs the report's orders as they were ranked: {', '.join(given)} would "
+            "not be read (they make banks); give them without --orders",
+            given[0],
+        )
+    else:
+        banks = {}
     report = run(
         _dataset(args),
         args.out,
@@ -719,9 +734,7 @@ def pack(args: argparse.Namespace) -> dict:
         budget=args.budget,
         depth=args.depth,
         tokenizer=args.tokenizer,
-        first_stage=args.first_stage,
-        size=args.bank_size,
-        run=args.run,
+        **banks,
         **_common(args),
     )
     print(report)

@@ -120,7 +120,7 @@ class Packer:
     """
 
     def __init__(self, counter: TokenCounter, budget: int = DEFAULT_BUDGET) -> None:
-        if budget < 1:
+        if not budget >= 1:  # NaN too
             raise ValueError(f"budget must be at least one token; got {budget}")
         self.counter = counter
         self.budget = budget

@@ -247,14 +247,17 @@ def test_pack_command_packs_a_users_corpus_into_the_budget(tmp_path, capsys):
     rows = [json.loads(line) for line in (out / "contexts.jsonl").read_text().splitlines()]
     assert rows and all(row["tokens"] <= 600 and row["system"] == "base:bm25" for row in rows)
     assert (out / "summary.md").read_text().strip()
+    # --orders packs a report's orders as ranked: flags that make banks are refused, not
+    # ignored (a twelfth walk), and no --ranker is asked for (a fifth walk was)
     assert main([*args[:-1], f"--out={tmp_path / 'again'}", "--orders=missing.json"]) == 2
-    assert "missing.json" in capsys.readouterr().err
-    # --orders packs a fit's orders: no --ranker is asked for (a fifth walk was)
-    unranked = [a for a in args[:-1] if not a.startswith("--ranker")]
+    said = capsys.readouterr().err
+    assert "--ranker, --first-stage, --bank-size would not be read" in said
+    unranked = [a for a in args[:-1] if not a.startswith(("--ranker", "--first", "--bank"))]
     assert main([*unranked, f"--out={tmp_path / 'again'}", "--orders=missing.json"]) == 2
     assert "missing.json" in capsys.readouterr().err
     # an `evaluate --out` report's orders pack as they were evaluated
     common = [a for a in unranked if not a.startswith(("--budget", "--depth"))]
+    common += ["--first-stage=bm25", "--bank-size=8"]
     evaluated = tmp_path / "report.json"
     assert main(["evaluate", *common[1:], "--ranker=bm25", f"--out={evaluated}"]) == 0
     assert main([*unranked, f"--out={tmp_path / 'eval'}", f"--orders={evaluated}"]) == 0
@@ -298,3 +301,44 @@ def test_pack_command_packs_a_users_corpus_into_the_budget(tmp_path, capsys):
     fitted.write_text(json.dumps(gated))
     assert main([*unranked, f"--out={tmp_path / 'none'}", f"--orders={fitted}"]) == 2
     assert "no rankings in this report" in capsys.readouterr().err
+
+
+def test_pack_refuses_orders_and_budgets_it_cannot_pack(tmp_path):
+    """A twelfth walk: a passage ranked twice was packed twice, empty orders wrote a report of
+    nulls, and the rest failed with tracebacks that named no file, question or field."""
+    import json
+
+    import fincrowd_ltr as fc
+    from tests.conftest import write_corpus
+
+    write_corpus(tmp_path / "c")
+    data = fc.load_dataset("beir", tmp_path / "c")
+    good = {"rankings": {"base:x": {"qCompany0": ["0-2021", "0-2020"]}}}
+    pack = lambda orders, **kw: fc.pack(data, tmp_path / "out", orders=orders, cache_dir=None, **kw)  # noqa: E731
+    assert pack(good, budget=600)["systems"]["base:x"]
+    for rankings, said in (
+        ({"base:x": {"qCompany0": ["0-2021", "0-2019", "0-2021"]}}, "'0-2021' ranked twice"),
+        ({"base:x": {}}, "system 'base:x' ranks no question"),
+        ({}, "name no system"),
+        ({"base:x": {"qCompany0": ["nope"]}}, "question 'qCompany0': unknown passage id 'nope'"),
+        ({"base:x": {"qCompany0": "0-2021"}}, "a ranking is a list of passage ids"),
+        ({"base:x": {"qx": ["0-2021"]}}, "question 'qx': not a question of beir"),
+    ):  # fmt: skip
+        with pytest.raises(fc.DataError, match=said):
+            pack({"rankings": rankings})
+    for bad, said in (
+        ({"budget": 0}, "budget must be a whole number >= 1"),
+        ({"budget": float("nan")}, "budget must be a whole number"),
+        ({"depth": -1}, "depth must be a whole number >= 1"),
+        ({"budget": 5}, "budget: question 'qCompany0': the question alone takes"),
+        ({"tokenizer": tmp_path / "none"}, "no tokenizer folder at"),
+        ({"first_stage": "bm25"}, "first_stage .*would not be read"),
+    ):  # fmt: skip
+        with pytest.raises(fc.DataError, match=said):
+            pack(good, **bad)
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"rankings": {\n')
+    with pytest.raises(fc.DataError, match=f"{broken}:2: malformed JSON"):
+        pack(broken)
+    (tmp_path / "ok.json").write_text(json.dumps(good))
+    assert pack(tmp_path / "ok.json", budget=600)["systems"]["base:x"]
