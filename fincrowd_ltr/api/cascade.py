@@ -5,6 +5,7 @@ calibrated on fold ``f + 1``'s own top-``k`` banks)."""
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -29,7 +30,8 @@ from fincrowd_ltr.model.calibration import one_uncertifiable_warning
 from fincrowd_ltr.retrieval.banks import BankSet
 from fincrowd_ltr.retrieval.build import BankSpec
 from fincrowd_ltr.retrieval.cascade import CascadeSettings, settings_grid
-from fincrowd_ltr.retrieval.rankers import scorer_recipe
+from fincrowd_ltr.retrieval.first_stage import RUN
+from fincrowd_ltr.retrieval.rankers import RANKERS, scorer_recipe
 from fincrowd_ltr.settings import (
     BankSettings,
     CalibrationSettings,
@@ -262,9 +264,10 @@ def cascade(
     require_defaults(s, _CASCADE_READS, "cascade")
     first_stage, folds, seed = s.banks.first_stage, s.training.folds, s.training.seed
     split, cache_dir = s.data.split, s.data.cache_dir
+    stage2, scores = rankers_of(stage2), scores or {}
+    _check_shape(n, k, folds, gated, stage2, scores, s)
     data = load_dataset(dataset, s.data.data_root, split)
     data.require_covered("measure")
-    stage2, scores = rankers_of(stage2), scores or {}
     runs = {name: _run_of(name, run, data) for name, run in scores.items()}  # checked first
     plan = FoldPlan.by_group(data, folds, seed)
     # the correction's banks before the cascade's: one that cannot train stops the run here
@@ -282,6 +285,8 @@ def cascade(
     fixed = [CascadeSettings(n, k, r) for r in [*stage2, *extra]]
     report, chosen = crossvalidate_cascade(data, bankset, grid, folds, seed, extra, fixed)
     report = CascadeReport(report)
+    if unscored := _unscored(runs, bankset):
+        report["notes"] = [*report.get("notes", []), *unscored]
     report["first_stage"] = BankSpec(first_stage=first_stage).stage(data)
     report["scores_from_runs"] = {
         name: "a mapping" if isinstance(run, Mapping) else str(run) for name, run in scores.items()
@@ -299,6 +304,57 @@ def cascade(
                 data, plan, corrections, bankset, same, extra, label=f"cascade:{name}", **limits
             )
     return report
+
+
+def _check_shape(n, k, folds: int, gated: bool, stage2: list, scores: Mapping, s) -> None:
+    """Refuse, before any work, a cascade that cannot run or would not read what it is given."""
+    if not (isinstance(n, numbers.Integral) and n >= 1):
+        raise DataError(f"n (--n) must be a whole number >= 1; got {n!r}", "n")
+    if not (isinstance(k, numbers.Integral) and 1 <= k <= n):
+        raise DataError(f"k (--k) must be a whole number in 1..n ({n}); got {k!r}", "k")
+    if not stage2:
+        raise DataError("stage2 (--stage2) names no ranker", "stage2")
+    least = 3 if gated else 2  # gated: training, calibration and test folds
+    if folds < least:
+        raise DataError(f"folds must be >= {least} for the cascade's folds; got {folds}", "folds")
+    columns = {*RANKERS, RUN, *stage2}
+    if clash := sorted(set(scores) & columns):
+        raise DataError(
+            f"scores {clash}: a run named like a ranker would be read as that ranker's "
+            "scores and itself never; name it otherwise (e.g. cross-encoder=FILE)",
+            "scores",
+        )
+    if not gated:
+        defaults = FitSettings()
+        moved = [
+            f.name
+            for f in dataclasses.fields(s.calibration)
+            if getattr(s.calibration, f.name) != getattr(defaults.calibration, f.name)
+        ]
+        moved += ["train_mode"] * (s.banks.train_mode != defaults.banks.train_mode)
+        if moved:
+            raise DataError(
+                f"{', '.join(moved)} set the gated correction's training and calibration: "
+                "they are read only with gated=True (--gated)",
+                moved[0],
+            )  # fmt: skip
+
+
+def _unscored(runs: dict, bankset: BankSet) -> list[str]:
+    """A note per run that left bank candidates unscored (they rank after its scored ones)."""
+    notes = []
+    for name, run in runs.items():
+        total = missing = 0
+        for qid, bank in bankset.banks.items():
+            total += len(bank.pids)
+            scored = run.get(qid, {})
+            missing += sum(p not in scored for p in bank.pids)
+        if missing:
+            notes.append(
+                f"scores {name!r}: did not score {missing} of {total} bank candidates (they rank "
+                "after every candidate it scored)"
+            )
+    return notes
 
 
 def _run_of(name: str, run, data: Dataset) -> dict:

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from fincrowd_ltr.api.corpus import data_settings, load_dataset, read_run
-from fincrowd_ltr.data.schema import Dataset
+from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.diagnostics.diagnose import diagnose as _diagnose
 from fincrowd_ltr.diagnostics.stress import StressConfig
 from fincrowd_ltr.evaluation.reports import DiagnosisReport
@@ -44,6 +44,8 @@ def diagnose(
     ``data_root``, ``cache_dir``) says where the data and caches are."""
     where = data_settings(data, shortcuts)
     require_used(shortcuts, _DIAGNOSE_USES, "diagnose")
+    if not (isinstance(pool_depth, numbers.Integral) and pool_depth >= 1):
+        raise DataError(f"pool_depth (--pool-depth) must be >= 1; got {pool_depth!r}", "pool_depth")
     renamed = {"pool_sizes": "sizes", "similarity": "similarity_ranker"}
     fields = {renamed.get(k, k): v for k, v in shortcuts.items()}
     sizes = fields.get("sizes")

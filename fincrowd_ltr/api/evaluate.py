@@ -75,6 +75,12 @@ def evaluate(
         _read_as_trained(correction, corpus, shortcuts)
     spec = bank_spec(spec, **shortcuts)
     names = list(rankers_of(rankers))  # a copy: the caller's list stays as given
+    if systems.cross_encoder is not None and CROSS_ENCODER not in names:
+        raise DataError(
+            "cross_encoder (--cross-encoder) is read by the 'cross-encoder' ranker, which is not "
+            f"among those named ({', '.join(names)}): add it, or leave the folder out",
+            "cross_encoder",
+        )
     added = None  # the correction's rows sit beside their own base (a seventh walk's did not)
     if correction is not None and correction.base_ranker not in names:
         added = (
@@ -96,16 +102,20 @@ def evaluate(
     built = [r for r in names if r != CROSS_ENCODER] or ["bm25"]
     if banks is None:
         banks = build_banks(corpus, built, spec, data=settings, run=run, progress=progress)
+    trained = None  # a note when the cross-encoder learned from these questions
     if CROSS_ENCODER in names:
         from fincrowd_ltr.crossencoder import CrossEncoder, CrossEncoderRanker
         from fincrowd_ltr.retrieval.banks import score_banks
 
         model = CrossEncoder.load(Path(systems.cross_encoder or "checkpoints/cross-encoder"))
         score_banks(banks, corpus, [CrossEncoderRanker(model, corpus.passages)])
+        trained = _trained_on(model, corpus)
     report = EvaluationReport(
         evaluate_bankset(corpus, banks, [r for r in names if r in banks.rankers])
     )
     report["notes"] = list(corpus.notes) + list(banks.notes)
+    if trained:
+        report["notes"].append(trained)
     if len(corpus.passages) <= banks.size:
         report["notes"].append(
             f"the corpus holds {len(corpus.passages)} passages, no more than a bank's "
@@ -124,6 +134,22 @@ def evaluate(
         s = systems
         add_correction_rows(report, corpus, banks, correction, s.domain, s.fallback, stage_checked)
     return report
+
+
+def _trained_on(model, corpus: Dataset) -> str | None:
+    """A note when a cross-encoder adapter was trained on questions of ``corpus`` (its
+    ``training`` record: dataset and question ids), else None."""
+    training = getattr(model.config, "training", None) or {}
+    if training.get("dataset") != corpus.name:
+        return None
+    seen = sorted(set(training.get("query_ids") or []) & set(corpus.queries))
+    if not seen:
+        return None
+    return (
+        f"the cross-encoder adapter was trained on {len(seen)} of these questions (its "
+        "training record): its row scores questions it learned from; its out-of-fold run "
+        "(`train-cross-encoder --run-out`, given as --run) is the held-out figure"
+    )
 
 
 def trained_stage(model: GatedCorrection, corpus: Dataset) -> str | None:

@@ -239,15 +239,17 @@ def _evaluate_command(command) -> None:
     p.add_argument(
         "--cross-encoder",
         type=Path,
-        default=Path("checkpoints/cross-encoder"),
-        help="adapter folder for --ranker cross-encoder",
+        default=None,
+        help="adapter folder for --ranker cross-encoder (default: checkpoints/cross-encoder)",
     )
     p.add_argument(
         "--cascade",
         action="append",
         help="add a cascade: RANKER[:NORM:WEIGHT] keeps the top --cascade-k by WEIGHT*norm(RANKER) + (1-WEIGHT)*norm(first stage)",
     )
-    p.add_argument("--cascade-k", type=int, default=20, help="candidates stage 2 keeps")
+    p.add_argument(
+        "--cascade-k", type=int, default=None, help="candidates stage 2 keeps (default: 20)"
+    )
 
 
 def _fit_command(command) -> None:

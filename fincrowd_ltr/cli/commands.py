@@ -180,17 +180,20 @@ def evaluate(args: argparse.Namespace) -> dict:
     from fincrowd_ltr.api import evaluate as run
     from fincrowd_ltr.data.schema import DataError
     from fincrowd_ltr.model.shift import DistributionShiftWarning
-    from fincrowd_ltr.retrieval.cascade import CascadeSettings
+    from fincrowd_ltr.retrieval.cascade import DEFAULT_K, CascadeSettings
 
     cascades = []
+    if args.cascade_k is not None and not args.cascade:
+        raise DataError("--cascade-k sets the cascades' k: give a --cascade", "--cascade-k")
     for item in args.cascade or []:  # RANKER[:NORM:WEIGHT], checked before any work
         ranker, _, rest = item.partition(":")
         norm, _, weight = rest.partition(":")
+        if norm and not weight:  # weight 1 mixes in no first stage: a norm would change nothing
+            raise DataError(f"--cascade {item!r}: give the weight too (RANKER:NORM:WEIGHT)")
         try:
+            k = args.cascade_k or DEFAULT_K
             cascades.append(
-                CascadeSettings(
-                    args.bank_size, args.cascade_k, ranker, norm or "zscore", float(weight or 1.0)
-                )
+                CascadeSettings(args.bank_size, k, ranker, norm or "zscore", float(weight or 1.0))
             )
         except ValueError as err:
             raise DataError(f"--cascade {item!r}: {err}") from None
@@ -538,7 +541,7 @@ def diagnose(args: argparse.Namespace) -> dict:
         args.ranker,
         out_dir=args.out,
         pool_depth=args.pool_depth,
-        pool_sizes=tuple(int(s) for s in args.pool_sizes.split(",")),
+        pool_sizes=_counts(args.pool_sizes, "--pool-sizes"),
         similarity=_similarity(args),
         caliper=args.caliper,
         run=args.run,
@@ -547,6 +550,17 @@ def diagnose(args: argparse.Namespace) -> dict:
     )
     print(report)
     return report
+
+
+def _counts(text: str, flag: str) -> tuple[int, ...]:
+    """Comma-separated whole numbers (``10,30,60``); anything else is an error naming ``flag``."""
+    from fincrowd_ltr.data.schema import DataError
+
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise DataError(f"{flag} takes whole numbers separated by commas (e.g. 10,30,60); got "
+                        f"{text!r}", flag) from None  # fmt: skip
 
 
 def export(args: argparse.Namespace) -> None:

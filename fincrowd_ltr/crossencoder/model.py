@@ -170,10 +170,15 @@ class CrossEncoder(nn.Module):
         path = folder / CONFIG_FILE
         if not path.exists():
             raise DataError(f"{folder}: not a cross-encoder folder (no {CONFIG_FILE})")
-        raw = json.loads(path.read_text())
-        if raw.pop("format", None) != FORMAT:
+        from fincrowd_ltr.data.jsonl import read_json
+
+        raw = read_json(path)  # a malformed file is named with its line
+        if not isinstance(raw, dict) or raw.pop("format", None) != FORMAT:
             raise DataError(f"{path}: not a {FORMAT} config")
-        config = CrossEncoderConfig(**raw)
+        try:
+            config = CrossEncoderConfig(**raw)
+        except TypeError as err:
+            raise DataError(f"{path}: not a {FORMAT} config ({err})") from None
         if encoder is None:
             from transformers import AutoModel, AutoTokenizer
 

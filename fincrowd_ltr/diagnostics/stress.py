@@ -65,6 +65,8 @@ class StressConfig:
             )
         if not all(count(n) for n in sizes):
             raise DataError(f"pool sizes must be counts > 0; got {sizes!r}")
+        if len(set(sizes)) < len(sizes):  # each is a pool: a repeat counted its questions twice
+            raise DataError(f"pool sizes must differ; got {sizes!r}")
         if self.similarity_ranker not in (*RANKERS, "run"):
             raise DataError(
                 f"similarity must be one of {(*RANKERS, 'run')}; got {self.similarity_ranker!r}"

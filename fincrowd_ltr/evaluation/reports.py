@@ -247,6 +247,7 @@ class CascadeReport(WorkflowReport):
         on = f" (residual trained on {trained} banks)" if trained else ""
         for name, block in self.get("gated", {}).items():
             parts.append(_paired_rows(f"\ngated correction on {name} top-k{on}", block["systems"]))
+        parts.extend(f"note: {note}" for note in self.get("notes", []))
         return "\n".join(parts)
 
 

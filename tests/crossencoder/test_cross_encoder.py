@@ -104,31 +104,37 @@ def test_evaluate_loads_a_saved_adapter_as_a_base_ranker(tmp_path, capsys):
     (corpus / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (corpus / "queries.jsonl").write_text(json.dumps({"_id": "q", "text": "revenue?"}) + "\n")
     (corpus / "qrels.tsv").write_text("q\td3\t1\n")
-    CrossEncoder.from_minilm(CrossEncoderConfig(max_length=32)).save(tmp_path / "ce")
+    trained = CrossEncoder.from_minilm(CrossEncoderConfig(max_length=32))
+    trained.config.training = {"dataset": "beir", "query_ids": ["q"]}  # what `--out` records
+    trained.save(tmp_path / "ce")
     out = tmp_path / "report.json"
-    code = main(
-        [
-            "evaluate",
-            "--dataset",
-            "beir",
-            "--data-root",
-            str(corpus),
-            "--ranker",
-            "bm25,cross-encoder",
-            "--cross-encoder",
-            str(tmp_path / "ce"),
-            "--first-stage",
-            "bm25",
-            "--cache-dir",
-            str(tmp_path / "cache"),
-            "--out",
-            str(out),
-        ]
-    )
-    assert code == 0
-    systems = json.loads(out.read_text())["systems"]
+    argv = [
+        "evaluate",
+        "--dataset",
+        "beir",
+        "--data-root",
+        str(corpus),
+        "--ranker",
+        "bm25,cross-encoder",
+        "--cross-encoder",
+        str(tmp_path / "ce"),
+        "--first-stage",
+        "bm25",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--out",
+        str(out),
+    ]
+    assert main(argv) == 0
+    report = json.loads(out.read_text())
+    systems = report["systems"]
     assert set(systems) == {"base:bm25", "base:cross-encoder"}
     assert systems["base:cross-encoder"]["recall@100"] == 1.0
+    # a twelfth walk: the adapter's own training questions were scored without a word
+    assert any("trained on 1 of these questions" in n for n in report["notes"])
+    (tmp_path / "ce" / "cross_encoder.json").write_text('{"format": \n')
+    assert main(argv) == 2
+    assert "cross_encoder.json:2: malformed JSON" in capsys.readouterr().err
 
 
 def test_the_same_seed_draws_the_same_cross_encoder():

@@ -241,6 +241,9 @@ def test_diagnose_on_a_beir_corpus_with_a_trec_run(tmp_path, capsys):
         ({"caliper": "x"}, "caliper must be a number > 0"),
         ({"pool_sizes": 5}, "pool sizes must be a list of counts > 0"),
         ({"similarity": "bm52"}, "similarity must be one of"),
+        # a twelfth walk: 10,10 counted every question twice; depth 0 spoke of a bank size
+        ({"pool_sizes": (10, 10)}, "pool sizes must differ"),
+        ({"pool_depth": 0}, r"pool_depth \(--pool-depth\) must be >= 1"),
     ],
 )
 def test_diagnose_names_a_bad_setting_before_it_embeds_anything(shortcut, said):
@@ -260,3 +263,7 @@ def test_diagnose_names_a_bad_setting_before_it_embeds_anything(shortcut, said):
     assert StressConfig(similarity_ranker="run").similarity_ranker == "run"
     with pytest.raises(fc.DataError, match="pool sizes must be a list"):
         StressConfig(sizes=())
+    from fincrowd_ltr.cli import main
+
+    for sizes in ("abc", "", "10,,30"):  # a traceback before
+        assert main(["diagnose", "--dataset=finqa", "--ranker=bm25", f"--pool-sizes={sizes}"]) == 2

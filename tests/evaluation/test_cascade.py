@@ -137,6 +137,13 @@ def test_evaluate_reports_fixed_cascades_under_their_names(tmp_path):
     assert {"cascade:bm25", "cascade:bm25+first(rank,0.5)"} <= set(systems)
     assert systems["cascade:bm25"]["n"] == len(data.queries)
     assert main([*args[:-2], "--cascade", "bm25:softmax:0.5"]) == 2  # a clear error, not a crash
+    # a twelfth walk: flags that changed nothing were accepted
+    at = args.index("--cascade")
+    plain = args[:at] + args[at + 6 :]  # the two cascades and their k left out
+    assert "--cascade" not in plain and "--cascade-k" not in plain and plain[-2] == "--out"
+    assert main([*plain, "--cascade-k", "3"]) == 2  # no cascade to size
+    assert main([*plain, "--cascade", "bm25:zscore"]) == 2  # a norm without its weight
+    assert main([*plain, "--cross-encoder", str(tmp_path)]) == 2  # no cross-encoder ranked
 
 
 @pytest.mark.parametrize("train_mode", ["retrieved", "injected"])
@@ -224,6 +231,7 @@ def test_a_gated_cascade_checks_its_runs_and_its_correction_before_the_cascade(
 ):
     import importlib
 
+    import fincrowd_ltr as fc
     import fincrowd_ltr.api.fit as fit
     from fincrowd_ltr.data.schema import DataError
     from tests.conftest import write_corpus
@@ -252,7 +260,28 @@ def test_a_gated_cascade_checks_its_runs_and_its_correction_before_the_cascade(
     for given, named in unread:
         with pytest.raises(DataError, match=named.replace(".", r"\.")):
             api_cascade.cascade("beir", "bm25", gated=True, **given, **run)
+    # a twelfth walk: these failed with tracebacks deep in the cascade, or were ignored
+    shape = {k: v for k, v in run.items() if k not in ("n", "k", "folds")}
+    for given, said in (
+        ({"n": 12, "k": 13, "folds": 4}, r"k \(--k\) must be a whole number in 1..n \(12\)"),
+        ({"n": 12, "k": 0, "folds": 4}, "k .* must be"),
+        ({"n": 12, "k": 4, "folds": 1}, "folds must be >= 2"),
+        ({"n": 12, "k": 4, "folds": 2, "gated": True}, "folds must be >= 3"),
+        ({"n": 12, "k": 4, "folds": 4, "stage2": ""}, "names no ranker"),
+        ({"n": 12, "k": 4, "folds": 4, "scores": {"bm25": {}}}, r"scores \['bm25'\]: a run named"),
+        ({"n": 12, "k": 4, "folds": 4, "regression_cap": 0.1}, "regression_cap set the gated"),
+        ({"n": 12, "k": 4, "folds": 4, "train_mode": "injected"}, "train_mode set the gated"),
+    ):  # fmt: skip
+        given = {"stage2": "bm25", **given}
+        with pytest.raises(DataError, match=said):
+            api_cascade.cascade("beir", given.pop("stage2"), **given, **shape)
     monkeypatch.undo()
+    # a run that scores part of the banks is said (evaluate --run says it too)
+    data = fc.load_dataset("beir", tmp_path / "c")
+    part = {q: {p: 1.0 for p in list(data.passages)[:2]} for q in data.queries}
+    report = api_cascade.cascade("beir", "bm25", scores={"mine": part}, **run)
+    assert any("scores 'mine': did not score" in note for note in report["notes"])
+    assert "note: scores 'mine'" in report.table()
     monkeypatch.setattr(api_cascade, "crossvalidate_cascade", not_reached)
     monkeypatch.setattr(fit._Folds, "train", lambda self, folds: [])  # no relevant candidate
     for train_mode, advice in (("retrieved", True), ("injected", False)):
