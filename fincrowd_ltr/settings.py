@@ -473,14 +473,16 @@ class CrossEncoderSettings:
         check_types(self)
         group = CROSS_ENCODER_NEGATIVES + 1  # a gold passage and its negatives
         least = {"depth": group, "max_length": 8, "epochs": 1, "batch_size": 1, "max_groups": 1}
+        least["folds"] = 2  # out-of-fold scores
         for name, low in least.items():
             if getattr(self, name) < low:
                 why = f" (a group is 1 + {CROSS_ENCODER_NEGATIVES} candidates)" * (name == "depth")
-                raise _data_error(f"{name} must be >= {low}{why}; got {getattr(self, name)}")
+                flag = name.replace("_", "-")
+                raise _data_error(
+                    f"{name} (--{flag}) must be >= {low}{why}; got {getattr(self, name)}"
+                )
         if not (math.isfinite(self.lr) and self.lr > 0):
-            raise _data_error(f"lr must be a positive number; got {self.lr}")
-        if self.folds < 2:
-            raise _data_error(f"folds must be >= 2 (out-of-fold scores); got {self.folds}")
+            raise _data_error(f"lr (--lr) must be a positive number; got {self.lr}")
 
     def steps(self) -> dict:
         """The training loop's keywords."""

@@ -16,6 +16,7 @@ from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.data.splits import FoldPlan
 from fincrowd_ltr.evaluation.cascade import (
     COLUMN,
+    FIRST,
     SELECTED,
     crossvalidate_cascade,
     run_scores,
@@ -243,12 +244,13 @@ def cascade(
     n: int = 200,
     k: int = 20,
     gated: bool = False,
-    correction_ranker: str = "dense",
+    correction_ranker: str | None = None,
     scores: dict[str, str | Path | Mapping] | None = None,
     **shortcuts,
 ) -> CascadeReport:
     """The cascade report: first stage, each stage-2 ranker, the settings chosen on training
-    folds, and with ``gated`` the correction on the top ``k``. ``scores`` adds runs
+    folds, and with ``gated`` the correction (its base ``correction_ranker``, default ``dense``)
+    on the top ``k``. ``scores`` adds runs
     (``{name: TREC file or {qid: {pid: score}}}``) as fixed stage-2 rankers. ``settings``
     (:class:`~fincrowd_ltr.settings.FitSettings`) or its fields as shortcuts say where the data
     is (``split``, ``data_root``, ``cache_dir``), the first stage (``first_stage``), the fold plan
@@ -265,7 +267,8 @@ def cascade(
     first_stage, folds, seed = s.banks.first_stage, s.training.folds, s.training.seed
     split, cache_dir = s.data.split, s.data.cache_dir
     stage2, scores = rankers_of(stage2), scores or {}
-    _check_shape(n, k, folds, gated, stage2, scores, s)
+    _check_shape(n, k, folds, gated, stage2, scores, s, correction_ranker)
+    correction_ranker = correction_ranker or "dense"
     data = load_dataset(dataset, s.data.data_root, split)
     data.require_covered("measure")
     runs = {name: _run_of(name, run, data) for name, run in scores.items()}  # checked first
@@ -306,7 +309,9 @@ def cascade(
     return report
 
 
-def _check_shape(n, k, folds: int, gated: bool, stage2: list, scores: Mapping, s) -> None:
+def _check_shape(
+    n, k, folds: int, gated: bool, stage2: list, scores: Mapping, s, correction_ranker
+) -> None:
     """Refuse, before any work, a cascade that cannot run or would not read what it is given."""
     if not (isinstance(n, numbers.Integral) and n >= 1):
         raise DataError(f"n (--n) must be a whole number >= 1; got {n!r}", "n")
@@ -316,12 +321,13 @@ def _check_shape(n, k, folds: int, gated: bool, stage2: list, scores: Mapping, s
         raise DataError("stage2 (--stage2) names no ranker", "stage2")
     least = 3 if gated else 2  # gated: training, calibration and test folds
     if folds < least:
-        raise DataError(f"folds must be >= {least} for the cascade's folds; got {folds}", "folds")
-    columns = {*RANKERS, RUN, *stage2}
-    if clash := sorted(set(scores) & columns):
+        raise DataError(f"folds (--folds) must be >= {least} for the cascade; got {folds}", "folds")
+    # a run's rows are `cascade:<name>` (and `gated[<name>]`): no ranker's, nor the chosen rows'
+    reserved = {*RANKERS, RUN, *stage2, SELECTED.removeprefix("cascade:"), FIRST, COLUMN}
+    if clash := sorted(set(scores) & reserved):
         raise DataError(
-            f"scores {clash}: a run named like a ranker would be read as that ranker's "
-            "scores and itself never; name it otherwise (e.g. cross-encoder=FILE)",
+            f"scores {clash}: a run named like a ranker or a row of the report would be read "
+            "or reported as that and itself never; name it otherwise (e.g. cross-encoder=FILE)",
             "scores",
         )
     if not gated:
@@ -332,12 +338,13 @@ def _check_shape(n, k, folds: int, gated: bool, stage2: list, scores: Mapping, s
             if getattr(s.calibration, f.name) != getattr(defaults.calibration, f.name)
         ]
         moved += ["train_mode"] * (s.banks.train_mode != defaults.banks.train_mode)
+        moved += ["correction_ranker"] * (correction_ranker is not None)
         if moved:
+            flags = ", ".join(f"{m} (--{m.replace('_', '-')})" for m in moved)
             raise DataError(
-                f"{', '.join(moved)} set the gated correction's training and calibration: "
-                "they are read only with gated=True (--gated)",
+                f"{flags} set the gated correction: read only with gated=True (--gated)",
                 moved[0],
-            )  # fmt: skip
+            )
 
 
 def _unscored(runs: dict, bankset: BankSet) -> list[str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import numbers
 from pathlib import Path
 
@@ -33,7 +34,7 @@ def pack(
     dataset: str | Dataset,
     out_dir: str | Path,
     *,
-    ranker: str = "dense",
+    ranker: str | None = None,
     orders: str | Path | dict | None = None,
     budget: int = 32_000,
     depth: int = 30,
@@ -44,7 +45,8 @@ def pack(
     **shortcuts,
 ) -> PackingReport:
     """Pack every ranking (``orders``: an ``evaluate --out`` report's systems, or a
-    ``fit-residual`` report's held-out base/always-on/gated orders; otherwise ``ranker``'s bank
+    ``fit-residual`` report's held-out base/always-on/gated orders; otherwise ``ranker``'s
+    (default ``dense``) bank
     order, the banks made as ``spec`` says or its shortcuts ``first_stage`` and ``size``) under
     each pruning policy; writes ``report.json``,
     ``summary.md`` and ``contexts.jsonl`` to ``out_dir``. ``data`` (or ``split``,
@@ -53,6 +55,7 @@ def pack(
 
     where = data_settings(data, shortcuts)
     given = [*sorted(shortcuts), *(["spec"] if spec else []), *(["run"] if run else [])]
+    given += ["ranker"] if ranker is not None else []
     spec = bank_spec(spec, **shortcuts)  # an unknown name is a TypeError
     if orders is not None and given:
         raise DataError(
@@ -61,8 +64,10 @@ def pack(
             "orders",
         )
     for name, value in (("budget", budget), ("depth", depth)):
-        if not (isinstance(value, numbers.Integral) and value >= 1):
-            raise DataError(f"{name} must be a whole number >= 1; got {value!r}", name)
+        whole = isinstance(value, numbers.Real) and not isinstance(value, bool)
+        if not (whole and math.isfinite(value) and value == int(value) and value >= 1):
+            raise DataError(f"{name} (--{name}) must be a whole number >= 1; got {value!r}", name)
+    budget, depth = int(budget), int(depth)
     if tokenizer is not None and not Path(tokenizer).is_dir():
         raise DataError(f"tokenizer: no tokenizer folder at {tokenizer}", "tokenizer")
     split = where.split
@@ -150,7 +155,7 @@ def _rankings(data: Dataset, orders, ranker: str, spec: BankSpec, where: DataSet
             where_from = str(orders)
             orders = read_json(require_file(Path(orders), "report with orders"))
         return _checked_orders(_report_rankings(orders), data, where_from)
-    name = rankers_of(ranker)[0]
+    name = rankers_of(ranker or "dense")[0]
     banks = build_banks(data, [name], spec, data=where, run=read_run(run, data))
     return {f"base:{name}": {q: b.ranking(name) for q, b in banks.banks.items()}}
 

@@ -532,7 +532,11 @@ def _cascade_command(command) -> None:
         "--scores", action="append", help="NAME=FILE: a TREC run reported as another stage-2 ranker"
     )
     p.add_argument("--gated", action="store_true", help="add the residual and gate on the top k")
-    p.add_argument("--correction-ranker", default="dense", help="base ranker of the residual")
+    p.add_argument(
+        "--correction-ranker",
+        default=None,
+        help="base ranker of the residual (default: dense; with --gated)",
+    )
     settings.add_arguments(p, settings.BankSettings, ("train_mode",))
     _cap(p)
     p.add_argument("--folds", type=int, default=5)

@@ -191,7 +191,7 @@ def evaluate(args: argparse.Namespace) -> dict:
         if norm and not weight:  # weight 1 mixes in no first stage: a norm would change nothing
             raise DataError(f"--cascade {item!r}: give the weight too (RANKER:NORM:WEIGHT)")
         try:
-            k = args.cascade_k or DEFAULT_K
+            k = DEFAULT_K if args.cascade_k is None else args.cascade_k
             cascades.append(
                 CascadeSettings(args.bank_size, k, ranker, norm or "zscore", float(weight or 1.0))
             )
@@ -730,8 +730,11 @@ def pack(args: argparse.Namespace) -> dict:
     banks = {"--ranker": args.ranker, "--first-stage": args.first_stage,
              "--bank-size": args.bank_size, "--run": args.run}  # fmt: skip
     if args.orders is None:
-        banks = {"first_stage": args.first_stage or "auto", "run": args.run,
-                 "size": args.bank_size or DEFAULT_BANK_SIZE}  # fmt: skip
+        banks = {
+            "first_stage": "auto" if args.first_stage is None else args.first_stage,
+            "size": DEFAULT_BANK_SIZE if args.bank_size is None else args.bank_size,
+            "run": args.run,
+        }
     elif given := [flag for flag, value in banks.items() if value is not None]:
         raise DataError(
             f"--orders packs the report's orders as they were ranked: {', '.join(given)} would "

@@ -96,15 +96,19 @@ class CrossEncoder(nn.Module):
         return cls(get_peft_model(encoder, lora), tokenizer, config)
 
     @classmethod
-    def from_minilm(cls, config: CrossEncoderConfig | None = None, seed: int = 0) -> CrossEncoder:
+    def from_minilm(
+        cls, config: CrossEncoderConfig | None = None, seed: int | None = None
+    ) -> CrossEncoder:
         """LoRA cross-encoder over the shipped all-MiniLM-L6-v2 (offline); ``seed`` draws its
-        new LoRA and head weights (the same seed, the same model)."""
+        new LoRA and head weights (the same seed, the same model; None: torch's current
+        state)."""
         from transformers import AutoModel, AutoTokenizer
 
         from fincrowd_ltr.retrieval.dense import minilm_path
 
         path = str(minilm_path())
-        torch.manual_seed(seed)
+        if seed is not None:
+            torch.manual_seed(seed)
         return cls.with_lora(
             AutoModel.from_pretrained(path),
             AutoTokenizer.from_pretrained(path),

@@ -213,11 +213,15 @@ def test_cross_encoder_settings_are_the_commands_defaults_and_shortcuts():
     # a twelfth walk: -1 epochs trained forever, 0 saved an untrained adapter, and the rest
     # failed inside torch with a traceback
     for bad, said in (
-        ({"epochs": -1}, "epochs must be >= 1"), ({"epochs": 0}, "epochs must be >= 1"),
-        ({"max_length": 0}, "max_length must be >= 8"), ({"batch_size": 0}, "batch_size"),
-        ({"max_groups": 0}, "max_groups"), ({"lr": -1.0}, "lr must be a positive"),
-        ({"lr": float("nan")}, "lr must be a positive"), ({"folds": 1}, "folds must be >= 2"),
-        ({"depth": 5}, r"depth must be >= 8 \(a group is 1 \+ 7 candidates\)"),
+        ({"epochs": -1}, r"epochs \(--epochs\) must be >= 1"),
+        ({"epochs": 0}, r"epochs \(--epochs\) must be >= 1"),
+        ({"max_length": 0}, r"max_length \(--max-length\) must be >= 8"),
+        ({"batch_size": 0}, r"batch_size \(--batch-size\)"),
+        ({"max_groups": 0}, r"max_groups \(--max-groups\)"),
+        ({"lr": -1.0}, r"lr \(--lr\) must be a positive"),
+        ({"lr": float("nan")}, r"lr \(--lr\) must be a positive"),
+        ({"folds": 1}, r"folds \(--folds\) must be >= 2"),
+        ({"depth": 5}, r"depth \(--depth\) must be >= 8 \(a group is 1 \+ 7 candidates\)"),
     ):  # fmt: skip
         with pytest.raises(DataError, match=said):
             CrossEncoderSettings(**bad)

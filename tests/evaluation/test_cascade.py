@@ -104,7 +104,7 @@ def test_crossvalidated_cascade_reports_first_stage_fixed_and_selected(tmp_path)
     assert all(s.stage2 == "oracle" for s in chosen.values()) and len(chosen) == 6
 
 
-def test_evaluate_reports_fixed_cascades_under_their_names(tmp_path):
+def test_evaluate_reports_fixed_cascades_under_their_names(tmp_path, capsys):
     from fincrowd_ltr.cli import main
 
     data = _corpus(tmp_path / "c")
@@ -141,9 +141,14 @@ def test_evaluate_reports_fixed_cascades_under_their_names(tmp_path):
     at = args.index("--cascade")
     plain = args[:at] + args[at + 6 :]  # the two cascades and their k left out
     assert "--cascade" not in plain and "--cascade-k" not in plain and plain[-2] == "--out"
-    assert main([*plain, "--cascade-k", "3"]) == 2  # no cascade to size
-    assert main([*plain, "--cascade", "bm25:zscore"]) == 2  # a norm without its weight
-    assert main([*plain, "--cross-encoder", str(tmp_path)]) == 2  # no cross-encoder ranked
+    for extra, said in (
+        (["--cascade-k", "3"], "--cascade-k sets the cascades' k: give a --cascade"),
+        (["--cascade", "bm25:zscore"], "give the weight too"),
+        (["--cross-encoder", str(tmp_path)], "read by the 'cross-encoder' ranker"),
+        (["--cascade", "bm25", "--cascade-k", "0"], "k"),  # 0 was read as the default 20
+    ):
+        assert main([*plain, *extra]) == 2
+        assert said in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("train_mode", ["retrieved", "injected"])
@@ -265,12 +270,14 @@ def test_a_gated_cascade_checks_its_runs_and_its_correction_before_the_cascade(
     for given, said in (
         ({"n": 12, "k": 13, "folds": 4}, r"k \(--k\) must be a whole number in 1..n \(12\)"),
         ({"n": 12, "k": 0, "folds": 4}, "k .* must be"),
-        ({"n": 12, "k": 4, "folds": 1}, "folds must be >= 2"),
-        ({"n": 12, "k": 4, "folds": 2, "gated": True}, "folds must be >= 3"),
+        ({"n": 12, "k": 4, "folds": 1}, r"folds \(--folds\) must be >= 2"),
+        ({"n": 12, "k": 4, "folds": 2, "gated": True}, r"folds \(--folds\) must be >= 3"),
         ({"n": 12, "k": 4, "folds": 4, "stage2": ""}, "names no ranker"),
         ({"n": 12, "k": 4, "folds": 4, "scores": {"bm25": {}}}, r"scores \['bm25'\]: a run named"),
-        ({"n": 12, "k": 4, "folds": 4, "regression_cap": 0.1}, "regression_cap set the gated"),
-        ({"n": 12, "k": 4, "folds": 4, "train_mode": "injected"}, "train_mode set the gated"),
+        ({"n": 12, "k": 4, "folds": 4, "regression_cap": 0.1}, r"regression_cap \(--regressi"),
+        ({"n": 12, "k": 4, "folds": 4, "train_mode": "injected"}, r"train_mode \(--train-m"),
+        ({"n": 12, "k": 4, "folds": 4, "correction_ranker": "bm25"}, "correction_ranker .*set the"),
+        ({"n": 12, "k": 4, "folds": 4, "scores": {"selected": {}}}, r"scores \['selected'\]"),
     ):  # fmt: skip
         given = {"stage2": "bm25", **given}
         with pytest.raises(DataError, match=said):

@@ -327,12 +327,14 @@ def test_pack_refuses_orders_and_budgets_it_cannot_pack(tmp_path):
         with pytest.raises(fc.DataError, match=said):
             pack({"rankings": rankings})
     for bad, said in (
-        ({"budget": 0}, "budget must be a whole number >= 1"),
-        ({"budget": float("nan")}, "budget must be a whole number"),
-        ({"depth": -1}, "depth must be a whole number >= 1"),
+        ({"budget": 0}, r"budget \(--budget\) must be a whole number >= 1"),
+        ({"budget": float("nan")}, "must be a whole number"),
+        ({"depth": -1}, r"depth \(--depth\) must be a whole number >= 1"),
         ({"budget": 5}, "budget: question 'qCompany0': the question alone takes"),
         ({"tokenizer": tmp_path / "none"}, "no tokenizer folder at"),
         ({"first_stage": "bm25"}, "first_stage .*would not be read"),
+        ({"ranker": "bm25"}, "ranker .*would not be read"),
+        ({"depth": True}, "depth .*must be a whole number"),
     ):  # fmt: skip
         with pytest.raises(fc.DataError, match=said):
             pack(good, **bad)
@@ -342,3 +344,10 @@ def test_pack_refuses_orders_and_budgets_it_cannot_pack(tmp_path):
         pack(broken)
     (tmp_path / "ok.json").write_text(json.dumps(good))
     assert pack(tmp_path / "ok.json", budget=600)["systems"]["base:x"]
+    assert pack(good, budget=600.0)["budget"] == 600  # a whole number written as a float
+    from fincrowd_ltr.cli import main
+
+    # a review: `--bank-size 0` was read as the default 100 once it could be left out
+    bad = ["pack", "--dataset=beir", f"--data-root={tmp_path / 'c'}", "--ranker=bm25",
+           "--first-stage=bm25", "--bank-size=0", f"--out={tmp_path / 'o'}"]  # fmt: skip
+    assert main(bad) == 2
