@@ -349,5 +349,6 @@ def test_pack_refuses_orders_and_budgets_it_cannot_pack(tmp_path):
 
     # a review: `--bank-size 0` was read as the default 100 once it could be left out
     bad = ["pack", "--dataset=beir", f"--data-root={tmp_path / 'c'}", "--ranker=bm25",
-           "--first-stage=bm25", "--bank-size=0", f"--out={tmp_path / 'o'}"]  # fmt: skip
+           "--first-stage=bm25", "--bank-size=0", f"--out={tmp_path / 'o'}",
+           f"--cache-dir={tmp_path / 'cache'}"]  # fmt: skip
     assert main(bad) == 2

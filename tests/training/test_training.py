@@ -291,6 +291,9 @@ def test_a_checkpoint_of_a_python_built_data_module_exports(tmp_path):
     torch.save(stored, tmp_path / "other.ckpt")
     with pytest.raises(DataError, match="other.ckpt: checkpoint features differ"):
         from_lightning(tmp_path / "other.ckpt")
+    stored["fincrowd"] = {k: v for k, v in record.items() if k != "feature_versions"}
+    torch.save(stored, tmp_path / "unversioned.ckpt")  # a record without versions: none kept
+    assert from_lightning(tmp_path / "unversioned.ckpt").feature_versions is None
     del stored["fincrowd"]
     torch.save(stored, tmp_path / "unrecorded.ckpt")
     with pytest.warns(UserWarning, match="records no feature code"):
