@@ -282,7 +282,7 @@ def test_pack_command_packs_a_users_corpus_into_the_budget(tmp_path, capsys):
     fitted = tmp_path / "fit.json"
     fit = ["fit", *common[1:4], "--ranker=bm25", "--folds=4", "--no-select", "--no-gate",
            f"--cache-dir={tmp_path / 'cache'}", f"--report={fitted}"]  # fmt: skip
-    assert main(fit) == 0
+    assert main([*fit, f"--out={tmp_path / 'ungated'}"]) == 0
     written = json.loads(fitted.read_text())
     assert "gated" not in written and "regression_cap" not in written
     assert "gate_calibration" not in written and "gate_rows" not in written
@@ -294,7 +294,8 @@ def test_pack_command_packs_a_users_corpus_into_the_budget(tmp_path, capsys):
     assert set(packed["systems"]) == {"base:bm25", "residual:bm25"}
     assert "gate_folds" not in written
     # a gated fit's orders stay under `gated` only (a top-level copy would be packed first)
-    assert main([a for a in fit if a != "--no-gate"] + ["--min-calibration=1"]) == 0
+    gated_fit = [a for a in fit if a != "--no-gate"] + ["--min-calibration=1"]
+    assert main([*gated_fit, f"--out={tmp_path / 'gated'}"]) == 0
     gated = json.loads(fitted.read_text())
     assert "rankings" not in gated and gated["gated"]["modes"]["retrieved"]["rankings"]
     del gated["gated"]
