@@ -37,6 +37,8 @@ FIRST_STAGE_HELP = (
     "+instructions +periods +synonyms +keywords +query +entity +filing[=W] +static[=W]"
 )
 
+NO_RUN = " (this command takes no --run: not 'run')"  # for commands without a run
+
 
 class Terminated(Exception):
     """SIGTERM or SIGINT arrived while a command ran."""
@@ -524,7 +526,7 @@ def _cascade_command(command) -> None:
     """``fincrowd cascade``."""
     p = command("cascade", c.cascade, "cross-validate the reranker cascade (and the gate)")
     _data(p)
-    _stage(p)
+    _stage(p, help=NO_RUN)
     p.add_argument("--stage2", default="dense,hybrid", help="stage-2 rankers to choose from")
     p.add_argument("--n", type=int, default=200, help="candidates stage 1 passes on")
     p.add_argument("--k", type=int, default=20, help="candidates stage 2 keeps")
@@ -552,7 +554,7 @@ def _train_cross_encoder_command(command) -> None:
         "LoRA cross-encoder: out-of-fold scores and a final adapter",
     )
     _data(p)
-    _stage(p)
+    _stage(p, help=NO_RUN)
     settings.add_arguments(p, settings.CrossEncoderSettings)
     p.add_argument("--run-out", type=Path, default=None, help="write out-of-fold scores (TREC)")
     p.add_argument("--out", type=Path, default=None, help="save the final adapter here")

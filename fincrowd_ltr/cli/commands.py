@@ -178,6 +178,7 @@ def evaluate(args: argparse.Namespace) -> dict:
     import warnings
 
     from fincrowd_ltr.api import evaluate as run
+    from fincrowd_ltr.api.corpus import rankers_of
     from fincrowd_ltr.data.schema import DataError
     from fincrowd_ltr.model.shift import DistributionShiftWarning
     from fincrowd_ltr.retrieval.cascade import DEFAULT_K, CascadeSettings
@@ -190,6 +191,12 @@ def evaluate(args: argparse.Namespace) -> dict:
         norm, _, weight = rest.partition(":")
         if norm and not weight:  # weight 1 mixes in no first stage: a norm would change nothing
             raise DataError(f"--cascade {item!r}: give the weight too (RANKER:NORM:WEIGHT)")
+        if ranker not in (*rankers_of(args.ranker or ""), "run"):  # banks hold the named only
+            raise DataError(
+                f"--cascade {item!r}: stage 2 reads a ranker evaluated here ({args.ranker}, or "
+                "run with --run): add it to --ranker",
+                "--cascade",
+            )
         try:
             k = DEFAULT_K if args.cascade_k is None else args.cascade_k
             cascades.append(

@@ -146,6 +146,7 @@ def test_evaluate_reports_fixed_cascades_under_their_names(tmp_path, capsys):
         (["--cascade", "bm25:zscore"], "give the weight too"),
         (["--cross-encoder", str(tmp_path)], "read by the 'cross-encoder' ranker"),
         (["--cascade", "bm25", "--cascade-k", "0"], "k"),  # 0 was read as the default 20
+        (["--cascade", "dense"], "stage 2 reads a ranker evaluated here"),  # failed at the end
     ):
         assert main([*plain, *extra]) == 2
         assert said in capsys.readouterr().err
