@@ -472,8 +472,7 @@ class CrossEncoderSettings:
     def __post_init__(self) -> None:
         check_types(self)
         group = CROSS_ENCODER_NEGATIVES + 1  # a gold passage and its negatives
-        least = {"depth": group, "max_length": 8, "epochs": 1, "batch_size": 1, "max_groups": 1}
-        least["folds"] = 2  # out-of-fold scores
+        least = dict(depth=group, max_length=8, epochs=1, batch_size=1, max_groups=1, folds=2)
         for name, low in least.items():
             if getattr(self, name) < low:
                 why = f" (a group is 1 + {CROSS_ENCODER_NEGATIVES} candidates)" * (name == "depth")

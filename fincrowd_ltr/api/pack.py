@@ -175,11 +175,13 @@ def _checked_orders(systems, data: Dataset, source: str) -> dict:
                 raise DataError(f"{where}: not a question of {data.name}", "orders")
             if not isinstance(ranking, list) or not all(isinstance(p, str) for p in ranking):
                 raise DataError(f"{where}: a ranking is a list of passage ids", "orders")
-            if unknown := [p for p in ranking if p not in data.passages]:
-                raise DataError(f"{where}: unknown passage id {unknown[0]!r}", "orders")
-            if len(set(ranking)) < len(ranking):
-                twice = next(p for i, p in enumerate(ranking) if p in ranking[:i])
-                raise DataError(f"{where}: passage {twice!r} ranked twice", "orders")
+            seen: set[str] = set()
+            for pid in ranking:
+                if pid not in data.passages:
+                    raise DataError(f"{where}: unknown passage id {pid!r}", "orders")
+                if pid in seen:
+                    raise DataError(f"{where}: passage {pid!r} ranked twice", "orders")
+                seen.add(pid)
     return systems
 
 

@@ -235,6 +235,21 @@ def check_feature_code(record: dict, path: Path | str, stacklevel: int = 3) -> N
     _check_feature_versions(record.get("feature_versions"), path, stacklevel + 1)
 
 
+def checked_feature_record(record, path: Path | str, stacklevel: int = 3) -> dict | None:
+    """A Lightning checkpoint's feature record (its ``"fincrowd"`` entry), checked as
+    :func:`check_feature_code` does; ``None``, warned, for a checkpoint written before the
+    record existed (its features are taken to be this version's)."""
+    if not isinstance(record, dict):
+        warnings.warn(
+            f"{path}: records no feature code (an earlier version wrote it): its features are "
+            "taken to be this version's, and no feature versions are recorded for it",
+            stacklevel=stacklevel,
+        )
+        return None
+    check_feature_code(record, path, stacklevel + 1)
+    return record
+
+
 def _check_feature_versions(recorded: dict | None, path: Path | str, stacklevel: int) -> None:
     """Warn when a checkpoint's features were computed by other code than this version's (a
     checkpoint saved before the versions were recorded is not checked)."""

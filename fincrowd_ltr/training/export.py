@@ -91,17 +91,10 @@ def _feature_versions(stored: dict, ckpt: Path) -> dict[str, int] | None:
     are (other features or extractor refused, other versions warned); None, said, for a
     checkpoint written before they were recorded (its folder's versions then stay unrecorded,
     as a folder saved before them does, not stamped with this version's)."""
-    from fincrowd_ltr.model.checkpoint import check_feature_code
+    from fincrowd_ltr.model.checkpoint import checked_feature_record
 
-    record = stored.get("fincrowd")
-    if not isinstance(record, dict):
-        warnings.warn(
-            f"{ckpt}: records no feature code (an earlier version wrote it): its features are "
-            "assumed to be this version's, and the exported folder records no feature versions",
-            stacklevel=3,
-        )
-        return None
-    check_feature_code(record, ckpt, stacklevel=4)  # a warning names from_lightning's caller
+    # warnings name from_lightning's caller
+    record = checked_feature_record(stored.get("fincrowd"), ckpt, stacklevel=4) or {}
     versions = record.get("feature_versions")
     return dict(versions) if isinstance(versions, dict) else None
 

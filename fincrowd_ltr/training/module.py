@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import warnings
-
 import lightning as L
 import torch
 
 from fincrowd_ltr.features import FEATURE_NAMES
 from fincrowd_ltr.features.bank_features import CONFLICT_COLUMNS, family_of
 from fincrowd_ltr.model import MAX_DISTRACTORS, ResidualScorer, pairwise_loss
+from fincrowd_ltr.model.checkpoint import checked_feature_record, feature_code
 from fincrowd_ltr.model.pairs import lambdarank_loss, listnet_loss
 from fincrowd_ltr.settings import OBJECTIVES
 
@@ -83,7 +82,10 @@ class ResidualModule(L.LightningModule):
         active = [not _dropped(name, dropped) for name in FEATURE_NAMES]
         self.scorer = ResidualScorer(len(FEATURE_NAMES), alpha=alpha, gamma=gamma, active=active)
         self._epoch: dict[str, list] = {}
-        self._resumed, self._resumed_record = False, None  # see on_load_checkpoint
+        # the feature code's record its checkpoints carry: this version's, or a resumed
+        # checkpoint's own (None: it recorded none), so that a run resumed under newer feature
+        # code does not hide what its first epochs were trained on
+        self._feature_record: dict | None = feature_code()
         signs = [_SIGN.get(name.rsplit("_", 1)[-1], _SIGN.get(name, 0)) for name in FEATURE_NAMES]
         self._signs = torch.tensor(signs, dtype=torch.float64) if monotone else None
 
@@ -94,33 +96,15 @@ class ResidualModule(L.LightningModule):
                 w.copy_(torch.where(w * self._signs < 0, torch.zeros_like(w), w))
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        # the feature code's record, checked by the export (features of another version refused):
-        # this version's, or a resumed checkpoint's own (None: it recorded none), so that a run
-        # resumed under newer feature code does not hide what its first epochs were trained on
-        from fincrowd_ltr.model.checkpoint import feature_code
-
-        record = self._resumed_record if self._resumed else feature_code()
-        if record is not None:
-            checkpoint["fincrowd"] = record
+        if self._feature_record is not None:  # checked by the export
+            checkpoint["fincrowd"] = self._feature_record
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        record = checkpoint.get("fincrowd")
-        record = record if isinstance(record, dict) else None
         trainer = self._trainer
         if trainer is None:  # load_from_checkpoint: the export checks it, naming the file
             return
-        from fincrowd_ltr.model.checkpoint import check_feature_code
-
         where = getattr(trainer, "ckpt_path", None) or "the resumed checkpoint"
-        if record is None:
-            warnings.warn(
-                f"{where}: records no feature code (an earlier version wrote it): resumed as if "
-                "its features were this version's",
-                stacklevel=2,
-            )
-        else:
-            check_feature_code(record, where)
-        self._resumed, self._resumed_record = True, record
+        self._feature_record = checked_feature_record(checkpoint.get("fincrowd"), where)
 
     def on_fit_start(self) -> None:
         datamodule = self.trainer.datamodule
