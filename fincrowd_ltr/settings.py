@@ -467,10 +467,28 @@ class CrossEncoderSettings:
     lr: float = field(default=1e-3, metadata=_opt("learning rate of the LoRA weights and head"))
     max_groups: int = field(default=120, metadata=_opt("cap on training groups (CPU time)"))
     folds: int = field(default=5, metadata=_opt("group folds of the out-of-fold scores"))
-    seed: int = field(default=0, metadata=_opt("seed of the fold plan and the training"))
+    seed: int = field(default=0, metadata=_opt("seed of the fold plan, the training and synthesis"))
+    synthetic: int = field(
+        default=0,
+        metadata=_opt(
+            "also train on N questions synthesised from the corpus's pages (no label read; a "
+            "fold's model only on companies outside the fold)",
+            metavar="N",
+        ),
+    )
+    synthetic_only: bool = field(
+        default=False,
+        metadata=_opt("train on the synthetic questions alone (labels only score out of fold)"),
+    )
 
     def __post_init__(self) -> None:
         check_types(self)
+        if self.synthetic < 0:
+            raise _data_error(f"synthetic (--synthetic) must be >= 0; got {self.synthetic}")
+        if self.synthetic_only and not self.synthetic:
+            raise _data_error(
+                "synthetic_only (--synthetic-only) needs synthetic questions (--synthetic N)"
+            )
         group = CROSS_ENCODER_NEGATIVES + 1  # a gold passage and its negatives
         least = dict(depth=group, max_length=8, epochs=1, batch_size=1, max_groups=1, folds=2)
         for name, low in least.items():

@@ -1,11 +1,14 @@
-"""Training the cross-encoder: groups of one supporting passage and hard negatives from the banks,
+"""Training the cross-encoder: groups of one supporting passage and hard negatives from the banks
+(labelled questions) or of a synthetic question's source page and its typed and bank negatives,
 a listwise softmax loss (the positive against its negatives), LoRA parameters and the head only.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Collection
 from dataclasses import dataclass
+from itertools import chain, zip_longest
 
 import lightning as L
 import torch
@@ -15,10 +18,12 @@ from fincrowd_ltr.crossencoder.model import CrossEncoder
 from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.defaults import CROSS_ENCODER_NEGATIVES
 from fincrowd_ltr.retrieval.banks import BankSet
+from fincrowd_ltr.synthesis import Synthesis
 from fincrowd_ltr.training.trainer import quiet_trainer
 
 DEFAULT_NEGATIVES = CROSS_ENCODER_NEGATIVES
 MAX_POSITIVES = 2  # groups per question: a question with many gold pages does not dominate
+TYPED_NEGATIVES = 3  # of a synthetic group's negatives, at most this many constraint-violating
 
 
 @dataclass
@@ -58,6 +63,55 @@ def hard_negative_groups(
         query = dataset.queries[qid].text
         for pid in gold[:MAX_POSITIVES]:
             groups.append(Group(qid, query, dataset.passages[pid].text, tuple(negs)))
+    return groups
+
+
+def synthetic_groups(
+    synthesis: Synthesis,
+    bankset: BankSet,
+    ranker: str,
+    excluded: Collection[str] = (),
+    negatives: int = DEFAULT_NEGATIVES,
+) -> list[Group]:
+    """One group per synthetic question of a company outside ``excluded``: its source page
+    against up to ``TYPED_NEGATIVES`` typed negatives (pages on the question's topic that violate
+    one constraint: other period, other company, other line item; taken round robin over the
+    types) and then the highest-ranked other candidates of its bank by ``ranker``. A page of an
+    ``excluded`` company, a page relevant to the question and a page whose text is the source's
+    are never negatives; a question without a full group is skipped."""
+    excluded = set(excluded)
+    passages = synthesis.passages
+
+    def company(pid: str) -> str:
+        p = passages[pid]
+        return p.company or p.document or ""
+
+    groups = []
+    for q in synthesis.questions:
+        if q.company in excluded or q.qid not in bankset.banks or q.source not in passages:
+            continue
+        source = passages[q.source].text
+        typed = [p for p in chain(*zip_longest(*q.negatives.values())) if p is not None]
+        ranked = bankset.banks[q.qid].ranking(ranker)
+        chosen: list[str] = []
+        for i, pid in enumerate(chain(typed, ranked)):
+            if len(chosen) == negatives:
+                break
+            if i < len(typed) and len(chosen) >= TYPED_NEGATIVES:
+                continue
+            if (
+                pid in q.relevant
+                or pid in chosen
+                or pid not in passages
+                or company(pid) in excluded
+                or passages[pid].text == source
+            ):
+                continue
+            chosen.append(pid)
+        if len(chosen) < negatives:
+            continue  # a full group keeps every batch rectangular
+        texts = tuple(passages[p].text for p in chosen)
+        groups.append(Group(q.qid, q.text, source, texts))
     return groups
 
 

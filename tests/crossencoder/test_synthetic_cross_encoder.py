@@ -1,0 +1,89 @@
+"""The cross-encoder trained on synthetic questions: each group is a synthetic question's source
+page against its typed negatives and its bank's best other candidates; a fold's model never
+draws on the held-out fold's companies; a final adapter needs no labelled question."""
+
+import json
+
+import pytest
+
+import fincrowd_ltr as fc
+from fincrowd_ltr.api import build_banks
+from fincrowd_ltr.crossencoder import training
+from fincrowd_ltr.crossencoder.training import TYPED_NEGATIVES, synthetic_groups
+from fincrowd_ltr.data.schema import DataError
+from fincrowd_ltr.data.splits import FoldPlan
+from fincrowd_ltr.settings import CrossEncoderSettings
+from fincrowd_ltr.synthesis import synthesize
+from tests.synthesis.test_synthesis import filings_corpus
+
+
+def _company(data, text: str) -> str:
+    return next(p.company for p in data.passages.values() if p.text == text)
+
+
+def test_synthetic_groups_mix_typed_and_bank_negatives_and_skip_held_companies():
+    data = filings_corpus(companies=6, questions=False)
+    found = synthesize(data, 40, seed=0)
+    banks = build_banks(found.dataset(), ["bm25"], first_stage="bm25", size=20, cache_dir=None)
+    held = {"Firm0", "Firm1"}
+    groups = synthetic_groups(found, banks, "bm25", held, negatives=5)
+    by_id = {q.qid: q for q in found.questions}
+    assert groups and len({g.qid for g in groups}) == len(groups)  # one group per question
+    assert {by_id[g.qid].company for g in groups}.isdisjoint(held)
+    assert len(groups) == sum(q.company not in held for q in found.questions)
+    some_typed = False
+    for g in groups:
+        q = by_id[g.qid]
+        assert g.positive == data.passages[q.source].text and len(g.negatives) == 5
+        relevant = {data.passages[p].text for p in q.relevant}
+        typed = {data.passages[p].text for pids in q.negatives.values() for p in pids}
+        usable = typed - relevant - {g.positive}
+        usable = {t for t in usable if _company(data, t) not in held}
+        assert not relevant & set(g.negatives) and g.positive not in g.negatives
+        assert all(_company(data, t) not in held for t in g.negatives)
+        k = min(TYPED_NEGATIVES, len(usable))  # typed negatives first, at most three
+        assert set(g.negatives[:k]) <= usable
+        ranking = [data.passages[p].text for p in banks.banks[g.qid].ranking("bm25")]
+        rest = [ranking.index(t) for t in g.negatives[k:]]
+        assert rest == sorted(rest)  # then the bank's best other candidates, in its order
+        some_typed |= k > 0
+    assert some_typed
+
+
+def test_settings_refuse_synthetic_only_without_synthetic_questions():
+    with pytest.raises(DataError, match="--synthetic N"):
+        CrossEncoderSettings(synthetic_only=True)
+    with pytest.raises(DataError, match="synthetic"):
+        CrossEncoderSettings(synthetic=-1)
+
+
+def test_zero_label_cross_encoder_out_of_fold_and_final(tmp_path, monkeypatch):
+    data = filings_corpus(companies=6)
+    trained = []
+    real = training.train_cross_encoder
+
+    def recording(model, groups, **kwargs):
+        trained.append(list(groups))
+        return real(model, groups, **kwargs)
+
+    monkeypatch.setattr("fincrowd_ltr.crossencoder.crossfit.train_cross_encoder", recording)
+    monkeypatch.setattr("fincrowd_ltr.crossencoder.train_cross_encoder", recording)
+    run_out, out = tmp_path / "oof.trec", tmp_path / "ce"
+    settings = dict(synthetic=24, synthetic_only=True, depth=8, max_length=16, epochs=1,
+                    batch_size=2, max_groups=4, folds=2, first_stage="bm25")  # fmt: skip
+    report = fc.train_cross_encoder(
+        data, run_out=run_out, out=out, cache_dir=tmp_path / "cache", **settings
+    )
+    assert report["synthetic"]["questions"] == 24 and report["synthetic"]["only"]
+    folds = report["folds"]
+    assert len(folds) == 2 and len(trained) == 3  # two fold models, then the final adapter
+    scored = {line.split()[0] for line in run_out.read_text().splitlines()}
+    assert scored == {q for q in data.queries if data.covered(q)}
+    plan = FoldPlan.by_group(data, 2, 0, scored).folds
+    for fold, groups in zip(folds, trained, strict=False):
+        held = {data.queries[q].group for q in plan[fold["test_fold"]]}
+        assert groups and held
+        texts = [t for g in groups for t in (g.positive, *g.negatives)]
+        assert all(_company(data, t) not in held for t in texts)
+    saved = json.loads((out / "cross_encoder.json").read_text())
+    assert saved["training"]["query_ids"] == [] and saved["training"]["synthetic"] == 24
