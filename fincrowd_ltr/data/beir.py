@@ -321,7 +321,7 @@ def load_beir(
     return dataset
 
 
-def read_trec_run(path: Path, dataset: Dataset | None = None) -> dict[str, dict[str, float]]:
+def read_trec_run(path: str | Path, dataset: Dataset | None = None) -> dict[str, dict[str, float]]:
     """Read a TREC run file into ``run[qid][pid] = score``.
 
     With a ``dataset``, lines of questions it does not hold (another split's, say) are checked
@@ -332,7 +332,7 @@ def read_trec_run(path: Path, dataset: Dataset | None = None) -> dict[str, dict[
         DataError: naming file and line for malformed lines, non-finite scores, passage ids
             the dataset lacks, or a passage listed twice for a question.
     """
-    require_file(path, "run file")
+    path = require_file(path, "run file")
     run: dict[str, dict[str, float]] = {}
     others: dict[str, dict[str, float]] = {}  # questions the dataset does not hold
     outside: dict[str, str] = {}  # their ids -> where each first appears

@@ -10,8 +10,9 @@ from pathlib import Path
 from fincrowd_ltr.data.schema import DataError
 
 
-def require_file(path: Path, what: str = "file") -> Path:
-    """Return ``path`` if it is a file, else raise DataError naming the expected path."""
+def require_file(path: str | Path, what: str = "file") -> Path:
+    """Return ``path`` (as a ``Path``) if it is a file, else raise DataError naming it."""
+    path = Path(path)
     if not path.is_file():
         raise DataError(f"expected {what} at {path} but it does not exist")
     return path

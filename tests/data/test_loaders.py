@@ -166,6 +166,7 @@ def test_beir_and_trec_run(tmp_path):
     run_path = tmp_path / "run.trec"
     write_trec_run(run_path, {"q1": {"d2": 2.0, "d1": 1.5}})
     assert read_trec_run(run_path, ds) == {"q1": {"d2": 2.0, "d1": 1.5}}
+    assert read_trec_run(str(run_path)) == {"q1": {"d2": 2.0, "d1": 1.5}}  # a str path too
 
 
 def test_files_saved_with_a_byte_order_mark_read_as_without(tmp_path):
