@@ -32,7 +32,7 @@ from fincrowd_ltr.api.synthetic import (
     synthetic_scorer,
 )
 from fincrowd_ltr.data.schema import SYNTHETIC_SUFFIX, DataError, Dataset
-from fincrowd_ltr.data.splits import FoldPlan, Round
+from fincrowd_ltr.data.splits import FoldPlan, Round, held_units
 from fincrowd_ltr.defaults import AVERAGED, BANK_MODES, MIXING_KEYS, SMALL_HELD_OUT
 from fincrowd_ltr.diagnostics.crowding import crowded_labels, repair_counts
 from fincrowd_ltr.engine import Forked, worker_cap
@@ -515,8 +515,8 @@ class _CrossValidation:
                 stacklevel=2,
             )
         self.grid = self.synthetic.grid(grid) if self.syn else grid
-        fold_groups = [{data.queries[q].group for q in fold} for fold in plan.folds]
-        held_groups = {data.queries[q].group for q in self.held or ()}
+        fold_groups = [held_units(data, fold) for fold in plan.folds]
+        held_groups = held_units(data, self.held or ())
         self.ex = _Folds(
             plan, self.examples, b.train_mode, extra, self.syn, self.synthetic, fold_groups,
             held_groups, b.val_mode, s.calibration.gate, self.gate_rows,

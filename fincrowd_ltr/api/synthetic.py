@@ -18,6 +18,7 @@ from pathlib import Path
 
 from fincrowd_ltr.api.corpus import DEFAULT_CACHE, load_dataset
 from fincrowd_ltr.data.schema import SYNTHETIC_SUFFIX, DataError, Dataset
+from fincrowd_ltr.data.splits import page_unit
 from fincrowd_ltr.data.store import PageStore
 from fincrowd_ltr.defaults import DEFAULT_LINE_ITEMS
 from fincrowd_ltr.engine import Forked
@@ -90,7 +91,7 @@ def _check_companies(companies, data: Dataset) -> None:
             f"synthesize: companies must be a list of names, not a string ({[companies]!r})",
             "companies",
         )
-    known = {p.company or p.document or "" for p in data.passages.values()}
+    known = {page_unit(p) for p in data.passages.values()}
     unknown = sorted(set(companies) - known)
     if unknown and len(unknown) == len(set(companies)):
         names = sorted(k for k in known if k)

@@ -1,7 +1,7 @@
 """Out-of-fold cross-encoder scores: for each group fold, a cross-encoder trained on the other
 folds scores that fold's bank candidates, so every score comes from a model that never saw the
-question's company (FinanceBench) or context (TAT-QA), nor a synthetic question or negative page
-of it. Written as a TREC run
+question's company (FinanceBench) or context (TAT-QA): neither its questions, nor a synthetic
+question or a negative page of it. Written as a TREC run
 (:func:`fincrowd_ltr.data.beir.write_trec_run`), which ``fincrowd evaluate --run`` and
 ``fincrowd cascade --scores`` read like any other ranker.
 """
@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 from fincrowd_ltr.crossencoder.model import CrossEncoder, CrossEncoderConfig
 from fincrowd_ltr.crossencoder.training import Group, train_cross_encoder
 from fincrowd_ltr.data.schema import Dataset
-from fincrowd_ltr.data.splits import FoldPlan
+from fincrowd_ltr.data.splits import FoldPlan, held_units
 from fincrowd_ltr.retrieval.banks import BankSet
 
 
@@ -55,8 +55,8 @@ def crossfit(
 ) -> tuple[dict[str, dict[str, float]], list[dict]]:
     """Out-of-fold scores of the covered questions' top-``depth`` candidates, and per-fold
     summaries (training groups, seconds, pairs scored per second). ``groups_for(train, held)``
-    gives a fold's training groups from its training questions and the held-out fold's groups
-    (companies), which none of them may draw on."""
+    gives a fold's training groups from its training questions and the held-out fold's
+    companies (:func:`~fincrowd_ltr.data.splits.held_units`), which none of them may draw on."""
     covered = [q for q in dataset.queries if q in bankset.banks and dataset.covered(q)]
     keep = set(covered)
     fold_qids = [list(f) for f in FoldPlan.by_group(dataset, folds, seed, keep).folds]
@@ -66,7 +66,7 @@ def crossfit(
         if not test:
             continue
         train = [q for g, fold in enumerate(fold_qids) if g != f for q in fold]
-        held = {dataset.queries[q].group for q in test}
+        held = held_units(dataset, test)
         groups = groups_for(train, held)
         model = CrossEncoder.from_minilm(config, seed)
         start = time.perf_counter()

@@ -16,6 +16,7 @@ from torch.utils.data import DataLoader
 
 from fincrowd_ltr.crossencoder.model import CrossEncoder
 from fincrowd_ltr.data.schema import DataError, Dataset
+from fincrowd_ltr.data.splits import page_unit
 from fincrowd_ltr.defaults import CROSS_ENCODER_NEGATIVES
 from fincrowd_ltr.retrieval.banks import BankSet
 from fincrowd_ltr.synthesis import Synthesis
@@ -42,10 +43,13 @@ def hard_negative_groups(
     ranker: str,
     qids: list[str],
     negatives: int = DEFAULT_NEGATIVES,
+    excluded: Collection[str] = (),
 ) -> list[Group]:
     """Groups for ``qids``: each gold passage (at most ``MAX_POSITIVES`` per question, whether
     or not the first stage found it) with the ``negatives`` highest-ranked non-supporting bank
-    candidates by ``ranker`` (texts equal to a gold text are never negatives)."""
+    candidates by ``ranker`` (texts equal to a gold text and pages of an ``excluded`` company
+    are never negatives)."""
+    excluded = set(excluded)
     groups = []
     for qid in qids:
         if qid not in bankset.banks or not dataset.qrels.get(qid):
@@ -56,7 +60,9 @@ def hard_negative_groups(
         negs = [
             dataset.passages[p].text
             for p in ranked
-            if p not in gold and dataset.passages[p].text not in gold_texts
+            if p not in gold
+            and dataset.passages[p].text not in gold_texts
+            and page_unit(dataset.passages[p]) not in excluded
         ][:negatives]
         if len(negs) < negatives:
             continue  # a full group keeps every batch rectangular
@@ -81,11 +87,6 @@ def synthetic_groups(
     are never negatives; a question without a full group is skipped."""
     excluded = set(excluded)
     passages = synthesis.passages
-
-    def company(pid: str) -> str:
-        p = passages[pid]
-        return p.company or p.document or ""
-
     groups = []
     for q in synthesis.questions:
         if q.company in excluded or q.qid not in bankset.banks or q.source not in passages:
@@ -103,7 +104,7 @@ def synthetic_groups(
                 pid in q.relevant
                 or pid in chosen
                 or pid not in passages
-                or company(pid) in excluded
+                or page_unit(passages[pid]) in excluded
                 or passages[pid].text == source
             ):
                 continue

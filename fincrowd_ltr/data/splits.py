@@ -20,13 +20,36 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from fincrowd_ltr.data.schema import DataError, Dataset
+from fincrowd_ltr.data.schema import DataError, Dataset, Passage
 
 
 def group_fold(group: str, k: int, seed: int = 0) -> int:
     """The fold (0..k-1) of a group: a stable hash of ``seed`` and the group name."""
     digest = hashlib.sha1(f"{seed}:{group}".encode()).hexdigest()
     return int(digest, 16) % k
+
+
+def page_unit(page: Passage) -> str:
+    """The unit a page belongs to: its company, else its document (anonymised corpora); what
+    synthetic questions are grouped by."""
+    return page.company or page.document or ""
+
+
+def held_units(dataset: Dataset, qids: Iterable[str]) -> set[str]:
+    """Every name under which pages or questions written from pages (synthetic questions) may
+    belong to the questions ``qids``: their groups, their companies, and the company (else the
+    document) of each page judged relevant to them. Training drawn from the corpus's pages
+    leaves a held-out fold out by these, also where a question's group is not its pages'
+    company (a BEIR question without a group is grouped by the pages of its answer)."""
+    units: set[str] = set()
+    for qid in qids:
+        query = dataset.queries[qid]
+        units.update(u for u in (query.group, query.company) if u)
+        for pid, grade in dataset.qrels.get(qid, {}).items():
+            page = dataset.passages.get(pid) if grade > 0 else None
+            if page is not None and page_unit(page):
+                units.add(page_unit(page))
+    return units
 
 
 def group_kfold(dataset: Dataset, k: int = 5, seed: int = 0) -> list[list[str]]:

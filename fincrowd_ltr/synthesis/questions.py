@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 
 from fincrowd_ltr.data.schema import DataError, Dataset, Passage, Query
+from fincrowd_ltr.data.splits import page_unit
 from fincrowd_ltr.defaults import DEFAULT_LINE_ITEMS, LINE_ITEMS
 from fincrowd_ltr.features.page_cues import ROW_REACH, has_metric_row
 from fincrowd_ltr.fields import FieldExtractor
@@ -232,7 +233,7 @@ def synthesize(
     if unknown:
         raise DataError(f"synthesize: unknown template(s) {unknown}; choose from {TEMPLATES}")
     keep = None if companies is None else set(companies)
-    pool = [p for p in passages.values() if keep is None or (p.company or p.document or "") in keep]
+    pool = [p for p in passages.values() if keep is None or page_unit(p) in keep]
     if extractor is None:
         extractor = FieldExtractor.from_passages(passages.values())
     tables = _tables(pool, extractor, any_label=line_items == "any")
@@ -426,9 +427,7 @@ def _identifying(figure: str) -> bool:
     return sum(ch.isdigit() for ch in figure) >= MIN_FIGURE_DIGITS
 
 
-def _company(p: Passage) -> str:
-    """The unit questions are grouped by: the company, else the document (anonymised corpora)."""
-    return p.company or p.document or ""
+_company = page_unit  # the unit questions are grouped by
 
 
 def _row_headers(pool: list[Passage]) -> dict[str, str]:

@@ -84,6 +84,13 @@ def test_hard_negatives_come_from_the_bank_and_skip_gold(financebench):
     texts = {financebench.passages[p].text: p for p in pids}
     assert groups and groups[0].positive == financebench.passages[gold[0]].text
     assert [texts[t] for t in groups[0].negatives] == others[:5]  # best-ranked non-gold first
+    from fincrowd_ltr.data.splits import page_unit
+
+    unit = page_unit(financebench.passages[others[0]])  # a held-out company's pages: never
+    kept = hard_negative_groups(financebench, banks, "r", [qid], negatives=2, excluded={unit})
+    units = {page_unit(financebench.passages[texts[t]]) for g in kept for t in g.negatives}
+    assert unit not in units
+    assert kept or all(page_unit(financebench.passages[p]) == unit for p in others)
 
 
 def test_ranker_scores_bank_candidates(tiny_cross_encoder, financebench):

@@ -56,3 +56,28 @@ def test_hashing_that_leaves_a_fold_empty_is_repaired_by_moving_whole_groups():
     # fewer groups than folds: as many folds filled as there are groups, no error here
     few = make(["a", "b"])
     assert sum(1 for f in FoldPlan.by_group(few, 4).folds if f) == 2
+
+
+def test_held_units_name_a_fold_as_its_pages_and_synthetic_questions_do():
+    """A BEIR question without a group is grouped by its answer's pages; training drawn from
+    pages (synthetic questions, negatives) is grouped by company: a held-out fold must be left
+    out under both names."""
+    from fincrowd_ltr.data.schema import Dataset, Passage, Query
+    from fincrowd_ltr.data.splits import held_units, page_unit
+
+    passages = {
+        "a1": Passage("a1", "Acme revenue", company="Acme", document="ACME_2021_10K"),
+        "b1": Passage("b1", "Bolt revenue", document="BOLT_2021_10K"),  # no company: document
+        "c1": Passage("c1", "Core revenue", company="Core"),
+    }
+    queries = {
+        "qa": Query("qa", "Acme revenue?", group="a1"),  # grouped by its answer page
+        "qb": Query("qb", "Bolt revenue?", group="b1", company="Bolt"),
+        "qc": Query("qc", "Core revenue?", group="Core"),
+    }
+    qrels = {"qa": {"a1": 1}, "qb": {"b1": 1, "c1": 0}, "qc": {"c1": 1}}
+    data = Dataset("d", queries, passages, qrels)
+    assert page_unit(passages["b1"]) == "BOLT_2021_10K"
+    assert held_units(data, ["qa"]) == {"a1", "Acme"}
+    assert held_units(data, ["qb"]) == {"b1", "Bolt", "BOLT_2021_10K"}  # grade 0: not its page
+    assert held_units(data, []) == set()
