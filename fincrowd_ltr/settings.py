@@ -459,13 +459,19 @@ class CrossEncoderSettings:
     """How the LoRA cross-encoder is trained: its banks, its hard negatives and its steps."""
 
     depth: int = field(default=200, metadata=_opt("bank candidates scored per question"))
-    negatives_from: str = field(default="dense", metadata=_opt("ranker ordering hard negatives"))
+    negatives_from: str = field(
+        default="dense",
+        metadata=_opt("ranker ordering labelled questions' hard negatives (synthetic ones: bm25)"),
+    )
     first_stage: str = field(default="auto", metadata=_opt("candidate retrieval", cli=False))
     max_length: int = field(default=128, metadata=_opt("word pieces per pair"))
     epochs: int = field(default=2, metadata=_opt("passes over the training groups"))
     batch_size: int = field(default=4, metadata=_opt("groups (1 + 7 negatives) per step"))
     lr: float = field(default=1e-3, metadata=_opt("learning rate of the LoRA weights and head"))
-    max_groups: int = field(default=120, metadata=_opt("cap on training groups (CPU time)"))
+    max_groups: int = field(
+        default=120,
+        metadata=_opt("cap on training groups, labelled and synthetic together (CPU time)"),
+    )
     folds: int = field(default=5, metadata=_opt("group folds of the out-of-fold scores"))
     seed: int = field(default=0, metadata=_opt("seed of the fold plan, the training and synthesis"))
     synthetic: int = field(

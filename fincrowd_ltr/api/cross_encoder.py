@@ -3,18 +3,22 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 from fincrowd_ltr.api.corpus import build_banks, data_settings, load_dataset
-from fincrowd_ltr.api.synthetic import synthesis_for
+from fincrowd_ltr.api.synthetic import check_named_share, synthesis_for
 from fincrowd_ltr.data.schema import DataError, Dataset
 from fincrowd_ltr.evaluation.reports import CrossEncoderReport
 from fincrowd_ltr.fields.corpus import corpus_extractor
+from fincrowd_ltr.retrieval.banks import BankSet
 from fincrowd_ltr.retrieval.build import BankSpec
 from fincrowd_ltr.settings import CrossEncoderSettings, DataSettings, SyntheticSettings
+from fincrowd_ltr.synthesis import Synthesis
 
-SYNTHETIC_RANKER = "bm25"  # orders a synthetic bank's negatives (MiniLM over thousands of banks'
-# pages would cost an hour on CPU)
+# orders a synthetic bank's negatives (MiniLM over thousands of banks' pages: an hour on CPU)
+SYNTHETIC_RANKER = "bm25"
 
 
 def train_cross_encoder(
@@ -49,14 +53,27 @@ def train_cross_encoder(
             "out",
         )
     depth, seed, split = s.depth, s.seed, where.split
+    if s.synthetic_only and s.negatives_from != CrossEncoderSettings.negatives_from:
+        raise DataError(
+            "negatives_from (--negatives-from) orders the labelled questions' negatives, and "
+            "synthetic_only (--synthetic-only) trains on none (a synthetic question's come from "
+            f"its {SYNTHETIC_RANKER} bank)",
+            "negatives_from",
+        )
     data = load_dataset(dataset, where.data_root, split)
-    labelled = run_out is not None or not s.synthetic_only  # labelled banks: trained or scored
     bankset = None
-    if labelled:
-        data.require_covered("score out of fold" if s.synthetic_only else "train on")
+    if run_out is not None or not s.synthetic_only:  # labelled banks: trained on or scored
+        if s.synthetic_only and not any(data.covered(q) for q in data.queries):
+            raise DataError(
+                f"{data.name}: no question has a relevant passage in the corpus, so there is "
+                "no out-of-fold score to measure (run_out, --run-out); out (--out) alone trains "
+                "on the synthetic questions without labelled ones",
+                "run_out",
+            )
+        data.require_covered("train on")
         rankers = [SYNTHETIC_RANKER if s.synthetic_only else s.negatives_from]
         bankset = build_banks(data, rankers, first_stage=s.first_stage, size=depth, data=where)
-    groups_for = _Groups(data, bankset, s, where)
+    groups_for = TrainingGroups(data, bankset, s, *_synthetic_banks(data, s, where))
     config = CrossEncoderConfig(max_length=s.max_length)
     kwargs = s.steps()
     report = CrossEncoderReport(
@@ -68,8 +85,9 @@ def train_cross_encoder(
     )
     if groups_for.synthesis is not None:
         report["synthetic"] = {
-            "n": s.synthetic,
+            "asked": s.synthetic,
             "questions": len(groups_for.synthesis.questions),
+            "seed": seed,
             "ranker": SYNTHETIC_RANKER,
             "only": s.synthetic_only,
         }
@@ -91,7 +109,7 @@ def train_cross_encoder(
             "dataset": data.name,
             "split": split,
             "query_ids": covered,
-            "synthetic": s.synthetic,
+            "synthetic": report.get("synthetic"),
         }
         model.save(Path(out))
         report["final_groups"] = len(groups)  # available; at most max_groups of them trained
@@ -99,30 +117,53 @@ def train_cross_encoder(
     return report
 
 
-class _Groups:
-    """The training groups of a model that must not draw on ``held`` groups (companies): the
-    labelled training questions' hard-negative groups and/or the synthetic questions' groups."""
+def _synthetic_banks(data: Dataset, s: CrossEncoderSettings, where: DataSettings) -> tuple:
+    """The synthetic questions ``s`` asks for and their BM25 banks, or ``(None, None)``; the
+    synthesis's notes are warned, and a corpus that yields no question is an error."""
+    if not s.synthetic:
+        return None, None
+    extractor = corpus_extractor(data.passages)
+    found = synthesis_for(SyntheticSettings(n=s.synthetic, seed=s.seed), data, extractor)
+    for note in found.notes:  # fewer questions than asked and why; interim filings' wording
+        warnings.warn(f"train-cross-encoder: {note}", stacklevel=3)
+    if not found.questions:
+        raise DataError(
+            "no question could be synthesised from the corpus's pages (none has a table row or "
+            "sentence stating a figure for a period, or no page names its company or document)",
+            "synthetic",
+        )
+    check_named_share(
+        found, [q.text for q in data.queries.values()], extractor, "train-cross-encoder",
+        "a folder from `fincrowd synthesize --named-share auto`, trained on as --dataset beir "
+        "(the cross-encoder's synthetic questions name their company)",
+    )  # fmt: skip
+    banks = build_banks(
+        found.dataset(), [SYNTHETIC_RANKER], first_stage=s.first_stage, size=s.depth, data=where,
+        extractor=extractor,
+    )  # fmt: skip
+    return found, banks
 
-    def __init__(
-        self, data: Dataset, bankset, s: CrossEncoderSettings, where: DataSettings
-    ) -> None:
-        self.data, self.bankset, self.s = data, bankset, s
-        self.synthesis = self.synthetic_banks = None
-        if s.synthetic:
-            extractor = corpus_extractor(data.passages)
-            questions = SyntheticSettings(n=s.synthetic, seed=s.seed)
-            self.synthesis = synthesis_for(questions, data, extractor)
-            self.synthetic_banks = build_banks(
-                self.synthesis.dataset(), [SYNTHETIC_RANKER], first_stage=s.first_stage,
-                size=s.depth, data=where,
-            )  # fmt: skip
+
+@dataclass
+class TrainingGroups:
+    """The training groups of a cross-encoder that must not draw on ``held`` companies
+    (:func:`~fincrowd_ltr.data.splits.held_units`): the labelled training questions'
+    hard-negative groups (unless ``synthetic_only``) and the synthetic questions' groups."""
+
+    data: Dataset
+    bankset: BankSet | None
+    s: CrossEncoderSettings
+    synthesis: Synthesis | None = None
+    synthetic_banks: BankSet | None = None
 
     def __call__(self, train: list[str], held: set[str]) -> list:
         from fincrowd_ltr.crossencoder.training import hard_negative_groups, synthetic_groups
 
         groups = []
         if not self.s.synthetic_only:
-            groups += hard_negative_groups(self.data, self.bankset, self.s.negatives_from, train)
+            groups += hard_negative_groups(
+                self.data, self.bankset, self.s.negatives_from, train, excluded=held
+            )
         if self.synthesis is not None:
             groups += synthetic_groups(self.synthesis, self.synthetic_banks, SYNTHETIC_RANKER, held)
         return groups

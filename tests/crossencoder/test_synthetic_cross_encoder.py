@@ -2,6 +2,7 @@
 page against its typed negatives and its bank's best other candidates; a fold's model never
 draws on the held-out fold's companies; a final adapter needs no labelled question."""
 
+import dataclasses
 import json
 
 import pytest
@@ -57,8 +58,9 @@ def test_settings_refuse_synthetic_only_without_synthetic_questions():
         CrossEncoderSettings(synthetic=-1)
 
 
-def test_zero_label_cross_encoder_out_of_fold_and_final(tmp_path, monkeypatch):
-    data = filings_corpus(companies=6)
+@pytest.fixture()
+def recorded(monkeypatch):
+    """The training groups of every cross-encoder trained, in order."""
     trained = []
     real = training.train_cross_encoder
 
@@ -68,22 +70,82 @@ def test_zero_label_cross_encoder_out_of_fold_and_final(tmp_path, monkeypatch):
 
     monkeypatch.setattr("fincrowd_ltr.crossencoder.crossfit.train_cross_encoder", recording)
     monkeypatch.setattr("fincrowd_ltr.crossencoder.train_cross_encoder", recording)
+    return trained
+
+
+SMALL = dict(depth=8, max_length=16, epochs=1, batch_size=2, max_groups=4, folds=2,
+             first_stage="bm25")  # fmt: skip
+
+
+@pytest.mark.parametrize("grouped_by", ["company", "answer pages"])
+def test_zero_label_cross_encoder_out_of_fold_and_final(tmp_path, recorded, grouped_by):
+    data = filings_corpus(companies=6)
+    if grouped_by == "answer pages":  # a BEIR question without a group: grouped by its answer
+        data.queries = {
+            q: dataclasses.replace(query, group=" ".join(sorted(data.qrels[q])))
+            for q, query in data.queries.items()
+        }
     run_out, out = tmp_path / "oof.trec", tmp_path / "ce"
-    settings = dict(synthetic=24, synthetic_only=True, depth=8, max_length=16, epochs=1,
-                    batch_size=2, max_groups=4, folds=2, first_stage="bm25")  # fmt: skip
     report = fc.train_cross_encoder(
-        data, run_out=run_out, out=out, cache_dir=tmp_path / "cache", **settings
-    )
+        data, run_out=run_out, out=out, cache_dir=tmp_path / "cache", synthetic=24,
+        synthetic_only=True, **SMALL,
+    )  # fmt: skip
     assert report["synthetic"]["questions"] == 24 and report["synthetic"]["only"]
     folds = report["folds"]
-    assert len(folds) == 2 and len(trained) == 3  # two fold models, then the final adapter
+    assert len(folds) == 2 and len(recorded) == 3  # two fold models, then the final adapter
     scored = {line.split()[0] for line in run_out.read_text().splitlines()}
     assert scored == {q for q in data.queries if data.covered(q)}
     plan = FoldPlan.by_group(data, 2, 0, scored).folds
-    for fold, groups in zip(folds, trained, strict=False):
-        held = {data.queries[q].group for q in plan[fold["test_fold"]]}
+    for fold, groups in zip(folds, recorded, strict=False):
+        held = {_company(data, data.passages[p].text) for q in plan[fold["test_fold"]]
+                for p in data.qrels[q]}  # fmt: skip
         assert groups and held
+        assert not {g.qid for g in groups} & set(data.queries)  # synthetic questions only
         texts = [t for g in groups for t in (g.positive, *g.negatives)]
         assert all(_company(data, t) not in held for t in texts)
-    saved = json.loads((out / "cross_encoder.json").read_text())
-    assert saved["training"]["query_ids"] == [] and saved["training"]["synthetic"] == 24
+    assert not {g.qid for g in recorded[2]} & set(data.queries)
+    saved = json.loads((out / "cross_encoder.json").read_text())["training"]
+    assert saved["query_ids"] == [] and saved["synthetic"]["questions"] == 24
+
+
+def test_a_corpus_without_labels_trains_a_final_adapter_only(tmp_path, recorded):
+    data = filings_corpus(companies=6, questions=False)
+    report = fc.train_cross_encoder(
+        data, out=tmp_path / "ce", cache_dir=tmp_path / "cache", synthetic=12,
+        synthetic_only=True, **SMALL,
+    )  # fmt: skip
+    assert report["final_trained_groups"] == 4 and len(recorded) == 1
+    with pytest.raises(DataError, match="out .--out. alone trains"):
+        fc.train_cross_encoder(
+            data, run_out=tmp_path / "oof.trec", cache_dir=tmp_path / "cache", synthetic=12,
+            synthetic_only=True, **SMALL,
+        )  # fmt: skip
+    with pytest.raises(DataError, match="negatives_from"):
+        fc.train_cross_encoder(
+            data, out=tmp_path / "ce2", synthetic=12, synthetic_only=True, negatives_from="bm25"
+        )
+    assert len(recorded) == 1  # refused before any training
+
+
+def test_a_corpus_that_yields_no_synthetic_question_is_named(tmp_path):
+    data = filings_corpus(companies=3, questions=False)
+    data.passages = {
+        pid: dataclasses.replace(p, text="An annual report.") for pid, p in data.passages.items()
+    }
+    with pytest.raises(DataError, match="no question could be synthesised"):
+        fc.train_cross_encoder(
+            data, out=tmp_path / "ce", cache_dir=tmp_path / "cache", synthetic=12,
+            synthetic_only=True, **SMALL,
+        )  # fmt: skip
+
+
+def test_evaluate_notes_an_adapter_synthesised_from_the_same_corpus():
+    from types import SimpleNamespace
+
+    from fincrowd_ltr.api.evaluate import _trained_on
+
+    record = {"dataset": "filings", "query_ids": [], "synthetic": {"questions": 24}}
+    model = SimpleNamespace(config=SimpleNamespace(training=record))
+    assert "24 questions synthesised from this corpus" in _trained_on(model, filings_corpus(3))
+    other = dataclasses.replace(filings_corpus(3), name="another")
+    assert _trained_on(model, other) is None
