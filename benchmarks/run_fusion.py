@@ -34,16 +34,18 @@ def main() -> None:
     p.add_argument("--split", default="all")
     p.add_argument("--first-stage", default="auto")
     p.add_argument("--bank-size", type=int, default=100)
+    p.add_argument("--cache-dir", default=".cache")
     args = p.parse_args()
     data = fc.load_dataset(args.dataset, args.data_root, args.split)
     banks = build_banks(
         data, ["first-stage", "dense", BASE], first_stage=args.first_stage, size=args.bank_size,
-        progress=False,
+        cache_dir=args.cache_dir, progress=False,
     )  # fmt: skip
     runs = {path.stem: read_trec_run(path, data) for path in args.runs}
     qids = [q for q in data.queries if data.covered(q) and q in banks.banks]
     groups = [data.queries[q].group for q in qids]
     rows: dict[str, list[tuple[float, float]]] = {}
+    unscored = dict.fromkeys(runs, 0)
     for q in qids:
         bank = banks.banks[q]
         first = bank.scores["first-stage"]
@@ -52,6 +54,7 @@ def main() -> None:
             got = run.get(q, {})
             lowest = min(got.values()) - 1.0 if got else 0.0  # unscored: after every scored one
             own = np.array([got.get(pid, lowest) for pid in bank.pids])
+            unscored[name] += sum(pid not in got for pid in bank.pids)
             scores[name] = own
             scores[f"{name}+first-stage"] = reciprocal_rank_fusion([first, own])
         for name, s in scores.items():
@@ -60,6 +63,9 @@ def main() -> None:
                 (recall_at_k(ranked, data.qrels[q], 10), ndcg_at_k(ranked, data.qrels[q], 10))
             )
     print(f"{len(qids)} covered questions, {len(set(groups))} groups")
+    for name, n in unscored.items():
+        if n:
+            print(f"note: {name} leaves {n} bank candidates unscored (ranked after its scored)")
     base = np.array(rows[BASE])
     for name, values in rows.items():
         v = np.array(values)

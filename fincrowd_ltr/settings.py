@@ -459,9 +459,13 @@ class CrossEncoderSettings:
     """How the LoRA cross-encoder is trained: its banks, its hard negatives and its steps."""
 
     depth: int = field(default=200, metadata=_opt("bank candidates scored per question"))
-    negatives_from: str = field(
-        default="dense",
-        metadata=_opt("ranker ordering labelled questions' hard negatives (synthetic ones: bm25)"),
+    negatives_from: str | None = field(
+        default=None,
+        metadata=_opt(
+            "ranker ordering labelled questions' hard negatives (default dense; synthetic "
+            "ones: bm25)",
+            type=str,
+        ),
     )
     first_stage: str = field(default="auto", metadata=_opt("candidate retrieval", cli=False))
     max_length: int = field(default=128, metadata=_opt("word pieces per pair"))
@@ -506,6 +510,11 @@ class CrossEncoderSettings:
                 )
         if not (math.isfinite(self.lr) and self.lr > 0):
             raise _data_error(f"lr (--lr) must be a positive number; got {self.lr}")
+
+    @property
+    def labelled_negatives_from(self) -> str:
+        """The ranker ordering labelled questions' hard negatives (default ``dense``)."""
+        return self.negatives_from or "dense"
 
     def steps(self) -> dict:
         """The training loop's keywords."""

@@ -138,21 +138,24 @@ def evaluate(
 
 def _trained_on(model, corpus: Dataset) -> str | None:
     """A note when a cross-encoder adapter was trained on questions of ``corpus`` or on
-    questions synthesised from its pages (its ``training`` record: dataset, question ids,
-    synthetic questions), else None."""
+    questions synthesised from its pages (its ``training`` record: dataset, corpus fingerprint,
+    question ids, synthetic questions), else None."""
     training = getattr(model.config, "training", None) or {}
     if training.get("dataset") != corpus.name:
         return None
+    if training.get("corpus", corpus.corpus_fingerprint()) != corpus.corpus_fingerprint():
+        return None  # another corpus of the same name (every BEIR folder is "beir")
     seen = sorted(set(training.get("query_ids") or []) & set(corpus.queries))
     synthetic = training.get("synthetic") or {}
     if not seen and not synthetic:
         return None
     if not seen:
         return (
-            f"the cross-encoder adapter was trained on {synthetic.get('questions')} questions "
-            "synthesised from this corpus's pages (no labels, but every company's pages, these "
-            "questions' answers among them); its out-of-fold run (`train-cross-encoder "
-            "--run-out`, given as --run) is the figure for companies it did not read"
+            f"the cross-encoder adapter was trained on {training.get('train_groups')} groups "
+            f"of the {synthetic.get('questions')} questions synthesised from this corpus's "
+            "pages (no labels, but every company's pages, these questions' answers among "
+            "them); its out-of-fold run (`train-cross-encoder --run-out`, given as --run) is "
+            "the figure for companies it did not read"
         )
     return (
         f"the cross-encoder adapter was trained on {len(seen)} of these questions (its "

@@ -558,6 +558,7 @@ def _train_cross_encoder_command(command) -> None:
     settings.add_arguments(p, settings.CrossEncoderSettings)
     p.add_argument("--run-out", type=Path, default=None, help="write out-of-fold scores (TREC)")
     p.add_argument("--out", type=Path, default=None, help="save the final adapter here")
+    p.add_argument("--overwrite", action="store_true", help="replace the files already in --out")
     p.add_argument("--report", type=Path, default=None)
 
 

@@ -718,8 +718,16 @@ def train_cross_encoder(args: argparse.Namespace) -> None:
 
     fields = [f.name for f in dataclasses.fields(CrossEncoderSettings)]
     chosen = CrossEncoderSettings(**{f: getattr(args, f) for f in fields})
-    report = run(_dataset(args), chosen, run_out=args.run_out, out=args.out, **_common(args))
+    report = run(
+        _dataset(args), chosen, run_out=args.run_out, out=args.out, overwrite=args.overwrite,
+        **_common(args),
+    )  # fmt: skip
     if args.run_out:
+        for fold in report["folds"]:
+            print(
+                f"fold {fold['test_fold']}: a model trained on {fold['train_groups']} groups "
+                f"scored its {fold['test_questions']} questions"
+            )
         print(f"out-of-fold scores written to {args.run_out}")
     if args.out:
         print(

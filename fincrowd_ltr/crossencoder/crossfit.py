@@ -71,6 +71,7 @@ def crossfit(
         model = CrossEncoder.from_minilm(config, seed)
         start = time.perf_counter()
         summary = train_cross_encoder(model, groups, seed=seed, **(train_kwargs or {}))
+        summary.pop("trained_qids")
         summary["train_seconds"] = time.perf_counter() - start
         start = time.perf_counter()
         run.update(score_banks_with(model, dataset, bankset, test, depth, progress))

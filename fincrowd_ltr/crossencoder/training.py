@@ -199,6 +199,7 @@ def train_cross_encoder(
     metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
     return {
         "train_groups": len(train),
+        "trained_qids": sorted({g.qid for g in train}),  # the questions the sample kept
         "val_groups": len(val or []),
         "epochs": max_epochs,
         "batch_size": batch_size,

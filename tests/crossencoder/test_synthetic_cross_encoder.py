@@ -120,11 +120,25 @@ def test_a_corpus_without_labels_trains_a_final_adapter_only(tmp_path, recorded)
             data, run_out=tmp_path / "oof.trec", cache_dir=tmp_path / "cache", synthetic=12,
             synthetic_only=True, **SMALL,
         )  # fmt: skip
-    with pytest.raises(DataError, match="negatives_from"):
+    with pytest.raises(DataError, match="negatives_from"):  # its default named, too
         fc.train_cross_encoder(
-            data, out=tmp_path / "ce2", synthetic=12, synthetic_only=True, negatives_from="bm25"
+            data, out=tmp_path / "ce2", synthetic=12, synthetic_only=True, negatives_from="dense"
         )
-    assert len(recorded) == 1  # refused before any training
+    with pytest.raises(DataError, match="takes no run"):
+        fc.train_cross_encoder(data, out=tmp_path / "ce2", synthetic=12, first_stage="run")
+    (tmp_path / "file").write_text("mine")
+    with pytest.raises(DataError, match="not a folder"):
+        fc.train_cross_encoder(data, out=tmp_path / "file", synthetic=12, synthetic_only=True)
+    with pytest.raises(DataError, match="overwrite"):  # the adapter trained above
+        fc.train_cross_encoder(data, out=tmp_path / "ce", synthetic=12, synthetic_only=True)
+    assert len(recorded) == 1  # each refused before any training
+    (tmp_path / "ce" / "stale.txt").write_text("old")
+    fc.train_cross_encoder(
+        data, out=tmp_path / "ce", overwrite=True, cache_dir=tmp_path / "cache", synthetic=12,
+        synthetic_only=True, **SMALL,
+    )  # fmt: skip
+    assert not (tmp_path / "ce" / "stale.txt").exists()
+    assert (tmp_path / "ce" / "cross_encoder.json").exists()
 
 
 def test_a_corpus_that_yields_no_synthetic_question_is_named(tmp_path):
@@ -149,3 +163,34 @@ def test_evaluate_notes_an_adapter_synthesised_from_the_same_corpus():
     assert "24 questions synthesised from this corpus" in _trained_on(model, filings_corpus(3))
     other = dataclasses.replace(filings_corpus(3), name="another")
     assert _trained_on(model, other) is None
+    record["corpus"] = filings_corpus(4).corpus_fingerprint()  # same name, other pages
+    assert _trained_on(model, filings_corpus(3)) is None
+    record["corpus"] = filings_corpus(3).corpus_fingerprint()
+    assert _trained_on(model, filings_corpus(3)) is not None
+
+
+def test_labelled_questions_of_a_held_out_company_never_train_its_fold(tmp_path, recorded):
+    """Questions without a group are grouped by their answer's pages, so one company's
+    questions may fall in two folds: a fold's model must not train on the other's."""
+    data = filings_corpus(companies=6)
+    for c in range(6):  # a second question per company, answered by another year's page
+        qid = f"q-Firm{c}-2020"
+        data.queries[qid] = dataclasses.replace(data.queries[f"q-Firm{c}"], qid=qid)
+        data.qrels[qid] = {f"Firm{c}_2020_10K:2": 1}
+    data.queries = {
+        q: dataclasses.replace(query, group=" ".join(sorted(data.qrels[q])))
+        for q, query in data.queries.items()
+    }
+    run_out = tmp_path / "oof.trec"
+    settings = {**SMALL, "max_groups": 50, "negatives_from": "bm25", "depth": 40}
+    fc.train_cross_encoder(data, run_out=run_out, cache_dir=tmp_path / "cache", **settings)
+    plan = FoldPlan.by_group(data, 2, 0, set(data.queries)).folds
+    companies = [
+        {_company(data, data.passages[p].text) for q in fold for p in data.qrels[q]}
+        for fold in plan
+    ]
+    assert companies[0] & companies[1]  # the plan splits some company's two questions
+    for held, groups in zip(companies, recorded, strict=True):
+        assert groups and all(g.qid in data.queries for g in groups)
+        texts = [t for g in groups for t in (g.positive, *g.negatives)]
+        assert all(_company(data, t) not in held for t in texts)
