@@ -22,6 +22,7 @@ from fincrowd_ltr.api import build_banks  # noqa: E402
 from fincrowd_ltr.data.beir import read_trec_run  # noqa: E402
 from fincrowd_ltr.metrics import bootstrap_ci, ndcg_at_k, recall_at_k  # noqa: E402
 from fincrowd_ltr.retrieval.fusion import reciprocal_rank_fusion  # noqa: E402
+from fincrowd_ltr.retrieval.rankers import scores_from_run  # noqa: E402
 
 BASE = "fused"
 
@@ -52,8 +53,7 @@ def main() -> None:
         scores = {name: bank.scores[name] for name in ("first-stage", "dense", BASE)}
         for name, run in runs.items():
             got = run.get(q, {})
-            lowest = min(got.values()) - 1.0 if got else 0.0  # unscored: after every scored one
-            own = np.array([got.get(pid, lowest) for pid in bank.pids])
+            own = scores_from_run(got, bank.pids)  # unscored: after every scored one
             unscored[name] += sum(pid not in got for pid in bank.pids)
             scores[name] = own
             scores[f"{name}+first-stage"] = reciprocal_rank_fusion([first, own])

@@ -9,9 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fincrowd_ltr.api.corpus import build_banks, data_settings, load_dataset
-from fincrowd_ltr.api.synthetic import check_named_share, synthesis_for
+from fincrowd_ltr.api.synthetic import check_named_share, require_writable, synthesis_for
 from fincrowd_ltr.data.schema import DataError, Dataset
-from fincrowd_ltr.data.splits import held_units
 from fincrowd_ltr.evaluation.reports import CrossEncoderReport
 from fincrowd_ltr.fields.corpus import corpus_extractor
 from fincrowd_ltr.retrieval.banks import BankSet
@@ -150,14 +149,7 @@ def _check_request(
             "first_stage",
         )
     if out is not None:
-        if out.exists() and not out.is_dir():
-            raise DataError(f"{out}: not a folder; choose another out (--out)", "out")
-        if out.is_dir() and any(out.iterdir()) and not overwrite:
-            raise DataError(
-                f"{out}: already holds files; choose an empty or new out (--out), or pass "
-                "overwrite (--overwrite) to replace them",
-                "out",
-            )
+        require_writable(out, overwrite)
 
 
 def _synthetic_banks(data: Dataset, s: CrossEncoderSettings, where: DataSettings) -> tuple:
@@ -204,8 +196,6 @@ class TrainingGroups:
 
         groups = []
         if not self.s.synthetic_only:
-            # a training question of a held-out company: folds by group may split one
-            train = [q for q in train if not held_units(self.data, [q]) & held]
             groups += hard_negative_groups(
                 self.data, self.bankset, self.s.labelled_negatives_from, train, excluded=held
             )

@@ -143,7 +143,8 @@ def _trained_on(model, corpus: Dataset) -> str | None:
     training = getattr(model.config, "training", None) or {}
     if training.get("dataset") != corpus.name:
         return None
-    if training.get("corpus", corpus.corpus_fingerprint()) != corpus.corpus_fingerprint():
+    recorded = training.get("corpus")
+    if recorded is not None and recorded != corpus.corpus_fingerprint():
         return None  # another corpus of the same name (every BEIR folder is "beir")
     seen = sorted(set(training.get("query_ids") or []) & set(corpus.queries))
     synthetic = training.get("synthetic") or {}

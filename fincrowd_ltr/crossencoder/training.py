@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 from collections.abc import Collection
 from dataclasses import dataclass
-from itertools import chain, zip_longest
+from itertools import chain, islice, zip_longest
 
 import lightning as L
 import torch
@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader
 
 from fincrowd_ltr.crossencoder.model import CrossEncoder
 from fincrowd_ltr.data.schema import DataError, Dataset
-from fincrowd_ltr.data.splits import page_unit
+from fincrowd_ltr.data.splits import held_units, page_unit
 from fincrowd_ltr.defaults import CROSS_ENCODER_NEGATIVES
 from fincrowd_ltr.retrieval.banks import BankSet
 from fincrowd_ltr.synthesis import Synthesis
@@ -47,12 +47,15 @@ def hard_negative_groups(
 ) -> list[Group]:
     """Groups for ``qids``: each gold passage (at most ``MAX_POSITIVES`` per question, whether
     or not the first stage found it) with the ``negatives`` highest-ranked non-supporting bank
-    candidates by ``ranker`` (texts equal to a gold text and pages of an ``excluded`` company
-    are never negatives)."""
+    candidates by ``ranker`` (texts equal to a gold text are never negatives). Nothing of an
+    ``excluded`` company trains: neither a question of it (folds by group may split one, see
+    :func:`~fincrowd_ltr.data.splits.held_units`) nor a page of it as a negative."""
     excluded = set(excluded)
     groups = []
     for qid in qids:
         if qid not in bankset.banks or not dataset.qrels.get(qid):
+            continue
+        if excluded and held_units(dataset, [qid]) & excluded:
             continue
         gold = [p for p, grade in dataset.qrels[qid].items() if grade > 0 and p in dataset.passages]
         gold_texts = {dataset.passages[p].text for p in gold}
@@ -92,23 +95,19 @@ def synthetic_groups(
         if q.company in excluded or q.qid not in bankset.banks or q.source not in passages:
             continue
         source = passages[q.source].text
-        typed = [p for p in chain(*zip_longest(*q.negatives.values())) if p is not None]
-        ranked = bankset.banks[q.qid].ranking(ranker)
-        chosen: list[str] = []
-        for i, pid in enumerate(chain(typed, ranked)):
-            if len(chosen) == negatives:
-                break
-            if i < len(typed) and len(chosen) >= TYPED_NEGATIVES:
-                continue
-            if (
-                pid in q.relevant
-                or pid in chosen
-                or pid not in passages
-                or page_unit(passages[pid]) in excluded
-                or passages[pid].text == source
-            ):
-                continue
-            chosen.append(pid)
+
+        def allowed(pid: str, q=q, source=source) -> bool:
+            return (
+                pid not in q.relevant
+                and pid in passages
+                and page_unit(passages[pid]) not in excluded
+                and passages[pid].text != source
+            )
+
+        typed = chain(*zip_longest(*q.negatives.values()))  # round robin over the types
+        chosen = list(islice(dict.fromkeys(filter(allowed, typed)), TYPED_NEGATIVES))
+        ranked = filter(allowed, bankset.banks[q.qid].ranking(ranker))
+        chosen += [p for p in ranked if p not in chosen][: negatives - len(chosen)]
         if len(chosen) < negatives:
             continue  # a full group keeps every batch rectangular
         texts = tuple(passages[p].text for p in chosen)
